@@ -1,0 +1,29 @@
+# One entry point for everything: `make test` and `make demo` build .venv on first use.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: test demo lint bench clean
+
+$(STAMP): pyproject.toml
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev,plot]'
+	touch $(STAMP)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check nomad_gpu tests benchmarks plugins
+	$(BIN)/mypy
+
+demo: $(STAMP)
+	$(BIN)/nomad-gpu demo
+
+bench: $(STAMP)
+	$(BIN)/nomad-gpu bench --nodes 1000 --gpus-per-node 8 --queued 10000
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
