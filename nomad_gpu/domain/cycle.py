@@ -1,0 +1,206 @@
+"""The scheduling cycle: queue + ledger + usage + now -> admit(job, placements) | wait(job, reason).
+
+Phases, as in Kueue: order the queue (priority, then fair share, then age), keep capacity held for
+jobs that have waited too long at the head, fit each job in turn, and commit admissions to the
+ledger at once so the next job sees them. Deterministic: the same inputs give the same decisions.
+
+Head-of-line protection: when the oldest job of the top priority has waited past
+`hol_threshold_s` and does not fit, nodes that could host it are held for it; nothing else is
+placed there, so it is admitted after at most the completions of what already runs on them.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from nomad_gpu.domain.fairshare import FairShareConfig, UsageHistory
+from nomad_gpu.domain.fit import FitContext, Fitter
+from nomad_gpu.domain.fragmentation import Demand
+from nomad_gpu.domain.freeindex import NodeFree
+from nomad_gpu.domain.ids import EntryId, NodeId, Team
+from nomad_gpu.domain.ledger import Ledger
+from nomad_gpu.domain.placement import AllocPlacement, NoFit, WaitReason
+from nomad_gpu.domain.policies import DEFAULT_POLICY, get_policy, options
+from nomad_gpu.domain.requests import JobRequest
+
+
+@dataclass(frozen=True)
+class Admit:
+    entry: EntryId
+    team: Team
+    placements: tuple[AllocPlacement, ...]
+
+
+@dataclass(frozen=True)
+class Wait:
+    entry: EntryId
+    reason: WaitReason
+    detail: str
+
+    def __str__(self) -> str:
+        return str(NoFit(self.reason, self.detail))
+
+
+Decision = Admit | Wait
+
+
+@dataclass(frozen=True)
+class CycleConfig:
+    policy: str = DEFAULT_POLICY
+    hol_threshold_s: float = 600.0
+    max_holds: int = 1
+    per_class_limit: int | None = 4
+    fair: FairShareConfig = field(default_factory=FairShareConfig)
+
+
+@dataclass(frozen=True)
+class CycleResult:
+    decisions: tuple[Decision, ...]
+    holds: Mapping[EntryId, frozenset[NodeId]]
+    """Nodes held for starving heads; pass back into the next cycle."""
+
+    @property
+    def admitted(self) -> tuple[Admit, ...]:
+        return tuple(d for d in self.decisions if isinstance(d, Admit))
+
+
+_DEFAULT_CONFIG = CycleConfig()
+_NO_USAGE = UsageHistory()
+
+
+def order_queue(
+    queue: Iterable[JobRequest], ledger: Ledger, usage: UsageHistory, fair: FairShareConfig
+) -> Iterable[JobRequest]:
+    """Jobs in decision order. Lazy: team standings are re-read after each admission."""
+    by_prio: dict[int, dict[Team, list[JobRequest]]] = {}
+    for job in queue:
+        by_prio.setdefault(job.priority, {}).setdefault(job.team, []).append(job)
+    for prio in sorted(by_prio, reverse=True):
+        teams = by_prio[prio]
+        for jobs in teams.values():
+            jobs.sort(key=lambda j: (j.submitted_at, j.entry))
+        pos = dict.fromkeys(teams, 0)
+        use = ledger.team_usage()
+        heap = [(usage.standing(t, use.get(t, 0.0), fair), t) for t in teams]
+        heapq.heapify(heap)
+        while heap:
+            _, team = heapq.heappop(heap)
+            jobs = teams[team]
+            yield jobs[pos[team]]
+            pos[team] += 1
+            if pos[team] < len(jobs):
+                heapq.heappush(heap, (usage.standing(team, ledger.team_usage().get(team, 0.0), fair), team))
+
+
+def run_cycle(
+    ledger: Ledger,
+    queue: Sequence[JobRequest],
+    *,
+    now: float,
+    config: CycleConfig = _DEFAULT_CONFIG,
+    usage: UsageHistory = _NO_USAGE,
+    holds: Mapping[EntryId, frozenset[NodeId]] | None = None,
+    demand: Demand | None = None,
+) -> CycleResult:
+    """One cycle. Admissions are reserved in `ledger` before this returns."""
+    policy = get_policy(config.policy)
+    if demand is None and policy.name == "frag-aware":
+        demand = Demand.from_jobs(queue)
+    queued = {j.entry: j for j in queue}
+    holds = _live_holds(ledger, holds or {}, queued)
+    holders = _starving(queue, now, config)
+    decisions: list[Decision] = []
+    failed: dict[object, NoFit] = {}
+
+    def fitter_for(entry: EntryId) -> Fitter:
+        blocked = frozenset(n for e, nodes in holds.items() if e != entry for n in nodes)
+        return Fitter(ledger.index, FitContext(policy, demand, blocked, config.per_class_limit))
+
+    first = [queued[e] for e in holders]
+    rest = (j for j in order_queue(queue, ledger, usage, config.fair) if j.entry not in set(holders))
+    for job in _chain(first, rest):
+        quota = config.fair.team(job.team).quota_gpu
+        in_use = ledger.team_usage().get(job.team, 0.0)
+        if quota is not None and in_use + job.gpu_equivalents > quota + 1e-9:
+            decisions.append(Wait(job.entry, WaitReason.QUOTA,
+                                  f"team {job.team} holds {in_use:g} of {quota:g} GPU; needs {job.gpu_equivalents:g}"))
+            continue
+        key = (job.asks, job.datacenters, job.node_pool, job.entry if job.entry in holds else None)
+        verdict: tuple[AllocPlacement, ...] | NoFit | None = failed.get(key)
+        if verdict is None:
+            verdict = fitter_for(job.entry).fit_job(job)
+        if isinstance(verdict, NoFit):
+            failed[key] = verdict
+            if job.entry in holders and job.entry not in holds:
+                nodes = _choose_hold(ledger, job, frozenset(n for ns in holds.values() for n in ns))
+                if nodes:
+                    holds[job.entry] = nodes
+            if job.entry in holds:
+                decisions.append(Wait(job.entry, WaitReason.HELD,
+                                      f"{verdict}; holding node(s) {', '.join(sorted(holds[job.entry]))}"))
+            else:
+                decisions.append(Wait(job.entry, verdict.reason, verdict.detail))
+            continue
+        ledger.reserve(job.entry, job.team, verdict)
+        holds.pop(job.entry, None)
+        decisions.append(Admit(job.entry, job.team, verdict))
+    return CycleResult(tuple(decisions), dict(holds))
+
+
+def _chain(first: list[JobRequest], rest: Iterable[JobRequest]) -> Iterable[JobRequest]:
+    yield from first
+    yield from rest
+
+
+def _starving(queue: Sequence[JobRequest], now: float, config: CycleConfig) -> list[EntryId]:
+    """The oldest jobs of the top priority that have waited past the threshold."""
+    if not queue or config.max_holds <= 0:
+        return []
+    top = max(j.priority for j in queue)
+    old = sorted((j for j in queue if j.priority == top and now - j.submitted_at >= config.hol_threshold_s),
+                 key=lambda j: (j.submitted_at, j.entry))
+    return [j.entry for j in old[: config.max_holds]]
+
+
+def _live_holds(
+    ledger: Ledger, holds: Mapping[EntryId, frozenset[NodeId]], queued: Mapping[EntryId, JobRequest]
+) -> dict[EntryId, frozenset[NodeId]]:
+    """Drop holds whose job left the queue or whose nodes stopped being schedulable."""
+    out: dict[EntryId, frozenset[NodeId]] = {}
+    for entry, nodes in sorted(holds.items()):
+        if entry not in queued:
+            continue
+        if all((nf := ledger.index.get(n)) is not None and nf.offered for n in nodes):
+            out[entry] = nodes
+    return out
+
+
+def _choose_hold(ledger: Ledger, job: JobRequest, taken: frozenset[NodeId]) -> frozenset[NodeId]:
+    """Nodes that could host the job when empty, closest to fitting now first (an O(nodes) scan,
+    done once per starving job, not per decision)."""
+    chosen: set[NodeId] = set()
+    for ask in job.asks:
+        best: tuple[int, int, NodeId] | None = None
+        for nf in ledger.index.nodes():
+            node = nf.node
+            if nf.id in taken or nf.id in chosen or not nf.offered:
+                continue
+            if job.datacenters and node.datacenter not in job.datacenters:
+                continue
+            if job.node_pool is not None and node.node_pool != job.node_pool:
+                continue
+            empty = NodeFree.of(node, ())
+            if empty.cpu_free < ask.cpu_mhz or empty.mem_free < ask.memory_mb:
+                continue
+            if next(options(empty, ask), None) is None:
+                continue
+            closeness = sum(len(o.instance_ids) for o in options(nf, ask))
+            key = (-closeness, ledger.index.rank(nf.id), nf.id)
+            if best is None or key < best:
+                best = key
+        if best is None:
+            return frozenset()
+        chosen.add(best[2])
+    return frozenset(chosen)

@@ -1,0 +1,62 @@
+"""Fair share and quotas across teams, counted in GPU-equivalents (DESIGN 3.3).
+
+A team's standing is its decayed past usage (GPU-eq seconds, halved every `half_life_s`, turned
+back into GPU-eq by dividing by the half-life) plus what it holds right now, divided by its weight.
+Lowest standing goes first. Counting what it holds now means fair share acts inside one cycle too:
+a team that just got eight GPUs does not also get the next eight while others wait.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.domain.ids import Team
+
+
+@dataclass(frozen=True)
+class TeamPolicy:
+    weight: float = 1.0
+    quota_gpu: float | None = None
+    """Cap on GPU-equivalents in use at once; None = no cap."""
+
+    def __post_init__(self) -> None:
+        if self.weight <= 0:
+            raise InvalidRequest("team weight must be > 0")
+        if self.quota_gpu is not None and self.quota_gpu < 0:
+            raise InvalidRequest("team quota must be >= 0")
+
+
+@dataclass(frozen=True)
+class FairShareConfig:
+    half_life_s: float = 6 * 3600.0
+    teams: Mapping[Team, TeamPolicy] = field(default_factory=dict)
+    default: TeamPolicy = TeamPolicy()
+
+    def team(self, team: Team) -> TeamPolicy:
+        return self.teams.get(team, self.default)
+
+
+@dataclass(frozen=True)
+class UsageHistory:
+    """Decayed usage per team (GPU-eq seconds) as of a time. A value: `advance` returns a new one."""
+
+    decayed: Mapping[Team, float] = field(default_factory=dict)
+    as_of: float | None = None
+
+    def advance(self, now: float, in_use: Mapping[Team, float], half_life_s: float) -> UsageHistory:
+        """Decay to `now`, adding `in_use` as if held constantly since `as_of` (exact integral)."""
+        if self.as_of is None or now <= self.as_of:
+            return UsageHistory(dict(self.decayed), now if self.as_of is None else self.as_of)
+        dt = now - self.as_of
+        factor = 0.5 ** (dt / half_life_s)
+        gain = half_life_s / math.log(2) * (1.0 - factor)
+        teams = set(self.decayed) | set(in_use)
+        out = {t: self.decayed.get(t, 0.0) * factor + in_use.get(t, 0.0) * gain for t in sorted(teams)}
+        return UsageHistory({t: v for t, v in out.items() if v > 1e-9}, now)
+
+    def standing(self, team: Team, in_use: float, config: FairShareConfig) -> float:
+        past = self.decayed.get(team, 0.0) / config.half_life_s
+        return (past + in_use) / config.team(team).weight

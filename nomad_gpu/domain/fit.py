@@ -1,0 +1,200 @@
+"""The fitter: find a concrete placement for every ask of a job, or a ranked reason why not.
+
+Candidates come from the free-capacity index, a bounded number per shape class (or every node in
+priority order for exhaustive policies); CPU, memory, datacenter, node pool and head-of-line holds
+are checked here; the policy scores what is left. Gang jobs place their asks one after another on
+staged copies of the nodes, so two groups of one job never count the same GPU twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+from nomad_gpu.domain.fragmentation import Demand
+from nomad_gpu.domain.freeindex import FreeIndex, NodeFree
+from nomad_gpu.domain.ids import MILLI_PER_GPU, NodeId
+from nomad_gpu.domain.placement import AllocPlacement, NoFit, WaitReason
+from nomad_gpu.domain.policies import Option, Policy, options
+from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, MigSlices, WholeGpus
+from nomad_gpu.domain.units import split_mig_device_name
+
+SCAN_CAP_PER_CLASS = 256
+"""Nodes looked at per shape class before giving up on it (bounds a decision's cost)."""
+
+
+@dataclass(frozen=True)
+class FitContext:
+    policy: Policy
+    demand: Demand | None = None
+    blocked: frozenset[NodeId] = frozenset()
+    """Nodes held for another job at the head of the queue."""
+    per_class_limit: int | None = 4
+    """Feasible nodes scored per shape class; None = all of them (the simulator's exact mode)."""
+    rank: Mapping[NodeId, int] | None = None
+    """Node priority for ties (lower wins); None = the index's own order."""
+
+
+@dataclass
+class _Scan:
+    """What a failed search saw, to say why."""
+
+    blocked: int = 0
+    short_of_resources: int = 0
+
+
+@dataclass
+class Fitter:
+    index: FreeIndex
+    ctx: FitContext
+    staged: dict[NodeId, NodeFree] = field(default_factory=dict)
+
+    def fit_job(self, job: JobRequest) -> tuple[AllocPlacement, ...] | NoFit:
+        """Place every ask of `job` (gang), or none. Leaves the index untouched."""
+        self.staged = {}
+        placed: list[AllocPlacement] = []
+        for ask in job.asks:
+            got = self.fit_ask(job, ask)
+            if isinstance(got, NoFit):
+                if len(job.asks) > 1:
+                    return NoFit(got.reason, f"group {ask.group!r}: {got.detail}")
+                return got
+            placed.append(got)
+            nf = self._node(got.node)
+            assert nf is not None
+            self.staged[got.node] = nf.take(got)
+        return tuple(placed)
+
+    def fit_ask(self, job: JobRequest, ask: AllocAsk) -> AllocPlacement | NoFit:
+        scan = _Scan()
+        best: tuple[tuple[float, int], NodeFree, Option] | None = None
+        for nf in self._candidates(ask):
+            if not self._basics(job, ask, nf, scan):
+                continue
+            for opt in options(nf, ask):
+                key = (self.ctx.policy.score(nf, ask, opt, self.ctx.demand), -self._rank(nf.id))
+                if best is None or key > best[0]:
+                    best = (key, nf, opt)
+        if best is None:
+            return self._why(ask, scan)
+        _, nf, opt = best
+        return AllocPlacement(
+            group=ask.group, index=ask.index, node=nf.id, cpu_mhz=ask.cpu_mhz, memory_mb=ask.memory_mb,
+            instance_ids=opt.instance_ids, device_name=opt.device_name, share_milli=opt.share_milli,
+            gpu_equivalents=ask.gpu_equivalents,
+        )
+
+    # ---- candidates --------------------------------------------------------------------------
+    def _node(self, node: NodeId) -> NodeFree | None:
+        return self.staged.get(node) or self.index.get(node)
+
+    def _rank(self, node: NodeId) -> int:
+        if self.ctx.rank is not None:
+            return self.ctx.rank.get(node, len(self.ctx.rank))
+        return self.index.rank(node)
+
+    def _candidates(self, ask: AllocAsk) -> Iterator[NodeFree]:
+        g = ask.gpu
+        if self.ctx.policy.exhaustive or g is None:
+            for nf in sorted(self.index.nodes(), key=lambda n: self._rank(n.id)):
+                yield self.staged.get(nf.id, nf)
+            return
+        kind, need, names = _shape(self.index, ask)
+        limit = self.ctx.per_class_limit
+        seen: set[NodeId] = set()
+        for name in names:
+            for _, members in self.index.classes(kind, name, need):
+                yielded = scanned = 0
+                for node_id in members:
+                    if node_id in seen:
+                        continue
+                    seen.add(node_id)
+                    scanned += 1
+                    found = self._node(node_id)
+                    if found is not None:
+                        yield found
+                        yielded += 1
+                    if limit is not None and (yielded >= limit or scanned >= SCAN_CAP_PER_CLASS):
+                        break
+        # nodes staged by this job's earlier asks may now sit in a different class: offer them too
+        for node_id, staged in self.staged.items():
+            if node_id not in seen:
+                yield staged
+
+    def _basics(self, job: JobRequest, ask: AllocAsk, nf: NodeFree, scan: _Scan) -> bool:
+        node = nf.node
+        if not nf.offered:
+            return False
+        if job.datacenters and node.datacenter not in job.datacenters:
+            return False
+        if job.node_pool is not None and node.node_pool != job.node_pool:
+            return False
+        if nf.id in self.ctx.blocked:
+            scan.blocked += 1
+            return False
+        if nf.cpu_free < ask.cpu_mhz or nf.mem_free < ask.memory_mb:
+            if ask.gpu is None or next(options(nf, ask), None) is not None:
+                scan.short_of_resources += 1
+            return False
+        return True
+
+    # ---- why not -----------------------------------------------------------------------------
+    def _why(self, ask: AllocAsk, scan: _Scan) -> NoFit:
+        if ask.gpu is None:
+            return NoFit(WaitReason.CPU_MEMORY, f"no node has {ask.cpu_mhz} MHz and {ask.memory_mb} MB free")
+        kind, need, names = _shape(self.index, ask)
+        what = _describe(ask)
+        static = [n for n in self.index.static_names(kind) if _allowed(ask, kind, n)]
+        largest_static = max((self.index.static_largest(kind, n) for n in static), default=0)
+        if largest_static < need:
+            return NoFit(WaitReason.NO_SUCH_SHAPE, f"no schedulable node has {what}")
+        if scan.short_of_resources:
+            return NoFit(WaitReason.CPU_MEMORY,
+                         f"{scan.short_of_resources} node(s) have {what} free but not {ask.cpu_mhz} MHz "
+                         f"and {ask.memory_mb} MB beside it")
+        if scan.blocked:
+            return NoFit(WaitReason.RESERVED, f"{scan.blocked} node(s) with {what} free are held for an older job")
+        if kind == "share":
+            return NoFit(WaitReason.INSUFFICIENT, f"no shared GPU has {need} milli-GPU free")
+        total = sum(self.index.total(kind, n) for n in names)
+        largest = max((self.index.largest(kind, n) for n in names), default=0)
+        unit = "GPUs" if kind == "whole" else "instances"
+        if total >= need:
+            return NoFit(WaitReason.FRAGMENTED,
+                         f"{total} {unit} free in total, at most {largest} on one node; {need} needed")
+        return NoFit(WaitReason.INSUFFICIENT, f"{total} of {need} {unit} free")
+
+
+def _shape(index: FreeIndex, ask: AllocAsk) -> tuple[str, int, list[str]]:
+    g = ask.gpu
+    if isinstance(g, WholeGpus):
+        kind, need = "whole", g.count
+    elif isinstance(g, MigSlices):
+        kind, need = "mig", g.count
+    elif isinstance(g, GpuShare):
+        kind, need = "share", g.milli
+    else:
+        return "none", 0, []
+    return kind, need, [n for n in index.names(kind) if _allowed(ask, kind, n)]
+
+
+def _allowed(ask: AllocAsk, kind: str, name: str) -> bool:
+    g = ask.gpu
+    if g is None:
+        return False
+    if kind == "mig":
+        split = split_mig_device_name(name)
+        return split is not None and isinstance(g, MigSlices) and split[1] == g.profile and g.allows(split[0])
+    return g.allows(name)
+
+
+def _describe(ask: AllocAsk) -> str:
+    g = ask.gpu
+    if isinstance(g, WholeGpus):
+        models = "/".join(sorted(g.models)) if g.models else "GPU"
+        return f"{g.count} x {models}"
+    if isinstance(g, MigSlices):
+        return f"{g.count} x MIG {g.profile}"
+    if isinstance(g, GpuShare):
+        return f"a shared GPU with {g.milli}/{MILLI_PER_GPU} free"
+    return "capacity"

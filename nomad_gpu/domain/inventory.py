@@ -1,0 +1,122 @@
+"""What the cluster has: nodes, their CPU and memory, and GPU capacity of three kinds (DESIGN 3.4).
+
+- whole GPUs (`GPU-<uuid>`), taken by one job at a time;
+- MIG instances (`MIG-<uuid>`, device name `<model> MIG <profile>`), each taken whole;
+- shared GPUs, GPUs an operator marked for time-slicing, holding shares counted in milli-GPU.
+
+A GPU in FLEX mode takes both whole and share requests; the service never uses it (Nomad cannot
+pin a GPU both ways at once) but the trace simulator does, as the FGD paper's cluster does.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
+
+from nomad_gpu.domain.ids import InstanceId, NodeId
+from nomad_gpu.domain.units import MigProfile
+
+
+class NodeStatus(enum.Enum):
+    INITIALIZING = "initializing"
+    READY = "ready"
+    DOWN = "down"
+    DISCONNECTED = "disconnected"
+
+
+class GpuMode(enum.Enum):
+    WHOLE = "whole"
+    SHARED = "shared"
+    FLEX = "flex"
+
+    @property
+    def takes_whole(self) -> bool:
+        return self is not GpuMode.SHARED
+
+    @property
+    def takes_shares(self) -> bool:
+        return self is not GpuMode.WHOLE
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """A physical GPU offered whole or as time-slice shares."""
+
+    id: InstanceId
+    model: str
+    memory_mib: int = 0
+    healthy: bool = True
+    mode: GpuMode = GpuMode.WHOLE
+    max_tenants: int | None = None
+    """For a shared GPU, the operator's cap on co-tenants (N equal slots); None = only the milli sum."""
+
+
+@dataclass(frozen=True)
+class MigSlice:
+    """A MIG instance, reported by the stock plugin as its own device."""
+
+    id: InstanceId
+    model: str
+    profile: MigProfile
+    memory_mib: int = 0
+    healthy: bool = True
+
+    @property
+    def device_name(self) -> str:
+        return f"{self.model} MIG {self.profile.name}"
+
+
+@dataclass(frozen=True)
+class Node:
+    """One Nomad client node as the core sees it; raw Nomad JSON never gets past the decoder."""
+
+    id: NodeId
+    name: str = ""
+    datacenter: str = "dc1"
+    node_pool: str = "default"
+    node_class: str = ""
+    status: NodeStatus = NodeStatus.READY
+    eligible: bool = True
+    draining: bool = False
+    cpu_mhz: int = 0
+    memory_mb: int = 0
+    gpus: tuple[Gpu, ...] = ()
+    migs: tuple[MigSlice, ...] = ()
+
+    @property
+    def schedulable(self) -> bool:
+        """Down, ineligible and draining nodes offer nothing new."""
+        return self.status is NodeStatus.READY and self.eligible and not self.draining
+
+    def instance_ids(self) -> Iterator[InstanceId]:
+        for g in self.gpus:
+            yield g.id
+        for m in self.migs:
+            yield m.id
+
+    def gpu_models(self) -> frozenset[str]:
+        return frozenset(g.model for g in self.gpus)
+
+
+@dataclass(frozen=True)
+class Inventory:
+    """All nodes, keyed by id; iteration order is the node-id order, so decisions are deterministic."""
+
+    nodes: Mapping[NodeId, Node] = field(default_factory=dict)
+
+    @staticmethod
+    def of(nodes: Iterable[Node]) -> Inventory:
+        return Inventory({n.id: n for n in sorted(nodes, key=lambda n: n.id)})
+
+    def __iter__(self) -> Iterator[Node]:
+        return iter(self.nodes.values())
+
+    def __len__(self) -> int:
+        return len(self.nodes)
+
+    def with_node(self, node: Node) -> Inventory:
+        return Inventory.of([*(n for n in self.nodes.values() if n.id != node.id), node])
+
+    def without_node(self, node_id: NodeId) -> Inventory:
+        return Inventory.of(n for n in self.nodes.values() if n.id != node_id)

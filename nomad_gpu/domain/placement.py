@@ -1,0 +1,53 @@
+"""Placements and verdicts: the answer to "where does this go?", or exactly why it goes nowhere."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+from nomad_gpu.domain.ids import InstanceId, NodeId
+
+
+@dataclass(frozen=True)
+class AllocPlacement:
+    """One allocation pinned to a node and the exact instances it will use."""
+
+    group: str
+    index: int
+    node: NodeId
+    cpu_mhz: int
+    memory_mb: int
+    instance_ids: tuple[InstanceId, ...] = ()
+    device_name: str | None = None
+    """Nomad device group name of whole GPUs or MIG slices (`<model>` or `<model> MIG <profile>`)."""
+    share_milli: int = 0
+    """Milli-GPU of a time-slice share; then instance_ids holds exactly the one shared GPU."""
+    gpu_equivalents: float = 0.0
+
+    @property
+    def is_share(self) -> bool:
+        return self.share_milli > 0
+
+
+class WaitReason(enum.Enum):
+    """Why a job is not admitted, most specific first. The value is what users read."""
+
+    NO_SUCH_SHAPE = "no node offers this shape of GPU"
+    FRAGMENTED = "enough capacity free in total, but not on any one node"
+    INSUFFICIENT = "not enough free capacity of this shape"
+    CPU_MEMORY = "GPUs free, but not with enough CPU or memory beside them"
+    QUOTA = "team quota reached"
+    RESERVED = "capacity reserved for an older job at the head of the queue"
+    GANG = "not every task group of the job fits at once"
+    HELD = "held: waiting for capacity reserved for it to drain"
+
+
+@dataclass(frozen=True)
+class NoFit:
+    """A ranked verdict for an ask that fits nowhere now, with a human-readable detail."""
+
+    reason: WaitReason
+    detail: str
+
+    def __str__(self) -> str:
+        return f"{self.reason.value}: {self.detail}" if self.detail else self.reason.value
