@@ -68,9 +68,7 @@ class Fitter:
     def fit_ask(self, job: JobRequest, ask: AllocAsk) -> AllocPlacement | NoFit:
         scan = _Scan()
         best: tuple[tuple[float, int], NodeFree, Option] | None = None
-        for nf in self._candidates(ask):
-            if not self._basics(job, ask, nf, scan):
-                continue
+        for nf in self._candidates(job, ask, scan):
             for opt in options(nf, ask):
                 key = (self.ctx.policy.score(nf, ask, opt, self.ctx.demand), -self._rank(nf.id))
                 if best is None or key > best[0]:
@@ -93,11 +91,14 @@ class Fitter:
             return self.ctx.rank.get(node, len(self.ctx.rank))
         return self.index.rank(node)
 
-    def _candidates(self, ask: AllocAsk) -> Iterator[NodeFree]:
+    def _candidates(self, job: JobRequest, ask: AllocAsk, scan: _Scan) -> Iterator[NodeFree]:
+        """Nodes that pass the basic checks: a bounded few per shape class, or all (exhaustive)."""
         g = ask.gpu
         if self.ctx.policy.exhaustive or g is None:
             for nf in sorted(self.index.nodes(), key=lambda n: self._rank(n.id)):
-                yield self.staged.get(nf.id, nf)
+                nf = self.staged.get(nf.id, nf)
+                if self._basics(job, ask, nf, scan):
+                    yield nf
             return
         kind, need, names = _shape(self.index, ask)
         limit = self.ctx.per_class_limit
@@ -111,14 +112,14 @@ class Fitter:
                     seen.add(node_id)
                     scanned += 1
                     found = self._node(node_id)
-                    if found is not None:
+                    if found is not None and self._basics(job, ask, found, scan):
                         yield found
                         yielded += 1
                     if limit is not None and (yielded >= limit or scanned >= SCAN_CAP_PER_CLASS):
                         break
         # nodes staged by this job's earlier asks may now sit in a different class: offer them too
         for node_id, staged in self.staged.items():
-            if node_id not in seen:
+            if node_id not in seen and self._basics(job, ask, staged, scan):
                 yield staged
 
     def _basics(self, job: JobRequest, ask: AllocAsk, nf: NodeFree, scan: _Scan) -> bool:

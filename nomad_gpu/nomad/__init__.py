@@ -1,0 +1,1 @@
+"""The Nomad edge: the only package that knows Nomad's JSON field names and HTTP API."""

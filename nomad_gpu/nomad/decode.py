@@ -1,0 +1,182 @@
+"""Nomad JSON -> core values. The only module where Nomad's node and allocation field names appear.
+
+Shapes follow reference/nomad-api.md sections 3-5: nodes from `GET /v1/node/:id` or
+`GET /v1/nodes?resources=true`, devices grouped by name (`<model>` for whole GPUs,
+`<model> MIG <profile>` for MIG instances), device attributes with or without null value keys.
+Shared GPUs come either from the project's own device plugin (vendor `nomad-gpu`, type
+`shared-gpu`) or from stock-plugin GPUs that the operator marks shared in `SharingConfig`.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from nomad_gpu.domain.errors import InvalidInventory
+from nomad_gpu.domain.ids import InstanceId, NodeId
+from nomad_gpu.domain.inventory import Gpu, GpuMode, MigSlice, Node, NodeStatus
+from nomad_gpu.domain.units import MigProfile, split_mig_device_name
+
+SHARED_VENDOR, SHARED_TYPE = "nomad-gpu", "shared-gpu"
+
+
+@dataclass(frozen=True)
+class ShareRule:
+    """Marks stock-plugin GPUs as time-slice shared. Empty fields match anything."""
+
+    node: str = ""
+    """A node ID or name."""
+    model: str = ""
+    gpu_id: str = ""
+    slots: int | None = None
+    """N equal slots: at most N co-tenants on one GPU."""
+
+    def matches(self, node: Node, gpu_id: str, model: str) -> bool:
+        return ((not self.node or self.node in (node.id, node.name)) and (not self.model or self.model == model)
+                and (not self.gpu_id or self.gpu_id == gpu_id))
+
+
+@dataclass(frozen=True)
+class SharingConfig:
+    rules: tuple[ShareRule, ...] = field(default_factory=tuple)
+
+    def rule_for(self, node: Node, gpu_id: str, model: str) -> ShareRule | None:
+        return next((r for r in self.rules if r.matches(node, gpu_id, model)), None)
+
+
+NO_SHARING = SharingConfig()
+
+
+class AllocStatus(enum.Enum):
+    """Nomad's ClientStatus. `complete`, `failed` and `lost` are terminal (reference section 3)."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    LOST = "lost"
+    UNKNOWN = "unknown"
+
+    def is_terminal(self) -> bool:
+        return self in (AllocStatus.COMPLETE, AllocStatus.FAILED, AllocStatus.LOST)
+
+
+@dataclass(frozen=True)
+class AllocInfo:
+    """What the service needs from an allocation: whose it is, where, on what, and how it ends."""
+
+    id: str
+    job_id: str
+    task_group: str
+    node_id: NodeId
+    client_status: AllocStatus
+    desired_status: str
+    device_ids: tuple[InstanceId, ...] = ()
+    modify_index: int = 0
+    create_time_ns: int = 0
+    modify_time_ns: int = 0
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.client_status.is_terminal()
+
+
+def _attr_int(attrs: Mapping[str, Any] | None, name: str) -> int:
+    """Device attributes are `{Int, Float, String, Bool, Unit}` with unset keys null or absent."""
+    a = (attrs or {}).get(name) or {}
+    for key in ("Int", "Float"):
+        v = a.get(key)
+        if v is not None:
+            return int(v)
+    return 0
+
+
+def decode_node(raw: Mapping[str, Any], sharing: SharingConfig = NO_SHARING) -> Node:
+    """A full node or a `?resources=true` stub. Raises InvalidInventory on data we cannot read."""
+    try:
+        node_id = NodeId(str(raw["ID"]))
+    except KeyError:
+        raise InvalidInventory("node JSON without ID") from None
+    try:
+        status = NodeStatus(raw.get("Status") or "initializing")
+    except ValueError:
+        status = NodeStatus.DOWN
+    res = raw.get("NodeResources") or {}
+    reserved = raw.get("ReservedResources") or {}
+    cpu = int(((res.get("Cpu") or {}).get("CpuShares")) or 0)
+    cpu -= int(((reserved.get("Cpu") or {}).get("CpuShares")) or 0)
+    mem = int(((res.get("Memory") or {}).get("MemoryMB")) or 0)
+    mem -= int(((reserved.get("Memory") or {}).get("MemoryMB")) or 0)
+    base = Node(
+        id=node_id,
+        name=str(raw.get("Name") or ""),
+        datacenter=str(raw.get("Datacenter") or "dc1"),
+        node_pool=str(raw.get("NodePool") or "default"),
+        node_class=str(raw.get("NodeClass") or ""),
+        status=status,
+        eligible=(raw.get("SchedulingEligibility") or "eligible") == "eligible",
+        draining=bool(raw.get("Drain")) or raw.get("DrainStrategy") is not None,
+        cpu_mhz=max(cpu, 0),
+        memory_mb=max(mem, 0),
+    )
+    gpus, migs = _decode_devices(base, res.get("Devices") or [], sharing)
+    return Node(**{**base.__dict__, "gpus": tuple(gpus), "migs": tuple(migs)})
+
+
+def _decode_devices(node: Node, devices: Sequence[Mapping[str, Any]], sharing: SharingConfig
+                    ) -> tuple[list[Gpu], list[MigSlice]]:
+    gpus: list[Gpu] = []
+    migs: list[MigSlice] = []
+    for group in devices:
+        vendor, dtype, name = group.get("Vendor") or "", group.get("Type") or "", group.get("Name") or ""
+        attrs = group.get("Attributes")
+        memory = _attr_int(attrs, "memory")
+        instances = group.get("Instances") or []
+        if vendor == SHARED_VENDOR and dtype == SHARED_TYPE:
+            slots = _attr_int(attrs, "slots") or None
+            for inst in instances:
+                gpus.append(Gpu(InstanceId(str(inst["ID"])), name, memory, bool(inst.get("Healthy", True)),
+                                GpuMode.SHARED, slots))
+            continue
+        if dtype != "gpu":
+            continue
+        split = split_mig_device_name(name)
+        for inst in instances:
+            iid = str(inst["ID"])
+            healthy = bool(inst.get("Healthy", True))
+            if split is not None or iid.startswith("MIG-"):
+                if split is None:
+                    raise InvalidInventory(f"node {node.id}: MIG instance {iid} in a group named {name!r}")
+                migs.append(MigSlice(InstanceId(iid), split[0], MigProfile.parse(split[1]), memory, healthy))
+                continue
+            rule = sharing.rule_for(node, iid, name)
+            mode = GpuMode.SHARED if rule is not None else GpuMode.WHOLE
+            gpus.append(Gpu(InstanceId(iid), name, memory, healthy, mode, rule.slots if rule else None))
+    return gpus, migs
+
+
+def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
+    """A full allocation, an event payload's allocation, or a `?resources=true` stub."""
+    try:
+        status = AllocStatus(raw.get("ClientStatus") or "pending")
+    except ValueError:
+        status = AllocStatus.UNKNOWN
+    device_ids: list[InstanceId] = []
+    tasks = ((raw.get("AllocatedResources") or {}).get("Tasks")) or {}
+    for task in tasks.values():
+        for dev in (task or {}).get("Devices") or []:
+            device_ids.extend(InstanceId(str(i)) for i in dev.get("DeviceIDs") or [])
+    return AllocInfo(
+        id=str(raw["ID"]),
+        job_id=str(raw.get("JobID") or ""),
+        task_group=str(raw.get("TaskGroup") or ""),
+        node_id=NodeId(str(raw.get("NodeID") or "")),
+        client_status=status,
+        desired_status=str(raw.get("DesiredStatus") or "run"),
+        device_ids=tuple(device_ids),
+        modify_index=int(raw.get("ModifyIndex") or 0),
+        create_time_ns=int(raw.get("CreateTime") or 0),
+        modify_time_ns=int(raw.get("ModifyTime") or 0),
+    )
