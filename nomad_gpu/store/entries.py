@@ -1,0 +1,84 @@
+"""Queue entries and their life cycle. `TRANSITIONS` is the whole table; the store enforces it.
+
+    queued ──admit──► admitted ──Nomad placed──► running ──► complete | failed
+      ▲  │               │                          │
+      │  └─cancel─► cancelled ◄─────cancel──────────┘
+      └──── retry (failed/lost with retries left, or a register that did not happen) ───┘
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+
+class EntryState(enum.Enum):
+    QUEUED = "queued"
+    ADMITTED = "admitted"
+    """Capacity reserved and the job sent (or being sent) to Nomad, not yet seen placed."""
+    RUNNING = "running"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    def is_terminal(self) -> bool:
+        return self in (EntryState.COMPLETE, EntryState.FAILED, EntryState.CANCELLED)
+
+    def holds_capacity(self) -> bool:
+        return self in (EntryState.ADMITTED, EntryState.RUNNING)
+
+
+TRANSITIONS: Mapping[EntryState, frozenset[EntryState]] = {
+    EntryState.QUEUED: frozenset({EntryState.ADMITTED, EntryState.CANCELLED}),
+    EntryState.ADMITTED: frozenset({EntryState.RUNNING, EntryState.QUEUED, EntryState.COMPLETE,
+                                    EntryState.FAILED, EntryState.CANCELLED}),
+    EntryState.RUNNING: frozenset({EntryState.COMPLETE, EntryState.FAILED, EntryState.QUEUED,
+                                   EntryState.CANCELLED}),
+    EntryState.COMPLETE: frozenset(),
+    EntryState.FAILED: frozenset(),
+    EntryState.CANCELLED: frozenset(),
+}
+
+
+@dataclass(frozen=True)
+class QueueEntry:
+    """One submitted job. `spec` is the validated job spec as plain JSON data."""
+
+    id: str
+    name: str
+    team: str
+    priority: int
+    spec: Mapping[str, Any]
+    submitted_at: float
+    state: EntryState = EntryState.QUEUED
+    attempts: int = 0
+    """Registrations so far; the Nomad job ID carries it, so a retry is a new job, a repeat is not."""
+    max_retries: int = 0
+    reason: str = ""
+    placements: tuple[Mapping[str, Any], ...] = ()
+    admitted_at: float | None = None
+    finished_at: float | None = None
+    sweep: str | None = None
+    idempotency_key: str | None = None
+    history: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+
+    @property
+    def nomad_job_id(self) -> str:
+        """Derived, never stored apart: the same entry and attempt always give the same Nomad job."""
+        return f"ngpu-{self.id}-{self.attempts}" if self.attempts else f"ngpu-{self.id}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "id": self.id, "name": self.name, "team": self.team, "priority": self.priority,
+            "state": self.state.value, "submitted_at": self.submitted_at, "attempts": self.attempts,
+            "max_retries": self.max_retries, "reason": self.reason, "nomad_job_id": self.nomad_job_id,
+            "placements": list(self.placements), "admitted_at": self.admitted_at,
+            "finished_at": self.finished_at, "sweep": self.sweep, "spec": dict(self.spec),
+        }
+
+
+def dumps(value: Any) -> str:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
