@@ -1,0 +1,224 @@
+"""The Nomad HTTP client: python-nomad, configured from Nomad's own variables, with its gaps closed.
+
+Fixed at this edge (reference/nomad-api.md section 10): TLS verification is on unless
+NOMAD_SKIP_VERIFY says otherwise (python-nomad defaults it off), NOMAD_CACERT and
+NOMAD_TLS_SERVER_NAME are honoured (python-nomad ignores them), job submissions carry their HCL
+source, and every failure becomes one of our own errors, retryable or permanent. The token is sent,
+never logged.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import nomad
+import nomad.api.exceptions as nomad_exc
+import requests
+from requests.adapters import HTTPAdapter
+
+from nomad_gpu.domain.errors import NomadGpuError
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+_TRUE = {"1", "t", "true", "yes", "on"}
+
+
+class NomadError(NomadGpuError):
+    """Nomad said no, or could not be reached."""
+
+    retryable = False
+
+
+class NomadUnavailable(NomadError):
+    """Connection refused, timeout, 5xx without a clear verdict: try again later."""
+
+    retryable = True
+
+
+class NomadRejected(NomadError):
+    """Nomad refused the request (bad job, permission denied): retrying the same will not help."""
+
+
+class NomadNotFound(NomadRejected):
+    """The object does not exist (404)."""
+
+
+@dataclass(frozen=True)
+class NomadSettings:
+    address: str = "http://127.0.0.1:4646"
+    token: str | None = None
+    namespace: str | None = None
+    region: str | None = None
+    ca_cert: str | None = None
+    client_cert: str | None = None
+    client_key: str | None = None
+    skip_verify: bool = False
+    tls_server_name: str | None = None
+    timeout_s: float = 10.0
+
+    @staticmethod
+    def from_env(env: Mapping[str, str]) -> NomadSettings:
+        """Nomad's own variables (reference section 9); read once, at the entry point."""
+        return NomadSettings(
+            address=env.get("NOMAD_ADDR") or "http://127.0.0.1:4646",
+            token=env.get("NOMAD_TOKEN") or None,
+            namespace=env.get("NOMAD_NAMESPACE") or None,
+            region=env.get("NOMAD_REGION") or None,
+            ca_cert=env.get("NOMAD_CACERT") or None,
+            client_cert=env.get("NOMAD_CLIENT_CERT") or None,
+            client_key=env.get("NOMAD_CLIENT_KEY") or None,
+            skip_verify=(env.get("NOMAD_SKIP_VERIFY") or "").strip().lower() in _TRUE,
+            tls_server_name=env.get("NOMAD_TLS_SERVER_NAME") or None,
+        )
+
+    @property
+    def verify(self) -> bool | str:
+        if self.skip_verify:
+            return False
+        return self.ca_cert or True
+
+    def __repr__(self) -> str:  # never print the token
+        return f"NomadSettings(address={self.address!r}, namespace={self.namespace!r}, region={self.region!r})"
+
+
+class _ServerNameAdapter(HTTPAdapter):
+    """Checks the certificate against NOMAD_TLS_SERVER_NAME instead of the address's host."""
+
+    def __init__(self, server_name: str) -> None:
+        self._server_name = server_name
+        super().__init__()
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        kwargs["server_hostname"] = self._server_name
+        kwargs["assert_hostname"] = self._server_name
+        super().init_poolmanager(*args, **kwargs)
+
+
+def _translate(call: Callable[[], T], what: str) -> T:
+    """Run a python-nomad call; every failure leaves as a NomadError with the cause chained."""
+    try:
+        return call()
+    except nomad_exc.URLNotFoundNomadException as exc:
+        raise NomadNotFound(f"{what}: {_text(exc)}") from exc
+    except (nomad_exc.BadRequestNomadException, nomad_exc.URLNotAuthorizedNomadException) as exc:
+        raise NomadRejected(f"{what}: {_text(exc)}") from exc
+    except nomad_exc.BaseNomadException as exc:
+        status = getattr(getattr(exc, "nomad_resp", None), "status_code", None)
+        text = _text(exc)
+        # jobspec validation errors come back as 500 text (reference section 6): not worth retrying
+        if status == 500 and text and "rpc error" not in text.lower() and "no cluster leader" not in text.lower():
+            raise NomadRejected(f"{what}: {text}") from exc
+        raise NomadUnavailable(f"{what}: HTTP {status}: {text}") from exc
+    except (requests.ConnectionError, requests.Timeout) as exc:
+        raise NomadUnavailable(f"{what}: cannot reach Nomad ({type(exc).__name__})") from exc
+    except requests.RequestException as exc:
+        raise NomadUnavailable(f"{what}: {exc}") from exc
+
+
+def _text(exc: BaseException) -> str:
+    resp = getattr(exc, "nomad_resp", None)
+    text = getattr(resp, "text", None)
+    return (text or str(exc)).strip()
+
+
+class NomadClient:
+    """The calls the service makes, each returning plain JSON and raising only NomadError."""
+
+    def __init__(self, settings: NomadSettings, session: requests.Session | None = None) -> None:
+        self.settings = settings
+        self.session = session or requests.Session()
+        if settings.tls_server_name:
+            self.session.mount("https://", _ServerNameAdapter(settings.tls_server_name))
+        cert = (settings.client_cert or "", settings.client_key or "")
+        self.api = nomad.Nomad(
+            address=settings.address.rstrip("/"), token=settings.token, namespace=settings.namespace,
+            region=settings.region, verify=settings.verify, cert=cert, timeout=int(settings.timeout_s),
+            session=self.session,
+        )
+
+    # ---- reads -------------------------------------------------------------------------------
+    def nodes(self) -> list[dict[str, Any]]:
+        """Node stubs with NodeResources (and so devices)."""
+        return list(_translate(lambda: self.api.nodes.get_nodes(resources=True), "list nodes"))
+
+    def node(self, node_id: str) -> dict[str, Any]:
+        return dict(_translate(lambda: self.api.node.get_node(node_id), f"read node {node_id}"))
+
+    def allocations(self) -> list[dict[str, Any]]:
+        """Every allocation with resources: the only list that carries device IDs (reference 3)."""
+        return list(_translate(lambda: self.api.allocations.get_allocations(resources=True),
+                               "list allocations"))
+
+    def job(self, job_id: str) -> dict[str, Any] | None:
+        try:
+            return dict(_translate(lambda: self.api.job.get_job(job_id), f"read job {job_id}"))
+        except NomadNotFound:
+            return None
+
+    # ---- writes ------------------------------------------------------------------------------
+    def parse(self, hcl: str) -> dict[str, Any]:
+        """HCL2 -> Job JSON through Nomad's own parser (`POST /v1/jobs/parse`)."""
+        return dict(_translate(lambda: self.api.jobs.parse(hcl, canonicalize=False), "parse job"))
+
+    def register(self, job: Mapping[str, Any], hcl: str) -> dict[str, Any]:
+        """Register with the HCL source, so the UI's Definition tab shows what we rendered."""
+        body = {"Job": dict(job), "Submission": {"Source": hcl, "Format": "hcl2"}}
+        return dict(_translate(lambda: self.api.jobs.register_job(body), f"register job {job.get('ID')}"))
+
+    def deregister(self, job_id: str, purge: bool = False) -> None:
+        _translate(lambda: self.api.job.deregister_job(job_id, purge=purge), f"stop job {job_id}")
+
+    def stop_alloc(self, alloc_id: str) -> None:
+        _translate(lambda: self.api.allocation.stop_allocation(alloc_id), f"stop allocation {alloc_id}")
+
+    # ---- the event stream --------------------------------------------------------------------
+    def event_stream(self, index: int, topics: Sequence[str], read_timeout_s: float = 75.0
+                     ) -> Iterator[dict[str, Any]]:
+        """Frames of `/v1/event/stream` as they arrive (heartbeats included, as `{}`).
+
+        Written on the session rather than python-nomad's `get_stream`, which replays from the first
+        index after a reconnect and dies silently on errors (reference section 10). Ends when the
+        server closes the stream; raises NomadError on anything else.
+        """
+        params: list[tuple[str, str | int]] = [("index", index), *(("topic", t) for t in topics)]
+        if self.settings.namespace:
+            params.append(("namespace", self.settings.namespace))
+        if self.settings.region:
+            params.append(("region", self.settings.region))
+        headers = {"X-Nomad-Token": self.settings.token} if self.settings.token else {}
+        url = f"{self.settings.address.rstrip('/')}/v1/event/stream"
+        try:
+            resp = self.session.get(url, params=params, headers=headers, stream=True, verify=self.settings.verify,
+                                    cert=self.api.cert or None, timeout=(self.settings.timeout_s, read_timeout_s))
+        except requests.RequestException as exc:
+            raise NomadUnavailable(f"event stream: cannot connect ({type(exc).__name__})") from exc
+        with resp:
+            if resp.status_code != 200:
+                err = NomadRejected if 400 <= resp.status_code < 500 else NomadUnavailable
+                raise err(f"event stream: HTTP {resp.status_code}: {resp.text.strip()}")
+            try:
+                yield from _ndjson(resp.iter_content(chunk_size=None))
+            except requests.RequestException as exc:
+                raise NomadUnavailable(f"event stream broke off ({type(exc).__name__})") from exc
+
+
+def _ndjson(chunks: Iterator[bytes]) -> Iterator[dict[str, Any]]:
+    """Split a byte stream into JSON lines as soon as each line is complete."""
+    buf = b""
+    for chunk in chunks:
+        buf += chunk
+        while True:
+            nl = buf.find(b"\n")
+            if nl < 0:
+                break
+            line, buf = buf[:nl].strip(), buf[nl + 1:]
+            if line:
+                try:
+                    yield json.loads(line)
+                except ValueError:
+                    logger.warning("event stream: skipped a line that is not JSON (%d bytes)", len(line))

@@ -1,0 +1,148 @@
+"""Follows Nomad's event stream and tells the service what changed, never missing or repeating.
+
+- resumes from the last index seen (the index is inclusive, so frames are also deduplicated);
+- reconnects with capped exponential backoff when the stream breaks or the server closes it;
+- after every (re)connect, re-lists nodes and allocations over REST and hands the full picture to
+  the service to reconcile, because an index older than the server's buffer silently skips events
+  (reference/nomad-api.md section 1).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from nomad_gpu.domain.inventory import Node
+from nomad_gpu.nomad.client import NomadClient, NomadError
+from nomad_gpu.nomad.decode import AllocInfo, SharingConfig, decode_alloc, decode_node
+
+logger = logging.getLogger(__name__)
+
+TOPICS = ("Allocation:*", "Node:*", "Job:*")
+NODE_TYPES = frozenset({"NodeRegistration", "NodeStreamEvent", "NodeDrain", "NodeEligibility", "NodeEvent"})
+ALLOC_TYPES = frozenset({"PlanResult", "AllocationUpdated", "AllocationUpdateDesiredStatus"})
+
+
+class WatchHandler(Protocol):
+    """What the service implements; called from the watcher's thread, one call at a time."""
+
+    def on_resync(self, nodes: list[Node], allocs: list[AllocInfo]) -> None: ...
+    def on_node(self, node: Node) -> None: ...
+    def on_node_removed(self, node_id: str) -> None: ...
+    def on_alloc(self, alloc: AllocInfo) -> None: ...
+    def on_job_deregistered(self, job_id: str) -> None: ...
+
+
+@dataclass
+class Backoff:
+    initial_s: float = 0.05
+    max_s: float = 5.0
+    current_s: float = 0.0
+
+    def next(self) -> float:
+        self.current_s = self.initial_s if self.current_s == 0 else min(self.current_s * 2, self.max_s)
+        return self.current_s
+
+    def reset(self) -> None:
+        self.current_s = 0.0
+
+
+class Watcher:
+    """Runs in its own thread; `stop()` ends it at the next frame, heartbeat or backoff."""
+
+    def __init__(self, client: NomadClient, handler: WatchHandler, sharing: SharingConfig,
+                 *, start_index: int = 0, read_timeout_s: float = 75.0,
+                 sleep: Callable[[float], bool] | None = None) -> None:
+        self.client = client
+        self.handler = handler
+        self.sharing = sharing
+        self.last_index = start_index
+        self.read_timeout_s = read_timeout_s
+        self._stop = threading.Event()
+        self._sleep = sleep or self._stop.wait
+        self._seen: deque[tuple[int, str, str, str]] = deque(maxlen=4096)
+        self._seen_set: set[tuple[int, str, str, str]] = set()
+        self.backoff = Backoff()
+        self.reconnects = 0
+        self.connected = threading.Event()
+        self.synced = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    # ---- life cycle --------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name="nomad-watcher", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.resync()
+                self._follow()
+                self.backoff.reset()
+            except NomadError as exc:
+                logger.warning("event stream: %s; reconnecting", exc)
+            except Exception:  # a handler bug must not kill the watcher; it is logged loudly
+                logger.exception("event handling failed; resyncing")
+            self.connected.clear()
+            if self._stop.is_set():
+                break
+            self.reconnects += 1
+            self._sleep(self.backoff.next())
+
+    # ---- one connection ----------------------------------------------------------------------
+    def resync(self) -> None:
+        """Re-list nodes and allocations and hand them over whole (after every (re)connect)."""
+        nodes = [decode_node(n, self.sharing) for n in self.client.nodes()]
+        allocs = [decode_alloc(a) for a in self.client.allocations()]
+        self.handler.on_resync(nodes, allocs)
+        self.synced.set()
+
+    def _follow(self) -> None:
+        # the index is inclusive: ask for the next one and still dedupe (a too-new index replays)
+        frames = self.client.event_stream(self.last_index + 1 if self.last_index else 0, TOPICS,
+                                          read_timeout_s=self.read_timeout_s)
+        for frame in frames:
+            self.connected.set()
+            if self._stop.is_set():
+                return
+            if not frame or (not frame.get("Index") and not frame.get("Events")):
+                continue  # heartbeat
+            self.handle_frame(frame)
+
+    def handle_frame(self, frame: Mapping[str, Any]) -> None:
+        index = int(frame.get("Index") or 0)
+        for event in frame.get("Events") or []:
+            key = (int(event.get("Index") or index), str(event.get("Topic")), str(event.get("Key")),
+                   str(event.get("Type")))
+            if key in self._seen_set:
+                continue
+            self._remember(key)
+            self._dispatch(event)
+        self.last_index = max(self.last_index, index)
+
+    def _remember(self, key: tuple[int, str, str, str]) -> None:
+        if len(self._seen) == self._seen.maxlen:
+            self._seen_set.discard(self._seen[0])
+        self._seen.append(key)
+        self._seen_set.add(key)
+
+    def _dispatch(self, event: Mapping[str, Any]) -> None:
+        topic, etype, payload = event.get("Topic"), event.get("Type"), event.get("Payload") or {}
+        if topic == "Allocation" and etype in ALLOC_TYPES and payload.get("Allocation"):
+            self.handler.on_alloc(decode_alloc(payload["Allocation"]))
+        elif topic == "Node" and etype == "NodeDeregistration":
+            self.handler.on_node_removed(str(event.get("Key")))
+        elif topic == "Node" and etype in NODE_TYPES and payload.get("Node"):
+            self.handler.on_node(decode_node(payload["Node"], self.sharing))
+        elif topic == "Job" and etype == "JobDeregistered":
+            job = payload.get("Job") or {}
+            self.handler.on_job_deregistered(str(job.get("ID") or event.get("Key")))
