@@ -52,6 +52,8 @@ class Fitter:
     def fit_job(self, job: JobRequest) -> tuple[AllocPlacement, ...] | NoFit:
         """Place every ask of `job` (gang), or none. Leaves the index untouched."""
         self.staged = {}
+        if job.one_node and len(job.asks) > 1:
+            return self._fit_one_node(job)
         placed: list[AllocPlacement] = []
         for ask in job.asks:
             got = self.fit_ask(job, ask)
@@ -65,6 +67,54 @@ class Fitter:
             self.staged[got.node] = nf.take(got)
         return tuple(placed)
 
+    def _fit_one_node(self, job: JobRequest) -> tuple[AllocPlacement, ...] | NoFit:
+        """Gang on one node: nodes that can host the first ask, best first, until all asks fit."""
+        first, rest = job.asks[0], job.asks[1:]
+        scan = _Scan()
+        ranked: list[tuple[tuple[float, int], NodeFree]] = []
+        for nf in self._candidates(job, first, scan):
+            for opt in options(nf, first):
+                ranked.append(((self.ctx.policy.score(nf, first, opt, self.ctx.demand), -self._rank(nf.id)), nf))
+        ranked.sort(key=lambda kv: kv[0], reverse=True)
+        tried: set[NodeId] = set()
+        for _, nf in ranked:
+            if nf.id in tried:
+                continue
+            tried.add(nf.id)
+            only = Fitter(self.index, self.ctx)
+            only.staged = {}
+            placed: list[AllocPlacement] = []
+            node = nf
+            for ask in (first, *rest):
+                got = only._fit_on(job, ask, node)
+                if got is None:
+                    break
+                placed.append(got)
+                node = node.take(got)
+            else:
+                return tuple(placed)
+        if not ranked:
+            why = self._why(first, scan)
+            return NoFit(why.reason, f"group {first.group!r}: {why.detail}")
+        return NoFit(WaitReason.GANG, f"no single node fits all {len(job.asks)} task groups")
+
+    def _fit_on(self, job: JobRequest, ask: AllocAsk, nf: NodeFree) -> AllocPlacement | None:
+        if not self._basics(job, ask, nf, _Scan()):
+            return None
+        best: tuple[float, Option] | None = None
+        for opt in options(nf, ask):
+            score = self.ctx.policy.score(nf, ask, opt, self.ctx.demand)
+            if best is None or score > best[0]:
+                best = (score, opt)
+        return None if best is None else self._placement(ask, nf, best[1])
+
+    def _placement(self, ask: AllocAsk, nf: NodeFree, opt: Option) -> AllocPlacement:
+        return AllocPlacement(
+            group=ask.group, index=ask.index, node=nf.id, cpu_mhz=ask.cpu_mhz, memory_mb=ask.memory_mb,
+            instance_ids=opt.instance_ids, device_name=opt.device_name, share_milli=opt.share_milli,
+            gpu_equivalents=ask.gpu_equivalents,
+        )
+
     def fit_ask(self, job: JobRequest, ask: AllocAsk) -> AllocPlacement | NoFit:
         scan = _Scan()
         best: tuple[tuple[float, int], NodeFree, Option] | None = None
@@ -76,11 +126,7 @@ class Fitter:
         if best is None:
             return self._why(ask, scan)
         _, nf, opt = best
-        return AllocPlacement(
-            group=ask.group, index=ask.index, node=nf.id, cpu_mhz=ask.cpu_mhz, memory_mb=ask.memory_mb,
-            instance_ids=opt.instance_ids, device_name=opt.device_name, share_milli=opt.share_milli,
-            gpu_equivalents=ask.gpu_equivalents,
-        )
+        return self._placement(ask, nf, opt)
 
     # ---- candidates --------------------------------------------------------------------------
     def _node(self, node: NodeId) -> NodeFree | None:

@@ -116,6 +116,8 @@ class JobRequest:
     datacenters: frozenset[str] = frozenset()
     """Allowed datacenters; empty = any."""
     node_pool: str | None = None
+    one_node: bool = False
+    """Every ask on the same node (how the service pins a job today: one node constraint per job)."""
 
     def __post_init__(self) -> None:
         if not PRIORITY_MIN <= self.priority <= PRIORITY_MAX:
