@@ -1,0 +1,256 @@
+"""Read a job spec from YAML (or a decoded JSON body) into a model, or one clear error.
+
+A user who gets a spec wrong should see where and why in one line, e.g.
+``train.yaml:14: groups[0].gpu.count: must be >= 1``, never a pydantic dump or a
+traceback. So YAML is composed into nodes first (to keep line numbers), duplicate
+keys are refused (PyYAML silently keeps the last one), and pydantic's errors are
+translated into short, located messages.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import ValidationError
+from pydantic_core import ErrorDetails
+
+from nomad_gpu.render.spec import (
+    GROUP_FIELDS,
+    GpuSpec,
+    GroupSpec,
+    JobSpec,
+    ResourcesSpec,
+    SpecError,
+    SweepConfig,
+    SweepSpec,
+    TaskSpec,
+)
+
+__all__ = ["MAX_SPEC_BYTES", "format_location", "load_spec", "parse_spec"]
+
+MAX_SPEC_BYTES = 1 << 20
+"""Larger specs are refused before parsing (YAML aliases can expand without bound)."""
+
+_KNOWN_FIELDS = sorted(
+    {
+        name
+        for model in (JobSpec, SweepSpec, GroupSpec, TaskSpec, ResourcesSpec, GpuSpec, SweepConfig)
+        for name in model.model_fields
+    }
+    | {"mig", "share", "profile", "milli", "duration_s", "fail"}
+)
+
+
+_BOUNDS = {
+    "greater_than_equal": (">=", "ge"),
+    "greater_than": (">", "gt"),
+    "less_than_equal": ("<=", "le"),
+    "less_than": ("<", "lt"),
+}
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key written twice in one mapping."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[object] = set()
+        for key_node, _ in node.value:
+            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+                key = key_node.value
+                if key in seen:
+                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def load_spec(path_or_text: str | os.PathLike[str]) -> JobSpec | SweepSpec:
+    """Load a job or sweep spec from a file or from YAML text.
+
+    A ``Path`` (any ``os.PathLike``) is read as a file, and so is a one-line ``str``
+    ending in ``.yaml``/``.yml``; any other ``str`` is the YAML text itself.
+    Raises :class:`SpecError` (one line, prefixed with the file and/or line) on any problem.
+    """
+    source = ""
+    if isinstance(path_or_text, os.PathLike) or ("\n" not in path_or_text and path_or_text.endswith((".yaml", ".yml"))):
+        path = Path(path_or_text)
+        source = path.name
+        try:
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise SpecError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+        if len(raw) > MAX_SPEC_BYTES:
+            raise SpecError(f"{source}: larger than {MAX_SPEC_BYTES} bytes")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise SpecError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    else:
+        text = str(path_or_text)
+        if len(text.encode("utf-8", "surrogatepass")) > MAX_SPEC_BYTES:
+            raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES} bytes")
+    return _load_text(text, source)
+
+
+def _load_text(text: str, source: str) -> JobSpec | SweepSpec:
+    loader = _StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{source}: {_yaml_message(exc)}" if source else _yaml_message(exc)) from exc
+    finally:
+        loader.dispose()
+    if data is None:
+        raise SpecError(f"{source}: the spec is empty" if source else "the spec is empty")
+    return parse_spec(data, source=source, node=node)
+
+
+def parse_spec(data: object, *, source: str = "", node: yaml.Node | None = None) -> JobSpec | SweepSpec:
+    """Validate an already decoded spec (a YAML or JSON mapping) into a model.
+
+    ``kind`` picks the model: ``job`` (the default) or ``sweep``. ``node``, when the
+    data came from YAML, lets errors carry line numbers.
+    """
+    if not isinstance(data, Mapping):
+        prefix = f"{source}: " if source else ""
+        raise SpecError(f"{prefix}the spec must be a mapping of fields, not a {_kind_of(data)}")
+    kind = data.get("kind", "job")
+    model: type[JobSpec] | type[SweepSpec]
+    if kind == "job":
+        model = JobSpec
+    elif kind == "sweep":
+        model = SweepSpec
+    else:
+        where = _where(source, node, ("kind",))
+        raise SpecError(f"{where}kind: must be 'job' or 'sweep', got {kind!r}")
+    try:
+        return model.model_validate(dict(data))
+    except ValidationError as exc:
+        shorthand = "task" in data
+        messages = tuple(_message(error, source, node, shorthand) for error in exc.errors())
+        raise spec_error(messages) from exc
+
+
+def spec_error(messages: Sequence[str]) -> SpecError:
+    """One :class:`SpecError` for several located messages (the first, then a count)."""
+    first = messages[0]
+    more = len(messages) - 1
+    return SpecError(f"{first} (and {more} more)" if more else first, errors=tuple(messages))
+
+
+def format_location(loc: Sequence[int | str]) -> str:
+    """``("groups", 0, "gpu", "count")`` -> ``groups[0].gpu.count``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part.isidentifier():
+            out += f".{part}" if out else part
+        else:
+            out += f"[{part!r}]"
+    return out
+
+
+def _message(error: ErrorDetails, source: str, node: yaml.Node | None, shorthand: bool) -> str:
+    loc = [part for part in error["loc"] if part != "[key]"]
+    if shorthand and loc[:2] == ["groups", 0] and (len(loc) == 2 or loc[2] in GROUP_FIELDS):
+        loc = loc[2:]  # the user wrote `gpu:` at the top level, so say `gpu`, not `groups[0].gpu`
+    where = _where(source, node, loc)
+    text = _describe(error)
+    location = format_location(loc)
+    return f"{where}{location}: {text}" if location else f"{where}{text}"
+
+
+def _describe(error: ErrorDetails) -> str:
+    kind = error["type"]
+    ctx = error.get("ctx") or {}
+    if kind == "missing":
+        return "required"
+    if kind == "extra_forbidden":
+        unknown = str(error["loc"][-1]) if error["loc"] else ""
+        close = difflib.get_close_matches(unknown, _KNOWN_FIELDS, n=1)
+        return "unknown field" + (f" (did you mean {close[0]!r}?)" if close else "")
+    if kind in _BOUNDS:
+        op, key = _BOUNDS[kind]
+        bound = ctx.get(key)
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)
+        return f"must be {op} {bound}"
+    if kind in ("too_short", "string_too_short"):
+        return "must not be empty" if ctx.get("min_length") == 1 else f"needs at least {ctx.get('min_length')}"
+    if kind == "literal_error":
+        return f"must be one of {ctx.get('expected')}, got {error.get('input')!r}"
+    simple = {
+        "string_type": "must be a string",
+        "int_type": "must be an integer",
+        "int_from_float": "must be a whole number",
+        "int_parsing": "must be an integer",
+        "float_type": "must be a number",
+        "float_parsing": "must be a number",
+        "finite_number": "must be a finite number",
+        "bool_type": "must be true or false",
+        "list_type": "must be a list",
+        "dict_type": "must be a mapping",
+        "model_type": "must be a mapping",
+        "model_attributes_type": "must be a mapping",
+    }
+    if kind in simple:
+        return simple[kind]
+    message = str(error["msg"])
+    for prefix in ("Value error, ", "Assertion failed, "):
+        message = message.removeprefix(prefix)
+    return message.replace("\n", " ")
+
+
+def _where(source: str, node: yaml.Node | None, loc: Sequence[int | str]) -> str:
+    """``train.yaml:14: ``, ``line 14: `` (YAML text) or ``train.yaml: ``, or nothing."""
+    line = _line_of(node, loc) if node is not None else None
+    if source and line is not None:
+        return f"{source}:{line}: "
+    if line is not None:
+        return f"line {line}: "
+    return f"{source}: " if source else ""
+
+
+def _line_of(node: yaml.Node, loc: Sequence[int | str]) -> int:
+    """The line of the deepest YAML node on ``loc`` that exists (1-based)."""
+    line: int = node.start_mark.line + 1
+    for part in loc:
+        child: yaml.Node | None = None
+        if isinstance(node, yaml.MappingNode) and isinstance(part, str):
+            for key_node, value_node in node.value:
+                if isinstance(key_node, yaml.ScalarNode) and key_node.value == part:
+                    child = value_node
+                    line = key_node.start_mark.line + 1
+                    break
+        elif isinstance(node, yaml.SequenceNode) and isinstance(part, int) and part < len(node.value):
+            child = node.value[part]
+            line = child.start_mark.line + 1
+        if child is None:
+            break
+        node = child
+    return line
+
+
+def _yaml_message(exc: yaml.YAMLError) -> str:
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    problem = getattr(exc, "problem", None) or str(exc)
+    context = getattr(exc, "context", None)
+    text = f"{context}: {problem}" if context and "duplicate" not in str(problem) else str(problem)
+    text = " ".join(text.split())
+    if mark is not None:
+        return f"line {mark.line + 1}, column {mark.column + 1}: invalid YAML: {text}"
+    return f"invalid YAML: {text}"
+
+
+def _kind_of(value: object) -> str:
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, str):
+        return "string"
+    return type(value).__name__

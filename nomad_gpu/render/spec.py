@@ -1,0 +1,373 @@
+"""The job spec a user writes: pydantic models that validate it with located errors.
+
+A spec is short YAML (see ``jobspecs/``): what to run, for which team, and what
+GPU capacity each group needs, in one of three shapes that map onto DESIGN 3.4:
+``gpu`` (whole devices), ``mig`` (MIG instances of one profile) or ``share``
+(milli-GPU of one time-sliced GPU). These models only describe and validate;
+turning them into HCL is :mod:`nomad_gpu.render.jobs`, reading YAML with line
+numbers is :mod:`nomad_gpu.render.loading`, sweeps expand in
+:mod:`nomad_gpu.render.sweep`.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Any, Literal
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+__all__ = [
+    "MAX_TRIALS",
+    "RESERVED_META_PREFIX",
+    "SHORTHAND_GROUP",
+    "DevSpec",
+    "GpuSpec",
+    "GroupSpec",
+    "JobSpec",
+    "MigSpec",
+    "ResourcesSpec",
+    "ShareSpec",
+    "SpecError",
+    "SweepConfig",
+    "SweepSpec",
+    "SweepValue",
+    "TaskSpec",
+]
+
+RESERVED_META_PREFIX = "nomad_gpu_"
+"""Meta keys with this prefix are written by nomad-gpu, never by a user spec."""
+RESERVED_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES"})
+"""Env a user may not set: nomad-gpu (or the device plugin) decides which GPUs a task sees."""
+SHORTHAND_GROUP = "main"
+"""The group a top-level ``task:`` becomes."""
+GROUP_FIELDS = ("count", "task", "resources", "gpu", "mig", "share")
+"""Group fields that may sit at the top level together with ``task:``."""
+MAX_TRIALS = 10_000
+"""The most trials one sweep may expand to."""
+ALLOW_RESERVED = "allow_reserved_meta"
+"""Validation-context flag: nomad-gpu itself (sweep expansion) may set reserved meta."""
+
+
+class SpecError(ValueError):
+    """A job spec is invalid. ``str()`` is one line; ``errors`` lists every problem."""
+
+    def __init__(self, message: str, *, errors: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.errors: tuple[str, ...] = errors or (message,)
+
+
+def _matching(pattern: str, what: str) -> AfterValidator:
+    compiled = re.compile(pattern)
+
+    def check(value: str) -> str:
+        if not compiled.fullmatch(value):
+            raise ValueError(f"must be {what}, got {value!r}")
+        return value
+
+    return AfterValidator(check)
+
+
+def _scalar_text(value: object) -> object:
+    """YAML turns ``EPOCHS: 10`` into an int; accept numbers as text, refuse booleans."""
+    if isinstance(value, bool):
+        raise ValueError("must be a string (quote true/false/yes/no in YAML)")
+    if isinstance(value, int | float):
+        return str(value)
+    return value
+
+
+def _valid_unicode(value: str) -> str:
+    if any(0xD800 <= ord(char) <= 0xDFFF for char in value):
+        raise ValueError("must be valid Unicode text (contains a lone surrogate)")
+    return value
+
+
+def _sweep_value(value: object) -> str | int | float | bool:
+    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+        raise ValueError("must be a finite number")
+    if isinstance(value, str | bool | int | float):
+        return _valid_unicode(value) if isinstance(value, str) else value
+    raise ValueError("must be a string, number or boolean")
+
+
+Text = Annotated[str, BeforeValidator(_scalar_text), Field(strict=True), AfterValidator(_valid_unicode)]
+"""Free text a user controls: escaped on its way into HCL, so any character is fine."""
+NonEmptyText = Annotated[Text, Field(min_length=1)]
+StrictInt = Annotated[int, Field(strict=True)]
+Name = Annotated[str, Field(strict=True), _matching(r"[a-z0-9-]{1,48}", "1-48 characters of a-z, 0-9, '-'")]
+Label = Annotated[
+    str,
+    Field(strict=True),
+    _matching(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", "1-64 characters of A-Z, a-z, 0-9, '_', '.', '-'"),
+]
+EnvKey = Annotated[str, Field(strict=True), _matching(r"[A-Za-z_][A-Za-z0-9_]{0,127}", "an environment variable name")]
+MetaKey = Annotated[
+    str,
+    Field(strict=True),
+    _matching(r"[A-Za-z_][A-Za-z0-9_-]{0,127}", "a meta key ([A-Za-z_][A-Za-z0-9_-]*)"),
+]
+SweepValue = Annotated[str | int | float | bool, PlainValidator(_sweep_value)]
+"""One value of a sweep parameter, as written in YAML."""
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class TaskSpec(_Model):
+    """What runs: driver, image, command line and environment."""
+
+    driver: Annotated[str, Field(strict=True), _matching(r"[a-z0-9_-]{1,64}", "a Nomad driver name")] = "docker"
+    image: NonEmptyText | None = Field(default=None, validate_default=True)
+    command: NonEmptyText | None = None
+    args: list[Text] = Field(default_factory=list)
+    env: dict[EnvKey, Text] = Field(default_factory=dict)
+
+    @field_validator("image")
+    @classmethod
+    def _image_for_docker(cls, image: str | None, info: ValidationInfo) -> str | None:
+        if image is None and info.data.get("driver") == "docker":
+            raise ValueError("required for the docker driver")
+        return image
+
+    @field_validator("env")
+    @classmethod
+    def _no_reserved_env(cls, env: dict[str, str]) -> dict[str, str]:
+        for key in env:
+            if key in RESERVED_ENV:
+                raise ValueError(f"{key} is set by nomad-gpu from the GPUs it assigns")
+        return env
+
+
+class ResourcesSpec(_Model):
+    """CPU (MHz) and memory (MiB) per allocation of the group, as Nomad counts them."""
+
+    cpu: Annotated[StrictInt, Field(ge=1)] = 100
+    memory: Annotated[StrictInt, Field(ge=1)] = 300
+    memory_max: Annotated[StrictInt, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _max_above_memory(self) -> ResourcesSpec:
+        if self.memory_max is not None and self.memory_max < self.memory:
+            raise ValueError(f"memory_max ({self.memory_max}) must be >= memory ({self.memory})")
+        return self
+
+
+class GpuSpec(_Model):
+    """Whole GPUs per allocation, optionally restricted to models and a minimum memory."""
+
+    count: Annotated[StrictInt, Field(ge=1, le=64)] = 1
+    models: list[NonEmptyText] | None = None
+    min_memory_mib: Annotated[StrictInt, Field(ge=1)] | None = None
+
+    @field_validator("models")
+    @classmethod
+    def _models_listed_once(cls, models: list[str] | None) -> list[str] | None:
+        if models is not None and not models:
+            raise ValueError("must list at least one model (or be left out)")
+        if models is not None and len(set(models)) != len(models):
+            raise ValueError("lists a model twice")
+        return models
+
+
+class MigSpec(_Model):
+    """MIG instances of one profile (``3g.40gb``) per allocation."""
+
+    profile: Annotated[
+        str,
+        Field(strict=True),
+        _matching(r"[1-7]g\.[0-9]{1,4}gb(\+[a-z]{1,8})?", "a MIG profile like '3g.40gb'"),
+    ]
+    count: Annotated[StrictInt, Field(ge=1, le=64)] = 1
+
+
+class ShareSpec(_Model):
+    """A time-slice share of one shared GPU, in milli-GPU (1000 = the whole GPU)."""
+
+    milli: Annotated[StrictInt, Field(ge=1, le=999)]
+
+
+class DevSpec(_Model):
+    """How the embedded dev cluster should "run" the job; ignored by a real Nomad."""
+
+    duration_s: Annotated[float, Field(ge=0, allow_inf_nan=False)]
+    fail: Annotated[bool, Field(strict=True)] = False
+
+
+class GroupSpec(_Model):
+    """One Nomad task group: ``count`` allocations of one task, and their capacity."""
+
+    name: Label
+    count: Annotated[StrictInt, Field(ge=1, le=1000)] = 1
+    task: TaskSpec
+    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
+    gpu: GpuSpec | None = None
+    mig: MigSpec | None = None
+    share: ShareSpec | None = None
+
+    @model_validator(mode="after")
+    def _one_capacity_kind(self) -> GroupSpec:
+        kinds = [kind for kind in ("gpu", "mig", "share") if getattr(self, kind) is not None]
+        if len(kinds) > 1:
+            raise ValueError(f"set at most one of gpu, mig, share (got {' and '.join(kinds)})")
+        return self
+
+    @property
+    def capacity_kind(self) -> Literal["gpu", "mig", "share"] | None:
+        """Which GPU capacity the group asks for, or None for a CPU-only group."""
+        if self.gpu is not None:
+            return "gpu"
+        if self.mig is not None:
+            return "mig"
+        if self.share is not None:
+            return "share"
+        return None
+
+    @property
+    def device_count(self) -> int:
+        """Device instances ONE allocation of the group holds (0 for share / no GPU)."""
+        if self.gpu is not None:
+            return self.gpu.count
+        if self.mig is not None:
+            return self.mig.count
+        return 0
+
+
+class _SpecBase(_Model):
+    name: Name
+    team: Label = "default"
+    priority: Annotated[StrictInt, Field(ge=1, le=100)] = 50
+    datacenters: Annotated[list[NonEmptyText], Field(min_length=1)] = Field(default_factory=lambda: ["dc1"])
+    namespace: Label = "default"
+    node_pool: Label | None = None
+    template: Annotated[
+        str, Field(strict=True), _matching(r"[a-z0-9][a-z0-9_-]{0,63}", "a template name like 'batch'")
+    ] = "batch"
+    retries: Annotated[StrictInt, Field(ge=0, le=100)] = 0
+    meta: dict[MetaKey, Text] = Field(default_factory=dict)
+    groups: Annotated[list[GroupSpec], Field(min_length=1)]
+    dev: DevSpec | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _task_shorthand(cls, data: Any) -> Any:
+        """``task:`` (and count/resources/gpu/mig/share) at the top level = one group "main"."""
+        if not isinstance(data, dict) or "task" not in data:
+            return data
+        if "groups" in data:
+            raise ValueError("use either a top-level 'task' (one group) or 'groups', not both")
+        data = dict(data)
+        group = {"name": SHORTHAND_GROUP}
+        group.update({key: data.pop(key) for key in GROUP_FIELDS if key in data})
+        data["groups"] = [group]
+        return data
+
+    @field_validator("meta")
+    @classmethod
+    def _no_reserved_meta(cls, meta: dict[str, str], info: ValidationInfo) -> dict[str, str]:
+        if info.context and info.context.get(ALLOW_RESERVED):
+            return meta
+        for key in meta:
+            if key.startswith(RESERVED_META_PREFIX):
+                raise ValueError(f"key {key!r}: keys starting with {RESERVED_META_PREFIX!r} are reserved")
+        return meta
+
+    @field_validator("groups")
+    @classmethod
+    def _unique_group_names(cls, groups: list[GroupSpec]) -> list[GroupSpec]:
+        seen: set[str] = set()
+        for group in groups:
+            if group.name in seen:
+                raise ValueError(f"group name {group.name!r} is used twice")
+            seen.add(group.name)
+        return groups
+
+    @property
+    def is_gang(self) -> bool:
+        """More than one group: all groups are admitted together or not at all."""
+        return len(self.groups) > 1
+
+
+class JobSpec(_SpecBase):
+    """One job: one or more groups admitted together (a gang)."""
+
+    kind: Literal["job"] = "job"
+
+
+class SweepConfig(_Model):
+    """Which parameter combinations a sweep runs, and how many at once."""
+
+    parameters: dict[
+        Annotated[
+            str,
+            Field(strict=True),
+            _matching(r"[A-Za-z_][A-Za-z0-9_]{0,63}", "a parameter name ([A-Za-z_][A-Za-z0-9_]*)"),
+        ],
+        Annotated[list[SweepValue], Field(min_length=1)],
+    ] = Field(min_length=1)
+    mode: Literal["grid", "random"] = "grid"
+    trials: Annotated[StrictInt, Field(ge=1, le=MAX_TRIALS)] | None = None
+    seed: StrictInt = 0
+    max_parallel: Annotated[StrictInt, Field(ge=1)] | None = None
+
+    @model_validator(mode="after")
+    def _trials_fit_mode(self) -> SweepConfig:
+        upper = [name.upper() for name in self.parameters]
+        if len(set(upper)) != len(upper):
+            raise ValueError("parameter names must differ in more than case (they become TRIAL_<NAME>)")
+        size = self.grid_size
+        if self.mode == "grid":
+            if self.trials is not None:
+                raise ValueError("trials is only used with mode: random (a grid runs every combination)")
+            if size > MAX_TRIALS:
+                raise ValueError(f"the grid has {size} combinations, more than the limit of {MAX_TRIALS}")
+        elif self.trials is None:
+            raise ValueError("trials is required with mode: random")
+        elif self.trials > size:
+            raise ValueError(f"trials ({self.trials}) is more than the {size} distinct combinations; use mode: grid")
+        return self
+
+    @property
+    def grid_size(self) -> int:
+        """The number of distinct parameter combinations."""
+        size = 1
+        for values in self.parameters.values():
+            size *= len(values)
+        return size
+
+    @property
+    def trial_count(self) -> int:
+        """How many trials the sweep expands to."""
+        return self.grid_size if self.mode == "grid" else (self.trials or 0)
+
+
+class SweepSpec(_SpecBase):
+    """A job spec run once per parameter combination (one queue entry per trial)."""
+
+    kind: Literal["sweep"]
+    sweep: SweepConfig
+
+    @model_validator(mode="after")
+    def _trials_are_nameable(self) -> SweepSpec:
+        last = f"{self.name}-t{self.sweep.trial_count - 1}"
+        if len(last) > 48:
+            raise ValueError(
+                f"name {self.name!r} is too long for {self.sweep.trial_count} trials: "
+                f"trial names like {last!r} must be at most 48 characters"
+            )
+        for index, group in enumerate(self.groups):
+            for param in self.sweep.parameters:
+                key = f"TRIAL_{param.upper()}"
+                if key in group.task.env:
+                    raise ValueError(f"groups[{index}].task.env.{key} conflicts with sweep parameter {param!r}")
+        return self

@@ -1,0 +1,96 @@
+"""Expand a sweep spec into one job spec per trial: the job array Nomad lacks.
+
+Each trial is an ordinary :class:`JobSpec` (so it queues, is admitted and renders
+like any job) named ``<name>-t<idx>``, carrying its parameters twice: as job meta
+``nomad_gpu_trial_<param>`` (visible in the Nomad UI and to the watcher) and as env
+``TRIAL_<PARAM>`` in every task (what the training script reads). Expansion is pure
+and deterministic: the same spec always yields the same trials in the same order.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+from collections.abc import Iterator, Mapping, Sequence
+
+from pydantic import ValidationError
+
+from nomad_gpu.render.spec import ALLOW_RESERVED, JobSpec, SpecError, SweepSpec, SweepValue
+
+__all__ = [
+    "META_SWEEP",
+    "META_TRIAL",
+    "META_TRIAL_PREFIX",
+    "expand_sweep",
+    "format_sweep_value",
+    "trial_parameters",
+]
+
+META_SWEEP = "nomad_gpu_sweep"
+"""Job meta: the sweep's name, on every trial."""
+META_TRIAL = "nomad_gpu_trial"
+"""Job meta: the trial's index (0-based), on every trial."""
+META_TRIAL_PREFIX = "nomad_gpu_trial_"
+"""Job meta prefix: one key per parameter, ``nomad_gpu_trial_<param>``."""
+ENV_TRIAL_PREFIX = "TRIAL_"
+"""Task env prefix: one variable per parameter, ``TRIAL_<PARAM>``."""
+
+
+def format_sweep_value(value: SweepValue) -> str:
+    """A parameter value as the text a task sees: ``0.001``, ``64``, ``true``, ``adam``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def trial_parameters(spec: SweepSpec) -> list[dict[str, SweepValue]]:
+    """The parameter combination of every trial, in trial order.
+
+    grid: the cartesian product in the order the parameters and values are written
+    (the last parameter varies fastest). random: ``trials`` distinct combinations
+    drawn with ``random.Random(seed)``, so a seed always gives the same trials.
+    """
+    names = list(spec.sweep.parameters)
+    values = [spec.sweep.parameters[name] for name in names]
+    if spec.sweep.mode == "grid":
+        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+    rng = random.Random(spec.sweep.seed)
+    picks = rng.sample(range(spec.sweep.grid_size), spec.sweep.trial_count)
+    return [dict(zip(names, _combination(values, pick), strict=True)) for pick in picks]
+
+
+def _combination(values: Sequence[Sequence[SweepValue]], index: int) -> Iterator[SweepValue]:
+    """The ``index``-th combination of the grid (same order as itertools.product)."""
+    digits: list[SweepValue] = []
+    for options in reversed(values):
+        index, digit = divmod(index, len(options))
+        digits.append(options[digit])
+    return reversed(digits)
+
+
+def expand_sweep(spec: SweepSpec) -> list[JobSpec]:
+    """One validated :class:`JobSpec` per trial, in trial order (index = position)."""
+    base = spec.model_dump(exclude={"kind", "sweep"})
+    jobs: list[JobSpec] = []
+    for index, params in enumerate(trial_parameters(spec)):
+        data = dict(base)
+        data["name"] = f"{spec.name}-t{index}"
+        data["meta"] = {**base["meta"], **_trial_meta(spec.name, index, params)}
+        env = {f"{ENV_TRIAL_PREFIX}{name.upper()}": format_sweep_value(v) for name, v in params.items()}
+        data["groups"] = [
+            {**group, "task": {**group["task"], "env": {**group["task"]["env"], **env}}} for group in base["groups"]
+        ]
+        try:
+            jobs.append(JobSpec.model_validate(data, context={ALLOW_RESERVED: True}))
+        except ValidationError as exc:  # the sweep validated, so this is a bug, not bad input
+            first = exc.errors()[0]
+            raise SpecError(f"trial {index} of sweep {spec.name!r} is invalid: {first['msg']}") from exc
+    return jobs
+
+
+def _trial_meta(sweep: str, index: int, params: Mapping[str, SweepValue]) -> dict[str, str]:
+    meta = {META_SWEEP: sweep, META_TRIAL: str(index)}
+    meta.update({f"{META_TRIAL_PREFIX}{name}": format_sweep_value(v) for name, v in params.items()})
+    return meta
