@@ -1,0 +1,260 @@
+"""Render a job spec and its placement into the HCL2 jobspec nomad-gpu registers.
+
+DESIGN 3.7: templates are the single source of a jobspec. This module turns a
+validated :class:`JobSpec` plus the placement the scheduler chose into the plain
+context a template sees (no pydantic objects, nothing computed in Jinja), picks the
+template by name from a templates directory (a constructor parameter, defaulting to
+the repository's ``templates/``), and renders it in the escaping environment of
+:mod:`nomad_gpu.render.hcl`. The HCL that comes out pins the node and the exact
+device IDs, turns off Nomad's own restarts and reschedules (nomad-gpu re-queues),
+and carries the meta that ties the Nomad job back to its queue entry.
+"""
+
+from __future__ import annotations
+
+import functools
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from nomad_gpu.render.hcl import RenderError, hcl_ident, make_environment
+from nomad_gpu.render.placement import RenderPlacement, check_placement
+from nomad_gpu.render.spec import GroupSpec, JobSpec, SweepSpec
+
+__all__ = [
+    "DEFAULT_TEMPLATES_DIR",
+    "META_DEV_DURATION",
+    "META_DEV_EXIT",
+    "META_ENTRY",
+    "META_NAME",
+    "META_SHARE_GPU",
+    "META_SHARE_MILLI",
+    "META_TEAM",
+    "SERVICE_TEMPLATE",
+    "JobRenderer",
+    "ServiceJobSettings",
+    "build_job_context",
+    "render_job",
+    "render_service_job",
+]
+
+DEFAULT_TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
+"""The repository's ``templates/``; pass another directory to :class:`JobRenderer` to override."""
+SERVICE_TEMPLATE = "nomad-gpu"
+"""The template of nomad-gpu's own Nomad job; not selectable by a job spec."""
+
+META_ENTRY = "nomad_gpu_entry"
+"""Job meta the caller sets (via ``extra_meta``): the queue entry the job belongs to."""
+META_NAME = "nomad_gpu_name"
+"""Job meta: the spec's name (a trial's ``<sweep>-t<idx>``)."""
+META_TEAM = "nomad_gpu_team"
+"""Job meta: the team (fair-share / quota account) the job is charged to."""
+META_DEV_DURATION = "nomad_gpu_dev_duration_s"
+"""Job meta for the embedded dev cluster: how long the tasks "run", in seconds."""
+META_DEV_EXIT = "nomad_gpu_dev_exit"
+"""Job meta for the embedded dev cluster: ``fail`` makes the tasks fail at the end."""
+META_SHARE_GPU = "nomad_gpu_share_gpu"
+"""Group meta of a time-slice share: the ``GPU-...`` ID it runs on."""
+META_SHARE_MILLI = "nomad_gpu_share_milli"
+"""Group meta of a time-slice share: its milli-GPU."""
+
+_NO_META: Mapping[str, str] = types.MappingProxyType({})
+
+
+class JobRenderer:
+    """Renders job templates from one directory (``<name>.hcl.j2``; ``_*`` are partials)."""
+
+    def __init__(self, templates_dir: Path = DEFAULT_TEMPLATES_DIR) -> None:
+        self.templates_dir = Path(templates_dir)
+        self._env = make_environment(self.templates_dir)
+
+    def template_names(self) -> list[str]:
+        """Templates a job spec may select by name (partials and the service excluded)."""
+        names = (path.name.removesuffix(".hcl.j2") for path in self.templates_dir.glob("*.hcl.j2"))
+        return sorted(name for name in names if not name.startswith("_") and name != SERVICE_TEMPLATE)
+
+    def render_template(self, name: str, context: Mapping[str, Any]) -> str:
+        """Render ``templates/<name>.hcl.j2`` with ``context``; any failure is a RenderError."""
+        try:
+            template = self._env.get_template(f"{name}.hcl.j2")
+            return template.render(dict(context))
+        except jinja2.TemplateNotFound as exc:
+            available = ", ".join(self.template_names()) or "none"
+            raise RenderError(f"unknown template {exc.name!r} (available: {available})") from exc
+        except jinja2.TemplateSyntaxError as exc:
+            raise RenderError(f"template {exc.name or name!r} line {exc.lineno}: {exc.message}") from exc
+        except jinja2.UndefinedError as exc:
+            raise RenderError(f"template {name!r}: {exc.message}") from exc
+        except RenderError as exc:
+            raise RenderError(f"template {name!r}: {exc}") from exc
+
+    def render_job(
+        self,
+        spec: JobSpec,
+        *,
+        job_id: str,
+        placement: RenderPlacement,
+        extra_meta: Mapping[str, str] = _NO_META,
+    ) -> str:
+        """The HCL2 jobspec of ``spec`` pinned to ``placement``, from ``spec.template``."""
+        if isinstance(spec, SweepSpec):
+            raise RenderError("a sweep renders one job per trial: expand it with expand_sweep() first")
+        if spec.template == SERVICE_TEMPLATE or spec.template.startswith("_"):
+            raise RenderError(f"template {spec.template!r} is not a job template")
+        context = build_job_context(spec, job_id=job_id, placement=placement, extra_meta=extra_meta)
+        return self.render_template(spec.template, context)
+
+    def render_service_job(self, settings: ServiceJobSettings) -> str:
+        """The Nomad job that runs nomad-gpu itself (``templates/nomad-gpu.hcl.j2``)."""
+        _check_job_id(settings.job_id)
+        config: dict[str, Any] = {"image": settings.image, "command": settings.command}
+        config["args"] = list(settings.args)
+        if settings.driver == "docker":
+            config["network_mode"] = "host"  # reachable on the node's address without a network block
+        context = {
+            "service": {
+                "job_id": settings.job_id,
+                "priority": settings.priority,
+                "datacenters": list(settings.datacenters),
+                "namespace": settings.namespace,
+                "node_pool": settings.node_pool,
+                "driver": settings.driver,
+                "config": config,
+                "env": dict(settings.env),
+                "cpu": settings.cpu,
+                "memory": settings.memory,
+            }
+        }
+        return self.render_template(SERVICE_TEMPLATE, context)
+
+
+@dataclass(frozen=True)
+class ServiceJobSettings:
+    """What the nomad-gpu service job needs; secrets (NOMAD_TOKEN) do not belong in ``env``."""
+
+    image: str
+    env: Mapping[str, str] = field(default_factory=lambda: {"NOMAD_ADDR": "http://127.0.0.1:4646"})
+    job_id: str = "nomad-gpu"
+    priority: int = 80
+    datacenters: tuple[str, ...] = ("dc1",)
+    namespace: str = "default"
+    node_pool: str | None = None
+    driver: str = "docker"
+    command: str = "nomad-gpu"
+    args: tuple[str, ...] = ("serve",)
+    cpu: int = 500
+    memory: int = 512
+
+
+def build_job_context(
+    spec: JobSpec,
+    *,
+    job_id: str,
+    placement: RenderPlacement,
+    extra_meta: Mapping[str, str] = _NO_META,
+) -> dict[str, Any]:
+    """The plain dict a job template sees: ``job`` and ``groups`` (see templates/batch.hcl.j2)."""
+    _check_job_id(job_id)
+    check_placement(spec, placement)
+    meta: dict[str, str] = dict(spec.meta)
+    meta[META_NAME] = spec.name
+    meta[META_TEAM] = spec.team
+    if spec.dev is not None:
+        meta[META_DEV_DURATION] = _seconds(spec.dev.duration_s)
+        if spec.dev.fail:
+            meta[META_DEV_EXIT] = "fail"
+    for key, value in extra_meta.items():
+        hcl_ident(key)
+        if not isinstance(value, str):
+            raise RenderError(f"extra meta {key!r} must be a string, got {type(value).__name__}")
+        meta[key] = value  # the caller's keys are applied last and win
+    return {
+        "job": {
+            "id": job_id,
+            "priority": spec.priority,
+            "datacenters": list(spec.datacenters),
+            "namespace": spec.namespace,
+            "node_pool": spec.node_pool,
+            "node_id": placement.node_id,
+            "meta": meta,
+        },
+        "groups": [_group_context(group, placement) for group in spec.groups],
+    }
+
+
+def _group_context(group: GroupSpec, placement: RenderPlacement) -> dict[str, Any]:
+    placed = placement.for_group(group.name)
+    task = group.task
+    config: dict[str, Any] = {}
+    if task.image is not None:
+        config["image"] = task.image
+    if task.command is not None:
+        config["command"] = task.command
+    if task.args:
+        config["args"] = list(task.args)
+    env = dict(task.env)
+    meta: dict[str, str] = {}
+    device: dict[str, Any] | None = None
+    if group.share is not None and placed.share_gpu is not None:
+        env["NVIDIA_VISIBLE_DEVICES"] = placed.share_gpu
+        if task.driver == "docker":
+            # Nomad's docker driver picks the nvidia runtime only for devices it
+            # reserved itself; a share is not a Nomad device, so ask for it here.
+            config["runtime"] = "nvidia"
+        meta[META_SHARE_GPU] = placed.share_gpu
+        meta[META_SHARE_MILLI] = str(placed.share_milli or group.share.milli)
+    elif placed.device_name is not None:
+        device = {
+            "name": placed.device_name,
+            "count": group.device_count,
+            "ids": ",".join(placed.device_ids),
+        }
+    return {
+        "name": group.name,
+        "count": group.count,
+        "meta": meta,
+        "task": {"name": group.name, "driver": task.driver, "config": config, "env": env},
+        "resources": {
+            "cpu": group.resources.cpu,
+            "memory": group.resources.memory,
+            "memory_max": group.resources.memory_max,
+        },
+        "device": device,
+    }
+
+
+def _check_job_id(job_id: str) -> None:
+    if not job_id or len(job_id) > 128 or any(c.isspace() or not c.isprintable() for c in job_id):
+        raise RenderError(f"invalid Nomad job id {job_id!r} (1-128 printable characters, no spaces)")
+
+
+def _seconds(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+@functools.lru_cache(maxsize=8)
+def _renderer(templates_dir: Path) -> JobRenderer:
+    return JobRenderer(templates_dir)
+
+
+def render_job(
+    spec: JobSpec,
+    *,
+    job_id: str,
+    placement: RenderPlacement,
+    extra_meta: Mapping[str, str] = _NO_META,
+    templates_dir: Path | None = None,
+) -> str:
+    """Render ``spec`` pinned to ``placement`` as HCL2 (see :meth:`JobRenderer.render_job`)."""
+    renderer = _renderer(Path(templates_dir) if templates_dir is not None else DEFAULT_TEMPLATES_DIR)
+    return renderer.render_job(spec, job_id=job_id, placement=placement, extra_meta=extra_meta)
+
+
+def render_service_job(settings: ServiceJobSettings, *, templates_dir: Path | None = None) -> str:
+    """Render nomad-gpu's own Nomad job (see :meth:`JobRenderer.render_service_job`)."""
+    renderer = _renderer(Path(templates_dir) if templates_dir is not None else DEFAULT_TEMPLATES_DIR)
+    return renderer.render_service_job(settings)
