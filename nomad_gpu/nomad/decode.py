@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nomad_gpu.domain.errors import InvalidInventory
@@ -74,6 +74,9 @@ class AllocInfo:
     client_status: AllocStatus
     desired_status: str
     device_ids: tuple[InstanceId, ...] = ()
+    device_name: str | None = None
+    cpu_mhz: int = 0
+    memory_mb: int = 0
     modify_index: int = 0
     create_time_ns: int = 0
     modify_time_ns: int = 0
@@ -122,7 +125,7 @@ def decode_node(raw: Mapping[str, Any], sharing: SharingConfig = NO_SHARING) -> 
         memory_mb=max(mem, 0),
     )
     gpus, migs = _decode_devices(base, res.get("Devices") or [], sharing)
-    return Node(**{**base.__dict__, "gpus": tuple(gpus), "migs": tuple(migs)})
+    return replace(base, gpus=tuple(gpus), migs=tuple(migs))
 
 
 def _decode_devices(node: Node, devices: Sequence[Mapping[str, Any]], sharing: SharingConfig
@@ -164,10 +167,16 @@ def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
     except ValueError:
         status = AllocStatus.UNKNOWN
     device_ids: list[InstanceId] = []
+    device_name: str | None = None
+    cpu = mem = 0
     tasks = ((raw.get("AllocatedResources") or {}).get("Tasks")) or {}
     for task in tasks.values():
-        for dev in (task or {}).get("Devices") or []:
+        task = task or {}
+        cpu += int(((task.get("Cpu") or {}).get("CpuShares")) or 0)
+        mem += int(((task.get("Memory") or {}).get("MemoryMB")) or 0)
+        for dev in task.get("Devices") or []:
             device_ids.extend(InstanceId(str(i)) for i in dev.get("DeviceIDs") or [])
+            device_name = device_name or dev.get("Name")
     return AllocInfo(
         id=str(raw["ID"]),
         job_id=str(raw.get("JobID") or ""),
@@ -176,6 +185,9 @@ def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
         client_status=status,
         desired_status=str(raw.get("DesiredStatus") or "run"),
         device_ids=tuple(device_ids),
+        device_name=device_name,
+        cpu_mhz=cpu,
+        memory_mb=mem,
         modify_index=int(raw.get("ModifyIndex") or 0),
         create_time_ns=int(raw.get("CreateTime") or 0),
         modify_time_ns=int(raw.get("ModifyTime") or 0),

@@ -1,0 +1,1 @@
+"""The running companion: wiring, loops (watch, cycle, reconcile), HTTP API and metrics."""

@@ -1,0 +1,42 @@
+"""Prometheus metrics of one service instance (its own registry, so tests can run several)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._teams: set[str] = set()
+        r = self.registry
+        self.submitted = Counter("nomad_gpu_submitted_total", "Queue entries accepted", registry=r)
+        self.admitted = Counter("nomad_gpu_admitted_total", "Entries admitted with a placement", registry=r)
+        self.registered = Counter("nomad_gpu_registered_total", "Jobs registered with Nomad", registry=r)
+        self.finished = Counter("nomad_gpu_finished_total", "Entries that ended, by outcome", ["outcome"],
+                                registry=r)
+        self.resyncs = Counter("nomad_gpu_resyncs_total", "Full re-lists of Nomad state", registry=r)
+        self.cycle_seconds = Histogram("nomad_gpu_cycle_seconds", "Time of one scheduling cycle", registry=r,
+                                       buckets=(0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.5, 1, 5))
+        self.decisions = Counter("nomad_gpu_decisions_total", "Decisions made by cycles", registry=r)
+        self.queued = Gauge("nomad_gpu_queued", "Entries waiting in the queue", registry=r)
+        self.live = Gauge("nomad_gpu_live", "Entries admitted or running", registry=r)
+        self.team_gpu = Gauge("nomad_gpu_team_gpu_in_use", "GPU-equivalents held per team", ["team"], registry=r)
+
+    def observe_cycle(self, seconds: float, decisions: int) -> None:
+        self.cycle_seconds.observe(seconds)
+        self.decisions.inc(decisions)
+
+    def set_queue(self, queued: int, live: int, usage: Mapping[str, float]) -> None:
+        self.queued.set(queued)
+        self.live.set(live)
+        for team in self._teams - set(usage):
+            self.team_gpu.labels(team).set(0)
+        for team, value in usage.items():
+            self.team_gpu.labels(team).set(value)
+        self._teams |= set(usage)
+
+    def render(self) -> bytes:
+        return generate_latest(self.registry)

@@ -1,0 +1,79 @@
+"""Between the user's job spec and the core: spec -> JobRequest, placements -> RenderPlacement.
+
+Kept apart from both sides so that neither the pure core nor the render layer needs to know the
+other's types.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId, Team
+from nomad_gpu.domain.placement import AllocPlacement
+from nomad_gpu.domain.requests import AllocAsk, GpuAsk, GpuShare, JobRequest, MigSlices, WholeGpus
+from nomad_gpu.render import GroupPlacement, JobSpec, RenderPlacement
+from nomad_gpu.store import QueueEntry
+
+DEVICE_PREFIX = "nvidia/gpu/"
+
+
+def check_supported(spec: JobSpec) -> None:
+    """What the service cannot pin yet fails at submission, with the reason, not later."""
+    for group in spec.groups:
+        if group.share is not None and group.count > 1:
+            raise InvalidRequest(f"groups[{group.name}]: a time-slice share group must have count 1 "
+                                 "(each instance would need its own shared GPU)")
+
+
+def job_request(entry: QueueEntry, spec: JobSpec) -> JobRequest:
+    asks: list[AllocAsk] = []
+    for group in spec.groups:
+        gpu: GpuAsk | None = None
+        if group.gpu is not None:
+            gpu = WholeGpus(group.gpu.count, frozenset(group.gpu.models or ()), group.gpu.min_memory_mib or 0)
+        elif group.mig is not None:
+            gpu = MigSlices(group.mig.profile, group.mig.count)
+        elif group.share is not None:
+            gpu = GpuShare(group.share.milli)
+        for i in range(group.count):
+            asks.append(AllocAsk(group.name, i, group.resources.cpu, group.resources.memory, gpu))
+    return JobRequest(
+        entry=EntryId(entry.id), team=Team(entry.team), asks=tuple(asks), priority=entry.priority,
+        submitted_at=entry.submitted_at, datacenters=frozenset(spec.datacenters), node_pool=spec.node_pool,
+        one_node=True,
+    )
+
+
+def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement]) -> RenderPlacement:
+    nodes = {p.node for p in placements}
+    if len(nodes) != 1:
+        raise InvalidRequest(f"a job is pinned to one node; the placement spans {sorted(nodes)}")
+    groups: list[GroupPlacement] = []
+    for group in spec.groups:
+        mine = sorted((p for p in placements if p.group == group.name), key=lambda p: p.index)
+        if group.share is not None:
+            (p,) = mine
+            groups.append(GroupPlacement(group.name, None, (), share_gpu=p.instance_ids[0], share_milli=p.share_milli))
+        elif group.gpu is not None or group.mig is not None:
+            ids = tuple(i for p in mine for i in p.instance_ids)
+            groups.append(GroupPlacement(group.name, DEVICE_PREFIX + (mine[0].device_name or ""), ids))
+        else:
+            groups.append(GroupPlacement(group.name, None, ()))
+    return RenderPlacement(node_id=next(iter(nodes)), groups=tuple(groups))
+
+
+def placement_json(p: AllocPlacement) -> dict[str, Any]:
+    return {"group": p.group, "index": p.index, "node": p.node, "cpu_mhz": p.cpu_mhz, "memory_mb": p.memory_mb,
+            "instance_ids": list(p.instance_ids), "device_name": p.device_name, "share_milli": p.share_milli,
+            "gpu_equivalents": p.gpu_equivalents}
+
+
+def placement_from_json(d: Mapping[str, Any]) -> AllocPlacement:
+    return AllocPlacement(
+        group=str(d["group"]), index=int(d["index"]), node=NodeId(str(d["node"])), cpu_mhz=int(d["cpu_mhz"]),
+        memory_mb=int(d["memory_mb"]), instance_ids=tuple(InstanceId(str(i)) for i in d["instance_ids"]),
+        device_name=d.get("device_name"), share_milli=int(d.get("share_milli") or 0),
+        gpu_equivalents=float(d.get("gpu_equivalents") or 0.0),
+    )
