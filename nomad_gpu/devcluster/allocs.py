@@ -1,0 +1,270 @@
+"""Allocations: their client-status state machine and the JSON Nomad serves for them.
+
+The state machine is written down once (`TRANSITIONS`) and `Alloc.move` is the only way to change
+`ClientStatus`, so an impossible transition (complete -> running) is a loud bug rather than a
+silently wrong event stream. The JSON follows reference section 3: the full object carries
+`AllocatedResources` with the task devices; stubs carry them only on `/v1/allocations?resources=true`;
+times are Unix nanoseconds; event payloads are the full object with `Job: null`.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from .jobs import TaskAsk
+from .placement import DeviceChoice
+
+JSON = dict[str, Any]
+_ZERO_TIME = "0001-01-01T00:00:00Z"
+
+
+class ClientStatus(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    LOST = "lost"
+
+    def is_terminal(self) -> bool:
+        return self in (ClientStatus.COMPLETE, ClientStatus.FAILED, ClientStatus.LOST)
+
+
+TRANSITIONS: dict[ClientStatus, frozenset[ClientStatus]] = {
+    ClientStatus.PENDING: frozenset({ClientStatus.RUNNING, ClientStatus.COMPLETE, ClientStatus.FAILED,
+                                     ClientStatus.LOST}),
+    ClientStatus.RUNNING: frozenset({ClientStatus.COMPLETE, ClientStatus.FAILED, ClientStatus.LOST}),
+    ClientStatus.COMPLETE: frozenset(),
+    ClientStatus.FAILED: frozenset(),
+    ClientStatus.LOST: frozenset(),
+}
+
+_DESCRIPTIONS = {
+    ClientStatus.PENDING: "No tasks have started",
+    ClientStatus.RUNNING: "Tasks are running",
+    ClientStatus.COMPLETE: "All tasks have completed",
+    ClientStatus.FAILED: "Failed tasks",
+    ClientStatus.LOST: "alloc is lost since its node is down",
+}
+
+
+class InvalidTransition(RuntimeError):
+    pass
+
+
+def _ns(seconds: float) -> int:
+    return int(seconds * 1e9)
+
+
+def _rfc3339(seconds: float | None) -> str:
+    if seconds is None:
+        return _ZERO_TIME
+    return dt.datetime.fromtimestamp(seconds, dt.UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass
+class Alloc:
+    """One allocation, with the audit times the dev cluster records for it."""
+
+    id: str
+    eval_id: str
+    namespace: str
+    job_id: str
+    job_type: str
+    job_version: int
+    job_create_index: int
+    job: JSON
+    task_group: str
+    name_index: int
+    node_id: str
+    node_name: str
+    tasks: tuple[TaskAsk, ...]
+    devices: tuple[DeviceChoice, ...]
+    duration_s: float
+    fails: bool
+    create_index: int
+    registered_at: float
+    created_at: float
+    share_gpu: str | None = None
+    share_milli: int | None = None
+    previous_allocation: str = ""
+    next_allocation: str = ""
+    desired_status: str = "run"
+    desired_description: str = ""
+    migrate: bool | None = None
+    client_status: ClientStatus = ClientStatus.PENDING
+    modify_index: int = 0
+    alloc_modify_index: int = 0
+    modify_time: float = 0.0
+    started_at: float | None = None
+    finished_at: float | None = None
+    terminal_event_at: float | None = None
+    task_events: dict[str, list[JSON]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.modify_index = self.alloc_modify_index = self.create_index
+        self.modify_time = self.created_at
+        for task in self.tasks:
+            self._task_event(task.name, "Received", "Task received by client", self.created_at)
+
+    @property
+    def name(self) -> str:
+        return f"{self.job_id}.{self.task_group}[{self.name_index}]"
+
+    @property
+    def live(self) -> bool:
+        return not self.client_status.is_terminal()
+
+    @property
+    def device_ids(self) -> list[str]:
+        return [i for choice in self.devices for i in choice.ids]
+
+    def move(self, to: ClientStatus, index: int, now: float, detail: str = "") -> None:
+        """The only way ClientStatus changes; checks the transition table."""
+        if to not in TRANSITIONS[self.client_status]:
+            raise InvalidTransition(f"alloc {self.id}: {self.client_status.value} -> {to.value}")
+        self.client_status = to
+        self.modify_index, self.modify_time = index, now
+        if to is ClientStatus.RUNNING:
+            self.started_at = now
+            for task in self.tasks:
+                self._task_event(task.name, "Started", "Task started by client", now)
+        elif to.is_terminal():
+            self.finished_at = now
+            if to is not ClientStatus.LOST:
+                code = 1 if to is ClientStatus.FAILED else 0
+                for task in self.tasks:
+                    message = detail or f"Exit Code: {code}"
+                    self._task_event(task.name, "Killed" if detail else "Terminated", message, now, code)
+
+    def set_desired(self, status: str, description: str, index: int, now: float, migrate: bool | None) -> None:
+        self.desired_status, self.desired_description, self.migrate = status, description, migrate
+        self.modify_index = self.alloc_modify_index = index
+        self.modify_time = now
+
+    def _task_event(self, task: str, kind: str, message: str, now: float, code: int = 0) -> None:
+        events = self.task_events.setdefault(task, [])
+        details = {"exit_code": str(code)} if kind == "Terminated" else {}
+        events.append({"Type": kind, "Time": _ns(now), "DisplayMessage": message, "Message": "",
+                       "ExitCode": code, "Details": details, "FailsTask": kind == "Terminated" and code != 0})
+        del events[:-10]  # the last 10 events are kept (reference section 3)
+
+    # -- JSON --------------------------------------------------------------------------------------
+
+    def task_states(self) -> JSON:
+        state = {ClientStatus.PENDING: "pending", ClientStatus.RUNNING: "running"}.get(self.client_status, "dead")
+        if self.client_status is ClientStatus.LOST:
+            state = "running" if self.started_at is not None else "pending"
+        return {
+            task.name: {
+                "State": state,
+                "Failed": self.client_status is ClientStatus.FAILED,
+                "Restarts": 0,
+                "LastRestart": _ZERO_TIME,
+                "StartedAt": _rfc3339(self.started_at),
+                "FinishedAt": _rfc3339(self.finished_at if state == "dead" else None),
+                "Events": list(self.task_events.get(task.name, [])),
+                "TaskHandle": None,
+            }
+            for task in self.tasks
+        }
+
+    def allocated_resources(self) -> JSON:
+        """`AllocatedResources`: the only place allocated device IDs appear (reference section 3)."""
+        tasks = {}
+        for task in self.tasks:
+            devices = [
+                {"Vendor": c.group.vendor, "Type": c.group.type, "Name": c.group.name, "DeviceIDs": list(c.ids)}
+                for c in self.devices if c.task == task.name
+            ]
+            tasks[task.name] = {
+                "Cpu": {"CpuShares": task.cpu, "ReservedCores": None},
+                "Memory": {"MemoryMB": task.memory_mb, "MemoryMaxMB": task.memory_max_mb},
+                "Networks": None,
+                "Devices": devices or None,
+            }
+        return {
+            "Tasks": tasks,
+            "TaskLifecycles": {task.name: None for task in self.tasks},
+            "Shared": {"DiskMB": 300, "Networks": None, "Ports": None},
+        }
+
+    def _common(self) -> JSON:
+        return {
+            "ID": self.id,
+            "Namespace": self.namespace,
+            "EvalID": self.eval_id,
+            "Name": self.name,
+            "NodeID": self.node_id,
+            "NodeName": self.node_name,
+            "JobID": self.job_id,
+            "TaskGroup": self.task_group,
+            "DesiredStatus": self.desired_status,
+            "DesiredDescription": self.desired_description,
+            "DesiredTransition": {"Migrate": self.migrate, "Reschedule": None, "ForceReschedule": None,
+                                  "NoShutdownDelay": None, "MigrateDisablePlacement": None},
+            "ClientStatus": self.client_status.value,
+            "ClientDescription": _DESCRIPTIONS[self.client_status],
+            "TaskStates": self.task_states(),
+            "DeploymentStatus": None,
+            "FollowupEvalID": "",
+            "NextAllocation": self.next_allocation,
+            "RescheduleTracker": None,
+            "PreemptedAllocations": None,
+            "PreemptedByAllocation": "",
+            "CreateIndex": self.create_index,
+            "ModifyIndex": self.modify_index,
+            "CreateTime": _ns(self.created_at),
+            "ModifyTime": _ns(self.modify_time),
+        }
+
+    def to_json(self, *, with_job: bool) -> JSON:
+        """The full allocation; event payloads use `with_job=False` (`Job: null`)."""
+        full = self._common()
+        full.update({
+            "Job": self.job if with_job else None,
+            "AllocatedResources": self.allocated_resources(),
+            "Resources": {"CPU": sum(t.cpu for t in self.tasks), "MemoryMB": sum(t.memory_mb for t in self.tasks),
+                          "DiskMB": 300},
+            "Metrics": {"NodesEvaluated": 1, "NodesFiltered": 0, "NodesAvailable": None,
+                        "ConstraintFiltered": None, "NodesExhausted": 0, "DimensionExhausted": None,
+                        "CoalescedFailures": 0},
+            "DeploymentID": "",
+            "PreviousAllocation": self.previous_allocation,
+            "NetworkStatus": None,
+            "AllocModifyIndex": self.alloc_modify_index,
+        })
+        return full
+
+    def to_stub(self, *, resources: bool = False, task_states: bool = True) -> JSON:
+        """`AllocListStub`: no Job, no resources unless asked; adds JobType and JobVersion."""
+        stub = self._common()
+        stub["JobType"] = self.job_type
+        stub["JobVersion"] = self.job_version
+        if resources:
+            stub["AllocatedResources"] = self.allocated_resources()
+        if not task_states:
+            stub["TaskStates"] = None
+        return stub
+
+    def audit(self) -> JSON:
+        return {
+            "alloc_id": self.id,
+            "job_id": self.job_id,
+            "namespace": self.namespace,
+            "task_group": self.task_group,
+            "name": self.name,
+            "node_id": self.node_id,
+            "device_ids": self.device_ids,
+            "share_gpu": self.share_gpu,
+            "share_milli": self.share_milli,
+            "registered_at": self.registered_at,
+            "created_at": self.created_at,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "terminal_event_at": self.terminal_event_at,
+            "client_status": self.client_status.value,
+            "desired_status": self.desired_status,
+        }

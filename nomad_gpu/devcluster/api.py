@@ -1,0 +1,197 @@
+"""The dev cluster's HTTP app: the Nomad API subset the service uses, plus `/_dev/` endpoints.
+
+Error conventions follow reference section 9: bare `text/plain` messages, never JSON; 400 for bad
+parameters or bodies, 404 `... not found`, 405 `Invalid method`, 500 for jobspec validation.
+Boolean query parameters use Go's ParseBool, which accepts the `True` python-requests sends.
+Blocking queries are not supported: `index`/`wait` are accepted and answered at once (a reply
+never guarantees a change anyway, reference section 2).
+
+Writes and HCL parsing run in the thread pool so that the event loop, which feeds the event
+streams, is never blocked by them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, PlainTextResponse, Response
+from starlette.routing import Route
+
+from . import queries
+from .events import EventBroker
+from .hcl import HclError, parse_job_hcl
+from .jobs import JobRequestError, JobValidationError, canonicalize, check_register_body
+from .state import ClusterState, NotFound
+from .stream import stream_endpoint
+
+logger = logging.getLogger(__name__)
+
+Endpoint = Callable[[Request], Awaitable[Response]]
+_TRUE = {"1", "t", "T", "TRUE", "true", "True"}
+_FALSE = {"0", "f", "F", "FALSE", "false", "False"}
+
+
+def _flag(request: Request, name: str) -> bool:
+    value = request.query_params.get(name)
+    if value is None:
+        return False
+    if value in _TRUE:
+        return True
+    if value in _FALSE:
+        return False
+    raise queries.BadRequest(f'Failed to parse value of "{name}" ({value}) as a bool: invalid syntax')
+
+
+def _namespace(request: Request) -> str:
+    return request.query_params.get("namespace") or "default"
+
+
+async def _body(request: Request) -> Any:
+    raw = await request.body()
+    try:
+        return json.loads(raw) if raw else None
+    except ValueError as exc:
+        raise queries.BadRequest(f"Request decode failed: {exc}") from exc
+
+
+def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 30.0) -> Starlette:
+    def reply(data: Any) -> JSONResponse:
+        return JSONResponse(data, headers={"X-Nomad-Index": str(state.index), "X-Nomad-KnownLeader": "true",
+                                           "X-Nomad-LastContact": "0"})
+
+    # -- nodes -------------------------------------------------------------------------------------
+
+    async def nodes(request: Request) -> Response:
+        q = request.query_params
+        return reply(queries.list_nodes(state, prefix=q.get("prefix", ""), resources=_flag(request, "resources"),
+                                        os_attr=_flag(request, "os"), filter_expr=q.get("filter", "")))
+
+    async def node(request: Request) -> Response:
+        return reply(queries.get_node(state, request.path_params["node_id"]))
+
+    async def node_allocations(request: Request) -> Response:
+        return reply(queries.node_allocations(state, request.path_params["node_id"]))
+
+    # -- jobs --------------------------------------------------------------------------------------
+
+    async def jobs(request: Request) -> Response:
+        if request.method == "GET":
+            q = request.query_params
+            return reply(queries.list_jobs(state, namespace=_namespace(request), prefix=q.get("prefix", ""),
+                                           with_meta=_flag(request, "meta"), filter_expr=q.get("filter", "")))
+        job, submission = check_register_body(await _body(request))
+        return reply(await run_in_threadpool(state.register, job, submission, _namespace(request)))
+
+    async def parse(request: Request) -> Response:
+        body = await _body(request)
+        text = body.get("JobHCL") if isinstance(body, dict) else None
+        if not isinstance(text, str) or not text.strip():
+            return PlainTextResponse("Job spec is empty", status_code=400)
+        job = await run_in_threadpool(parse_job_hcl, text)
+        return reply(canonicalize(job) if body.get("Canonicalize") else job)
+
+    async def job(request: Request) -> Response:
+        job_id = request.path_params["job_id"]
+        if request.method == "GET":
+            return reply(queries.get_job(state, _namespace(request), job_id))
+        if request.method == "DELETE":
+            return reply(await run_in_threadpool(state.deregister, _namespace(request), job_id,
+                                                 _flag(request, "purge")))
+        job_json, submission = check_register_body(await _body(request))
+        if job_json["ID"] != job_id:
+            raise JobRequestError("Job ID does not match name")
+        return reply(await run_in_threadpool(state.register, job_json, submission, _namespace(request)))
+
+    async def job_submission(request: Request) -> Response:
+        return reply(queries.job_submission(state, _namespace(request), request.path_params["job_id"],
+                                            request.query_params.get("version")))
+
+    async def job_allocations(request: Request) -> Response:
+        return reply(queries.job_allocations(state, _namespace(request), request.path_params["job_id"],
+                                             all_versions=_flag(request, "all")))
+
+    async def job_summary(request: Request) -> Response:
+        return reply(queries.job_summary(state, _namespace(request), request.path_params["job_id"]))
+
+    # -- allocations -------------------------------------------------------------------------------
+
+    async def allocations(request: Request) -> Response:
+        q = request.query_params
+        task_states = q.get("task_states") is None or _flag(request, "task_states")
+        return reply(queries.list_allocations(state, namespace=_namespace(request), prefix=q.get("prefix", ""),
+                                              resources=_flag(request, "resources"), task_states=task_states,
+                                              filter_expr=q.get("filter", "")))
+
+    async def allocation(request: Request) -> Response:
+        return reply(queries.get_allocation(state, request.path_params["alloc_id"]))
+
+    async def stop_allocation(request: Request) -> Response:
+        return reply(await run_in_threadpool(state.stop_alloc, request.path_params["alloc_id"]))
+
+    async def leader(request: Request) -> Response:
+        return reply("127.0.0.1:4647")
+
+    # -- /_dev -------------------------------------------------------------------------------------
+
+    async def audit(request: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(queries.audit, state))
+
+    async def drop_streams(request: Request) -> Response:
+        return JSONResponse({"dropped": broker.drop_all()})
+
+    def node_fault(action: Callable[[str], Any]) -> Endpoint:
+        async def endpoint(request: Request) -> Response:
+            node_json = await run_in_threadpool(lambda: action(request.path_params["node_id"]).to_json())
+            return JSONResponse({"ID": node_json["ID"], "Status": node_json["Status"],
+                                 "SchedulingEligibility": node_json["SchedulingEligibility"],
+                                 "Drain": node_json["Drain"]})
+        return endpoint
+
+    routes = [
+        Route("/v1/nodes", nodes, methods=["GET"]),
+        Route("/v1/node/{node_id}", node, methods=["GET"]),
+        Route("/v1/node/{node_id}/allocations", node_allocations, methods=["GET"]),
+        Route("/v1/jobs", jobs, methods=["GET", "POST", "PUT"]),
+        Route("/v1/jobs/parse", parse, methods=["POST", "PUT"]),
+        Route("/v1/job/{job_id}", job, methods=["GET", "POST", "PUT", "DELETE"]),
+        Route("/v1/job/{job_id}/submission", job_submission, methods=["GET"]),
+        Route("/v1/job/{job_id}/allocations", job_allocations, methods=["GET"]),
+        Route("/v1/job/{job_id}/summary", job_summary, methods=["GET"]),
+        Route("/v1/allocations", allocations, methods=["GET"]),
+        Route("/v1/allocation/{alloc_id}", allocation, methods=["GET"]),
+        Route("/v1/allocation/{alloc_id}/stop", stop_allocation, methods=["POST", "PUT"]),
+        Route("/v1/event/stream", stream_endpoint(broker, heartbeat_s), methods=["GET"]),
+        Route("/v1/status/leader", leader, methods=["GET"]),
+        Route("/_dev/audit", audit, methods=["GET"]),
+        Route("/_dev/streams/drop", drop_streams, methods=["POST"]),
+        Route("/_dev/node/{node_id}/down", node_fault(lambda n: state.set_node_status(n, "down")), methods=["POST"]),
+        Route("/_dev/node/{node_id}/up", node_fault(lambda n: state.set_node_status(n, "ready")), methods=["POST"]),
+        Route("/_dev/node/{node_id}/drain", node_fault(lambda n: state.set_drain(n, True)), methods=["POST"]),
+        Route("/_dev/node/{node_id}/undrain", node_fault(lambda n: state.set_drain(n, False)), methods=["POST"]),
+        Route("/_dev/node/{node_id}/eligible", node_fault(lambda n: state.set_eligibility(n, True)),
+              methods=["POST"]),
+        Route("/_dev/node/{node_id}/ineligible", node_fault(lambda n: state.set_eligibility(n, False)),
+              methods=["POST"]),
+    ]
+    handlers: dict[Any, Callable[[Request, Exception], Response]] = {
+        NotFound: lambda _, exc: PlainTextResponse(str(exc.args[0]), status_code=404),
+        queries.BadRequest: lambda _, exc: PlainTextResponse(str(exc), status_code=400),
+        JobRequestError: lambda _, exc: PlainTextResponse(str(exc), status_code=400),
+        HclError: lambda _, exc: PlainTextResponse(f"Failed to parse job: {exc}", status_code=400),
+        JobValidationError: lambda _, exc: PlainTextResponse(str(exc), status_code=500),
+        HTTPException: _http_error,
+    }
+    return Starlette(routes=routes, exception_handlers=handlers)
+
+
+def _http_error(request: Request, exc: Exception) -> Response:
+    status = exc.status_code if isinstance(exc, HTTPException) else 500
+    text = {404: "404 page not found", 405: "Invalid method"}.get(status, str(getattr(exc, "detail", exc)))
+    return PlainTextResponse(text, status_code=status)

@@ -1,0 +1,190 @@
+"""The dev cluster's cluster file: a small YAML description of nodes and their GPUs.
+
+It exists so that tests, demos and benchmarks can describe a fleet (whole GPUs, MIG layouts,
+time-slice-shareable GPUs, several datacenters) in a few lines, and get *deterministic* node and
+device IDs out of it: the same file always yields the same `GPU-...`/`MIG-...` IDs, so a trace or a
+failing test can be replayed. Validation uses pydantic so that a bad file fails with located errors
+("nodes[0].gpus[1].memory_mib: ...") instead of a traceback deep in the server.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+# A fixed namespace so that derived IDs never change between releases (changing it would change
+# every ID in every recorded trace).
+_ID_NAMESPACE = uuid.UUID("5d0f6b52-8f0e-4c52-9d1e-6a4f2c1f9e07")
+
+_NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
+_MIG_PROFILE_RE = re.compile(r"^(?P<g>[1-7])g\.(?P<gb>\d+)gb(?P<me>\+me)?$")
+
+# Memory slices used by each compute size on the 7-slice family (reference/nvml-mig.md section 3.2);
+# a 1g profile with twice the memory (1g.20gb on an 80 GB part) uses two, derived from its GB below.
+_MEMORY_SLICES_BY_COMPUTE = {1: 1, 2: 2, 3: 4, 4: 4, 7: 8}
+
+
+class ClusterFileError(ValueError):
+    """A cluster file (or mapping) that cannot be used; the message names the file and the field."""
+
+
+class GpuSpec(BaseModel):
+    """One `gpus:` entry: `count` identical GPUs, optionally MIG-partitioned or shared."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    model: str = Field(min_length=1, max_length=120)
+    count: int = Field(default=1, ge=1, le=64)
+    memory_mib: int = Field(gt=0, le=1 << 24)
+    mig: tuple[str, ...] | None = None
+    shared: bool = False
+
+    @field_validator("mig")
+    @classmethod
+    def _check_mig(cls, layout: tuple[str, ...] | None) -> tuple[str, ...] | None:
+        if layout is None:
+            return None
+        if not layout:
+            raise ValueError("a MIG layout needs at least one profile (omit `mig` for whole GPUs)")
+        compute = 0
+        for profile in layout:
+            match = _MIG_PROFILE_RE.match(profile)
+            if match is None:
+                raise ValueError(f"MIG profile {profile!r} is not of the form '<g>g.<GB>gb', e.g. '3g.40gb'")
+            size = int(match["g"])
+            if size not in _MEMORY_SLICES_BY_COMPUTE:
+                raise ValueError(f"MIG profile {profile!r}: there is no {size}g profile")
+            compute += size
+        if compute > 7:
+            raise ValueError(f"MIG layout {list(layout)} uses {compute} compute slices; a GPU has 7")
+        return layout
+
+    @model_validator(mode="after")
+    def _check_combination(self) -> GpuSpec:
+        if self.mig is not None and self.shared:
+            raise ValueError("a GPU cannot be both MIG-partitioned and shared")
+        if self.mig is not None:
+            used = sum(mig_memory_slices(profile, self.memory_mib) for profile in self.mig)
+            if used > 8:
+                raise ValueError(f"MIG layout {list(self.mig)} needs {used} memory slices; a GPU has 8")
+        return self
+
+
+class NodeSpec(BaseModel):
+    """One node of the cluster file."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=_NAME_RE)
+    id: str | None = Field(default=None, pattern=r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+    datacenter: str = Field(default="dc1", pattern=_NAME_RE)
+    node_pool: str = Field(default="default", pattern=_NAME_RE)
+    node_class: str = ""
+    cpu_shares: int = Field(default=64000, gt=0)
+    memory_mb: int = Field(default=524288, gt=0)
+    disk_mb: int = Field(default=1048576, gt=0)
+    reserved_cpu_shares: int = Field(default=0, ge=0)
+    reserved_memory_mb: int = Field(default=0, ge=0)
+    meta: dict[str, str] = Field(default_factory=dict)
+    gpus: tuple[GpuSpec, ...] = ()
+
+    @model_validator(mode="after")
+    def _check_reserved(self) -> NodeSpec:
+        if self.reserved_cpu_shares >= self.cpu_shares:
+            raise ValueError("reserved_cpu_shares must be below cpu_shares")
+        if self.reserved_memory_mb >= self.memory_mb:
+            raise ValueError("reserved_memory_mb must be below memory_mb")
+        return self
+
+
+class ClusterSpec(BaseModel):
+    """A whole cluster file, validated."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    name: str = Field(pattern=_NAME_RE)
+    nodes: tuple[NodeSpec, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _check_unique(self) -> ClusterSpec:
+        names = [node.name for node in self.nodes]
+        duplicates = sorted({name for name in names if names.count(name) > 1})
+        if duplicates:
+            raise ValueError(f"node names must be unique; repeated: {', '.join(duplicates)}")
+        ids = [node_id(self, node) for node in self.nodes]
+        if len(set(ids)) != len(ids):
+            raise ValueError("node ids must be unique")
+        return self
+
+
+def mig_memory_slices(profile: str, parent_memory_mib: int) -> int:
+    """How many of the 8 memory slices a MIG profile takes on a GPU with this much memory."""
+    match = _MIG_PROFILE_RE.match(profile)
+    if match is None:  # pragma: no cover - profiles are validated before this is called
+        raise ValueError(profile)
+    parent_gb = max(1, -(-parent_memory_mib // 1024))
+    by_memory = round(int(match["gb"]) * 8 / parent_gb)
+    return max(_MEMORY_SLICES_BY_COMPUTE[int(match["g"])], by_memory, 1)
+
+
+def mig_memory_mib(profile: str, parent_memory_mib: int) -> int:
+    """The memory a MIG instance reports: its share of the parent's 8 memory slices."""
+    return parent_memory_mib * mig_memory_slices(profile, parent_memory_mib) // 8
+
+
+def node_id(cluster: ClusterSpec, node: NodeSpec) -> str:
+    """The node's ID: given explicitly, or uuid5 of the cluster name and node name."""
+    if node.id is not None:
+        return node.id
+    return str(uuid.uuid5(_ID_NAMESPACE, f"{cluster.name}/node/{node.name}"))
+
+
+def gpu_uuid(cluster: ClusterSpec, node: NodeSpec, gpu_index: int) -> str:
+    """`GPU-<uuid5>` for the node's `gpu_index`-th GPU (counted over all `gpus:` entries)."""
+    return "GPU-" + str(uuid.uuid5(_ID_NAMESPACE, f"{cluster.name}/{node.name}/gpu/{gpu_index}"))
+
+
+def mig_uuid(cluster: ClusterSpec, node: NodeSpec, gpu_index: int, slot: int) -> str:
+    """`MIG-<uuid5>` for MIG instance `slot` on the node's `gpu_index`-th GPU."""
+    return "MIG-" + str(uuid.uuid5(_ID_NAMESPACE, f"{cluster.name}/{node.name}/gpu/{gpu_index}/mig/{slot}"))
+
+
+def parse_cluster(data: Mapping[str, Any], source: str = "<cluster>") -> ClusterSpec:
+    """Validate an already-loaded mapping (handy for tests that build clusters inline)."""
+    try:
+        return ClusterSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ClusterFileError(_format_errors(source, exc)) from exc
+
+
+def load_cluster_file(path: str | Path) -> ClusterSpec:
+    """Read and validate a cluster YAML file; every problem is a ClusterFileError naming the field."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ClusterFileError(f"{path}: cannot read cluster file: {exc.strerror or exc}") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ClusterFileError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, Mapping):
+        raise ClusterFileError(f"{path}: a cluster file must be a mapping with `name` and `nodes`")
+    return parse_cluster(data, source=str(path))
+
+
+def _format_errors(source: str, exc: ValidationError) -> str:
+    lines = []
+    for error in exc.errors():
+        location = ""
+        for part in error["loc"]:
+            location += f"[{part}]" if isinstance(part, int) else (f".{part}" if location else str(part))
+        message = error["msg"].removeprefix("Value error, ")
+        lines.append(f"{source}: {location or '<top>'}: {message}")
+    return "\n".join(lines)

@@ -1,0 +1,277 @@
+"""Nodes and their fingerprinted devices, and the Node JSON that Nomad serves for them.
+
+A cluster file says "8 x A800"; Nomad's API says `NodeResources.Devices[]` groups with instances
+and typed attributes. This module is the one translation between the two, so the shapes of
+reference/nomad-api.md sections 4 and 5 live in one place:
+
+- whole GPUs form one `nvidia/gpu/<model>` group per model (the plugin groups by Name, section 5);
+- a MIG-enabled GPU is skipped and each MIG instance is advertised in a `<model> MIG <profile>` group
+  with a `MIG-...` ID, sharing its parent's PciBusID (section 5, "MIG");
+- GPUs marked `shared: true` are hidden from the nvidia plugin (`ignored_gpu_ids`) and advertised by
+  the project's own plugin as a `nomad-gpu/shared-gpu/<model>` group (DESIGN.md 3.4).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from .config import ClusterSpec, NodeSpec, gpu_uuid, mig_memory_mib, mig_uuid, node_id
+
+NOMAD_VERSION = "2.0.5"
+SHARED_VENDOR = "nomad-gpu"
+SHARED_TYPE = "shared-gpu"
+_DRIVER_VERSION = "550.54.15"
+
+
+@dataclass(frozen=True)
+class DeviceInstance:
+    id: str
+    pci_bus_id: str
+
+
+@dataclass(frozen=True)
+class DeviceGroup:
+    """One entry of `NodeResources.Devices`: instances that share vendor, type and name."""
+
+    vendor: str
+    type: str
+    name: str
+    memory_mib: int
+    instances: tuple[DeviceInstance, ...]
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(instance.id for instance in self.instances)
+
+    def attributes(self) -> dict[str, dict[str, Any]]:
+        """Typed attributes; unset value keys are null, as the server-side struct has no omitempty
+        (reference section 4, `NodeResources`)."""
+        return {
+            "memory": _attr(integer=self.memory_mib, unit="MiB"),
+            "bar1": _attr(integer=131072, unit="MiB"),
+            "power": _attr(integer=63, unit="W"),
+            "cores_clock": _attr(integer=1410, unit="MHz"),
+            "memory_clock": _attr(integer=1593, unit="MHz"),
+            "pci_bandwidth": _attr(integer=32768, unit="MB/s"),
+            "driver_version": _attr(string=_DRIVER_VERSION),
+            "display_state": _attr(string="Disabled"),
+            "persistence_mode": _attr(string="Enabled"),
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "Vendor": self.vendor,
+            "Type": self.type,
+            "Name": self.name,
+            "Attributes": self.attributes(),
+            # Every instance is healthy with an empty description (reference section 5).
+            "Instances": [
+                {"ID": i.id, "Healthy": True, "HealthDescription": "", "Locality": {"PciBusID": i.pci_bus_id}}
+                for i in self.instances
+            ],
+        }
+
+
+def _attr(*, integer: int | None = None, string: str | None = None, unit: str = "") -> dict[str, Any]:
+    return {"Float": None, "Int": integer, "String": string, "Bool": None, "Unit": unit}
+
+
+@dataclass
+class Node:
+    """A node as the dev cluster's server sees it; status fields change, capacity does not."""
+
+    id: str
+    name: str
+    datacenter: str
+    node_pool: str
+    node_class: str
+    cpu_shares: int
+    memory_mb: int
+    disk_mb: int
+    reserved_cpu_shares: int
+    reserved_memory_mb: int
+    meta: dict[str, str]
+    address: str
+    groups: tuple[DeviceGroup, ...]
+    status: str = "ready"
+    eligibility: str = "eligible"
+    drain_strategy: dict[str, Any] | None = None
+    status_updated_at: int = field(default_factory=lambda: int(time.time()))
+    create_index: int = 0
+    modify_index: int = 0
+
+    @property
+    def usable_cpu(self) -> int:
+        return self.cpu_shares - self.reserved_cpu_shares
+
+    @property
+    def usable_memory(self) -> int:
+        return self.memory_mb - self.reserved_memory_mb
+
+    @property
+    def schedulable(self) -> bool:
+        return self.status == "ready" and self.eligibility == "eligible"
+
+    def computed_key(self) -> str:
+        return f"{self.datacenter}/{self.node_pool}/{self.node_class}/{[g.name for g in self.groups]}"
+
+    def attributes(self) -> dict[str, str]:
+        cores = max(1, self.cpu_shares // 2000)
+        return {
+            "unique.hostname": self.name,
+            "unique.network.ip-address": self.address,
+            "nomad.version": NOMAD_VERSION,
+            "nomad.advertise.address": f"{self.address}:4646",
+            "os.name": "ubuntu",
+            "os.version": "22.04",
+            "kernel.name": "linux",
+            "cpu.arch": "amd64",
+            "cpu.numcores": str(cores),
+            "cpu.totalcompute": str(self.cpu_shares),
+            "memory.totalbytes": str(self.memory_mb * 1024 * 1024),
+            "driver.docker": "1",
+            "driver.exec": "1",
+            "driver.raw_exec": "1",
+        }
+
+    def resources_json(self) -> dict[str, Any]:
+        return {
+            "Cpu": {"CpuShares": self.cpu_shares, "TotalCpuCores": max(1, self.cpu_shares // 2000),
+                    "ReservableCpuCores": None},
+            "Memory": {"MemoryMB": self.memory_mb},
+            "Disk": {"DiskMB": self.disk_mb},
+            "Networks": None,
+            "NodeNetworks": None,
+            "MinDynamicPort": 20000,
+            "MaxDynamicPort": 32000,
+            "Devices": [group.to_json() for group in self.groups] or None,
+        }
+
+    def reserved_json(self) -> dict[str, Any]:
+        return {
+            "Cpu": {"CpuShares": self.reserved_cpu_shares, "ReservedCpuCores": None},
+            "Memory": {"MemoryMB": self.reserved_memory_mb},
+            "Disk": {"DiskMB": 0},
+            "Networks": {"ReservedHostPorts": ""},
+        }
+
+    def drivers_json(self) -> dict[str, Any]:
+        return {
+            name: {"Attributes": None, "Detected": True, "Healthy": True,
+                   "HealthDescription": "Healthy", "UpdateTime": "2026-01-01T00:00:00Z"}
+            for name in ("docker", "exec", "raw_exec")
+        }
+
+    def to_json(self) -> dict[str, Any]:
+        """The full node (`GET /v1/node/:id` and event payloads; SecretID blanked as in events)."""
+        return {
+            "ID": self.id,
+            "SecretID": "",
+            "Datacenter": self.datacenter,
+            "Name": self.name,
+            "HTTPAddr": f"{self.address}:4646",
+            "TLSEnabled": False,
+            "Attributes": self.attributes(),
+            "NodeResources": self.resources_json(),
+            "ReservedResources": self.reserved_json(),
+            "Resources": None,
+            "Reserved": None,
+            "Links": {},
+            "Meta": dict(self.meta),
+            "NodeClass": self.node_class,
+            "NodePool": self.node_pool,
+            "ComputedClass": "v1:" + str(int(hashlib.sha1(self.computed_key().encode()).hexdigest()[:15], 16)),
+            # `Drain` is computed from DrainStrategy by the JSON extension (reference section 4).
+            "Drain": self.drain_strategy is not None,
+            "DrainStrategy": self.drain_strategy,
+            "SchedulingEligibility": self.eligibility,
+            "Status": self.status,
+            "StatusDescription": "",
+            "StatusUpdatedAt": self.status_updated_at,  # Unix seconds (reference section 4)
+            "Events": [{"Message": "Node registered", "Subsystem": "Cluster", "Details": None,
+                        "Timestamp": "2026-01-01T00:00:00Z", "CreateIndex": 0}],
+            "Drivers": self.drivers_json(),
+            "HostVolumes": None,
+            "HostNetworks": None,
+            "CSIControllerPlugins": None,
+            "CSINodePlugins": None,
+            "LastDrain": None,
+            "CreateIndex": self.create_index,
+            "ModifyIndex": self.modify_index,
+        }
+
+    def stub_json(self, *, resources: bool = False, os_attr: bool = False) -> dict[str, Any]:
+        """`GET /v1/nodes` entry; `resources` adds NodeResources + ReservedResources, `os_attr`
+        adds only `Attributes{"os.name"}` (reference section 4, list stub)."""
+        stub: dict[str, Any] = {
+            "Address": self.address,
+            "ID": self.id,
+            "Attributes": {"os.name": "ubuntu"} if os_attr else None,
+            "Datacenter": self.datacenter,
+            "Name": self.name,
+            "NodeClass": self.node_class,
+            "NodePool": self.node_pool,
+            "Version": NOMAD_VERSION,
+            "Drain": self.drain_strategy is not None,
+            "SchedulingEligibility": self.eligibility,
+            "Status": self.status,
+            "StatusDescription": "",
+            "Drivers": self.drivers_json(),
+            "HostVolumes": None,
+            "LastDrain": None,
+            "CreateIndex": self.create_index,
+            "ModifyIndex": self.modify_index,
+        }
+        if resources:
+            stub["NodeResources"] = self.resources_json()
+            stub["ReservedResources"] = self.reserved_json()
+        return stub
+
+
+def build_nodes(cluster: ClusterSpec) -> list[Node]:
+    """Turn the cluster file into nodes with deterministic IDs, in file order."""
+    return [_build_node(cluster, spec, position) for position, spec in enumerate(cluster.nodes)]
+
+
+def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
+    whole: dict[str, list[DeviceInstance]] = {}
+    mig: dict[str, list[DeviceInstance]] = {}
+    shared: dict[str, list[DeviceInstance]] = {}
+    memory: dict[tuple[str, str], int] = {}
+    gpu_index = 0
+    for entry in spec.gpus:
+        for _ in range(entry.count):
+            bus = f"00000000:{0x07 + gpu_index * 0x10 & 0xFF:02X}:00.0"
+            if entry.mig is not None:
+                # The parent of a MIG-enabled GPU is skipped; each instance is its own device.
+                for slot, profile in enumerate(entry.mig):
+                    name = f"{entry.model} MIG {profile}"
+                    mig.setdefault(name, []).append(DeviceInstance(mig_uuid(cluster, spec, gpu_index, slot), bus))
+                    memory.setdefault(("mig", name), mig_memory_mib(profile, entry.memory_mib))
+            else:
+                target = shared if entry.shared else whole
+                target.setdefault(entry.model, []).append(DeviceInstance(gpu_uuid(cluster, spec, gpu_index), bus))
+                memory.setdefault(("shared" if entry.shared else "gpu", entry.model), entry.memory_mib)
+            gpu_index += 1
+    groups = [DeviceGroup("nvidia", "gpu", name, memory[("gpu", name)], tuple(ids)) for name, ids in whole.items()]
+    groups += [DeviceGroup("nvidia", "gpu", name, memory[("mig", name)], tuple(ids)) for name, ids in mig.items()]
+    groups += [DeviceGroup(SHARED_VENDOR, SHARED_TYPE, name, memory[("shared", name)], tuple(ids))
+               for name, ids in shared.items()]
+    return Node(
+        id=node_id(cluster, spec),
+        name=spec.name,
+        datacenter=spec.datacenter,
+        node_pool=spec.node_pool,
+        node_class=spec.node_class,
+        cpu_shares=spec.cpu_shares,
+        memory_mb=spec.memory_mb,
+        disk_mb=spec.disk_mb,
+        reserved_cpu_shares=spec.reserved_cpu_shares,
+        reserved_memory_mb=spec.reserved_memory_mb,
+        meta=dict(spec.meta),
+        address=f"10.0.{position // 250}.{position % 250 + 2}",
+        groups=tuple(groups),
+    )

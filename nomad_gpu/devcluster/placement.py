@@ -1,0 +1,260 @@
+"""Where one allocation of a task group goes: a simple, deterministic stand-in for Nomad's scheduler.
+
+Pure functions over a snapshot (node views and a "is this instance free" predicate); the cluster
+state commits the result. It follows the Nomad rules our service depends on, and nothing more:
+
+- job and group constraints on node targets (`${node.unique.id}`, `${node.datacenter}`,
+  `${node.class}`, `${meta.<k>}`, ...); other targets/operators are ignored with a warning;
+- a device request is filled from ONE device group (reference section 7), matched by
+  `gpu` | `<vendor>/<type>` | `<vendor>/<type>/<exact Name>`;
+- a `${device.ids}` constraint (`set_contains_any`/`set_contains`) also limits which instances may be
+  assigned (reference section 7, #18141), which is how the service pins GPUs;
+- CPU and memory must fit; among feasible nodes the fullest wins (binpacking).
+
+A request that could only be met with an instance a live allocation holds is never placed; the
+verdict says so (`pinned_held`) so that the audit can count the refused double-booking.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import logging
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .inventory import DeviceGroup, Node
+from .jobs import Constraint, DeviceAsk, GroupAsk
+from .units import compare_quantities
+
+logger = logging.getLogger(__name__)
+
+_EQUAL = ("=", "==", "is")
+_NOT_EQUAL = ("!=", "not")
+_ORDER = ("<", "<=", ">", ">=")
+_warned: set[tuple[str, str]] = set()
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """A node plus what its live allocations use right now."""
+
+    node: Node
+    used_cpu: int
+    used_memory: int
+    held_instances: int
+
+
+@dataclass(frozen=True)
+class DeviceChoice:
+    task: str
+    group: DeviceGroup
+    ids: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Placement:
+    node: Node
+    devices: tuple[DeviceChoice, ...]
+
+
+@dataclass
+class Verdict:
+    """The chosen placement, or why there is none (reason -> number of nodes it ruled out)."""
+
+    placement: Placement | None = None
+    reasons: dict[str, int] = field(default_factory=dict)
+    pinned_held: bool = False
+
+    def rule_out(self, reason: str) -> None:
+        self.reasons[reason] = self.reasons.get(reason, 0) + 1
+
+
+def place(ask: GroupAsk, nodes: Sequence[NodeView], is_free: Callable[[str], bool]) -> Verdict:
+    """Choose a node and device instances for one allocation of `ask`."""
+    verdict = Verdict()
+    best: tuple[float, int, Placement] | None = None
+    for position, view in enumerate(nodes):
+        node = view.node
+        reason = _node_reason(ask, node)
+        if reason is not None:
+            verdict.rule_out(reason)
+            continue
+        devices = _assign_devices(ask, node, is_free, verdict)
+        if devices is None:
+            continue
+        if view.used_cpu + ask.cpu > node.usable_cpu:
+            verdict.rule_out("resources exhausted: cpu")
+            continue
+        if view.used_memory + ask.memory_mb > node.usable_memory:
+            verdict.rule_out("resources exhausted: memory")
+            continue
+        score = _fill_score(ask, view, sum(len(choice.ids) for choice in devices))
+        if best is None or score > best[0]:
+            best = (score, position, Placement(node, devices))
+    if best is not None:
+        verdict.placement = best[2]
+        verdict.pinned_held = False
+    return verdict
+
+
+def _node_reason(ask: GroupAsk, node: Node) -> str | None:
+    if node.status != "ready":
+        return f"node {node.status}"
+    if node.eligibility != "eligible":
+        return "node ineligible"
+    if not any(fnmatch.fnmatchcase(node.datacenter, pattern) for pattern in ask.datacenters):
+        return "missing compatible datacenter"
+    if ask.node_pool not in ("all", node.node_pool):
+        return "node pool mismatch"
+    for constraint in ask.constraints:
+        if not _node_constraint_holds(constraint, node):
+            return f"constraint {constraint.ltarget} {constraint.operand} {constraint.rtarget}"
+    return None
+
+
+def _node_target(target: str, node: Node) -> tuple[bool, str | None]:
+    """(known target?, value or None when the node does not have it)."""
+    simple = {
+        "${node.unique.id}": node.id,
+        "${node.unique.name}": node.name,
+        "${node.datacenter}": node.datacenter,
+        "${node.class}": node.node_class,
+        "${node.pool}": node.node_pool,
+    }
+    if target in simple:
+        return True, simple[target]
+    if target.startswith("${meta.") and target.endswith("}"):
+        return True, node.meta.get(target[7:-1])
+    if target.startswith("${attr.") and target.endswith("}"):
+        return True, node.attributes().get(target[7:-1])
+    return False, None
+
+
+def _node_constraint_holds(constraint: Constraint, node: Node) -> bool:
+    known, value = _node_target(constraint.ltarget, node)
+    if not known:
+        _warn_once(constraint.ltarget, constraint.operand)
+        return True
+    return _check(constraint, value)
+
+
+def _check(constraint: Constraint, value: str | None) -> bool:
+    """Nomad's operand semantics for string values (scheduler/feasible checkConstraint)."""
+    operand, wanted = constraint.operand, constraint.rtarget
+    if operand in _EQUAL:
+        return value is not None and value == wanted
+    if operand in _NOT_EQUAL:
+        return value != wanted
+    if operand == "is_set":
+        return value is not None
+    if operand == "is_not_set":
+        return value is None
+    if operand == "regexp":
+        return value is not None and re.search(wanted, value) is not None
+    if operand in ("set_contains", "set_contains_any"):
+        have = {part.strip() for part in (value or "").split(",")}
+        want = {part.strip() for part in wanted.split(",") if part.strip()}
+        return want <= have if operand == "set_contains" else bool(want & have)
+    _warn_once(constraint.ltarget, operand)
+    return True
+
+
+def _warn_once(target: str, operand: str) -> None:
+    if (target, operand) not in _warned:
+        _warned.add((target, operand))
+        logger.warning("dev cluster ignores constraint %s %s (not supported)", target, operand)
+
+
+def _assign_devices(ask: GroupAsk, node: Node, is_free: Callable[[str], bool],
+                    verdict: Verdict) -> tuple[DeviceChoice, ...] | None:
+    chosen: list[DeviceChoice] = []
+    taken: set[str] = set()
+    for task in ask.tasks:
+        for request in task.devices:
+            result = _choose_group(request, node, lambda i: is_free(i) and i not in taken)
+            if isinstance(result, str):
+                if result == "pinned devices held":
+                    verdict.pinned_held = True
+                verdict.rule_out(f"devices: {result}")
+                return None
+            chosen.append(DeviceChoice(task.name, result[0], result[1]))
+            taken.update(result[1])
+    return tuple(chosen)
+
+
+def _choose_group(request: DeviceAsk, node: Node,
+                  free: Callable[[str], bool]) -> tuple[DeviceGroup, tuple[str, ...]] | str:
+    """The group and instances for one request, or the reason there are none."""
+    candidates: list[tuple[int, int, int, DeviceGroup, tuple[str, ...]]] = []
+    reason = "missing devices"
+    pinned = bool(_id_constraints(request))
+    for order, group in enumerate(node.groups):
+        if not name_matches(request.name, group) or not _group_constraints_hold(request, group):
+            continue
+        pool = _pinned_pool(request, group)
+        available = tuple(i for i in pool if free(i))
+        if len(available) >= request.count:
+            affinity = sum(a.weight for a in request.affinities
+                           if _device_check(Constraint(a.ltarget, a.rtarget, a.operand), group))
+            # Fewest free instances first: binpack inside a node as across nodes.
+            candidates.append((-affinity, len(available), order, group, available[: request.count]))
+        elif pinned and len(pool) >= request.count:
+            reason = "pinned devices held"
+        elif reason != "pinned devices held":
+            reason = "no devices available"
+    if not candidates:
+        return reason
+    _, _, _, group, ids = min(candidates, key=lambda c: c[:3])
+    return group, ids
+
+
+def name_matches(request: str, group: DeviceGroup) -> bool:
+    """`gpu`, `nvidia/gpu`, or `nvidia/gpu/<exact Name>` (reference section 7)."""
+    parts = request.split("/", 2)
+    if len(parts) == 1:
+        return group.type == parts[0]
+    if len(parts) == 2:
+        return (group.vendor, group.type) == (parts[0], parts[1])
+    return (group.vendor, group.type, group.name) == (parts[0], parts[1], parts[2])
+
+
+def _id_constraints(request: DeviceAsk) -> list[Constraint]:
+    return [c for c in request.constraints if c.ltarget == "${device.ids}"]
+
+
+def _pinned_pool(request: DeviceAsk, group: DeviceGroup) -> tuple[str, ...]:
+    """Instances the request may use: a `${device.ids}` constraint also filters instances (#18141)."""
+    pool = group.ids
+    for constraint in _id_constraints(request):
+        if constraint.operand in ("set_contains", "set_contains_any"):
+            listed = {part.strip() for part in constraint.rtarget.split(",")}
+            pool = tuple(i for i in pool if i in listed)
+    return pool
+
+
+def _group_constraints_hold(request: DeviceAsk, group: DeviceGroup) -> bool:
+    return all(_device_check(c, group) for c in request.constraints)
+
+
+def _device_check(constraint: Constraint, group: DeviceGroup) -> bool:
+    target = constraint.ltarget
+    if target == "${device.ids}":
+        return _check(constraint, ",".join(group.ids))
+    simple = {"${device.vendor}": group.vendor, "${device.type}": group.type, "${device.model}": group.name}
+    if target in simple:
+        return _check(constraint, simple[target])
+    if target == "${device.attr.memory}":
+        if constraint.operand in _ORDER + _EQUAL + _NOT_EQUAL:
+            return compare_quantities(group.memory_mib, "MiB", constraint.operand, constraint.rtarget)
+    _warn_once(target, constraint.operand)
+    return True
+
+
+def _fill_score(ask: GroupAsk, view: NodeView, new_instances: int) -> float:
+    node = view.node
+    total = sum(len(group.instances) for group in node.groups)
+    device_fill = (view.held_instances + new_instances) / total if total else 0.0
+    cpu_fill = (view.used_cpu + ask.cpu) / node.usable_cpu
+    memory_fill = (view.used_memory + ask.memory_mb) / node.usable_memory
+    return 2 * device_fill + (cpu_fill + memory_fill) / 2

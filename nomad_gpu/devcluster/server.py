@@ -1,0 +1,168 @@
+"""Embedding API: run the dev cluster inside a test, a benchmark, or `nomad-gpu dev-cluster`.
+
+`DevCluster` wires the parts together (state, broker, timer thread, HTTP app) and runs uvicorn on a
+background thread, so a test can start a Nomad-compatible endpoint in well under a second, point
+the real client code at `dc.url`, inject faults with plain method calls, and read the audit.
+uvicorn is started with `log_config=None`: a library never configures logging.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import uvicorn
+
+from . import hcl, queries
+from .api import build_app
+from .config import ClusterSpec, load_cluster_file, parse_cluster
+from .events import EventBroker
+from .runner import TimerHeap
+from .state import ClusterState
+
+logger = logging.getLogger(__name__)
+
+_START_TIMEOUT_S = 10.0
+
+
+class DevCluster:
+    """An in-process, loopback, Nomad-API-compatible cluster.
+
+    `cluster` is a ClusterSpec, a mapping in the cluster-file format, or a path to a YAML file.
+    `speed` compresses task time (a 60 s task runs 2 s at speed 30); `event_buffer` is the number of
+    raft indexes the event stream keeps (Nomad: 100); `heartbeat_s` is the stream heartbeat (30).
+    """
+
+    def __init__(self, cluster: ClusterSpec | Mapping[str, Any] | str | Path, *, speed: float = 1.0,
+                 event_buffer: int = 100, heartbeat_s: float = 30.0,
+                 clock: Callable[[], float] = time.time) -> None:
+        if isinstance(cluster, str | Path):
+            cluster = load_cluster_file(cluster)
+        elif not isinstance(cluster, ClusterSpec):
+            cluster = parse_cluster(cluster)
+        self.cluster = cluster
+        self.broker = EventBroker(event_buffer, clock)
+        self.timers = TimerHeap(clock)
+        self.state = ClusterState(cluster, self.broker, self.timers, speed=speed, clock=clock)
+        self.app = build_app(self.state, self.broker, heartbeat_s=heartbeat_s)
+        self._server: uvicorn.Server | None = None
+        self._thread: threading.Thread | None = None
+        self._socket: socket.socket | None = None
+        self._url: str | None = None
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        """Serve on host:port (0 = any free port); returns the base URL once connections are accepted."""
+        if self._server is not None:
+            raise RuntimeError("dev cluster already started")
+        hcl.warm_up()
+        self.timers.start()
+        sock = socket.create_server((host, port), reuse_port=False)
+        config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="off",
+                                timeout_graceful_shutdown=1, ws="none")
+        server = uvicorn.Server(config)
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="devcluster-http",
+                                  daemon=True)
+        self._server, self._thread, self._socket = server, thread, sock
+        thread.start()
+        deadline = time.monotonic() + _START_TIMEOUT_S
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError("dev cluster HTTP server failed to start")
+            time.sleep(0.002)
+        bound_host, bound_port = sock.getsockname()[:2]
+        shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+        self._url = f"http://{shown}:{bound_port}"
+        logger.info("dev cluster %r serving the Nomad API on %s", self.cluster.name, self._url)
+        return self._url
+
+    def stop(self) -> None:
+        """End every event stream, stop the HTTP server and the timer thread (idempotent)."""
+        self.broker.drop_all()
+        if self._server is not None:
+            self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(_START_TIMEOUT_S)
+            if self._thread.is_alive():
+                logger.warning("dev cluster HTTP thread did not stop in time")
+        if self._socket is not None:
+            self._socket.close()
+        self.timers.stop()
+        self._server = self._thread = self._socket = None
+
+    def __enter__(self) -> DevCluster:
+        if self._server is None:
+            self.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.stop()
+
+    @property
+    def url(self) -> str:
+        if self._url is None:
+            raise RuntimeError("dev cluster not started")
+        return self._url
+
+    # -- inspection and fault injection ------------------------------------------------------------
+
+    def node_ids(self) -> dict[str, str]:
+        """Node name -> node ID, in cluster-file order."""
+        with self.state.lock:
+            return {node.name: node.id for node in self.state.nodes.values()}
+
+    def audit(self) -> dict[str, Any]:
+        return queries.audit(self.state)
+
+    def drop_streams(self) -> int:
+        """Close every open event stream; returns how many there were."""
+        return self.broker.drop_all()
+
+    def node_down(self, node: str) -> None:
+        """Node status `down`: its live allocations become `lost` (and are replaced)."""
+        self.state.set_node_status(node, "down")
+
+    def node_up(self, node: str) -> None:
+        self.state.set_node_status(node, "ready")
+
+    def node_drain(self, node: str) -> None:
+        """Drain on, eligibility ineligible; running allocations keep running."""
+        self.state.set_drain(node, True)
+
+    def node_undrain(self, node: str) -> None:
+        self.state.set_drain(node, False)
+
+    def set_eligibility(self, node: str, eligible: bool) -> None:
+        self.state.set_eligibility(node, eligible)
+
+
+def serve_forever(cluster_path: str | Path, host: str = "127.0.0.1", port: int = 4646, speed: float = 1.0,
+                  event_buffer: int = 100, heartbeat_s: float = 30.0,
+                  on_ready: Callable[[str], None] | None = None) -> None:
+    """Run a dev cluster from a cluster file until Ctrl-C (for `nomad-gpu dev-cluster`).
+
+    The address is logged at INFO; `on_ready(url)` lets a CLI print it as well.
+    """
+    cluster = DevCluster(cluster_path, speed=speed, event_buffer=event_buffer, heartbeat_s=heartbeat_s)
+    url = cluster.start(host, port)
+    logger.info("dev cluster %r (%d nodes, speed x%g) listening on %s; export NOMAD_ADDR=%s; Ctrl-C stops it",
+                cluster.cluster.name, len(cluster.cluster.nodes), speed, url, url)
+    if on_ready is not None:
+        on_ready(url)
+    stop = threading.Event()
+    try:
+        while not stop.wait(1.0):
+            pass
+    except KeyboardInterrupt:
+        logger.info("stopping the dev cluster")
+    finally:
+        cluster.stop()

@@ -1,0 +1,434 @@
+"""The dev cluster's single source of truth: nodes, jobs, allocations, the raft index and the ledger.
+
+Every write takes one lock, advances the raft index (one counter shared by all writes, as in Nomad)
+and publishes its events before the lock is released, so the event stream is a faithful, ordered
+log of the state. Writes come from HTTP handlers, the embedding API (fault injection) and the timer
+thread (tasks starting and finishing). Reads live in `queries.py`.
+
+Nomad behaviour kept here (reference sections 3, 6 and 8):
+- a register places what is missing and nothing else: an allocation of the same job that is live or
+  `complete` is never placed again, so a repeated register never starts a second copy;
+- what does not fit stays queued (a blocked eval) and is retried whenever capacity frees;
+- terminal allocations release their devices at once; `lost` ones are replaced, `failed` ones are
+  rescheduled per the group's reschedule policy (immediately: delays are not simulated).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .allocs import Alloc, ClientStatus
+from .config import ClusterSpec
+from .events import Event, EventBroker
+from .inventory import SHARED_TYPE, Node, build_nodes
+from .jobs import JSON, GroupAsk, canonicalize, group_asks, validate
+from .ledger import DeviceLedger
+from .placement import NodeView, place
+from .runner import TimerHeap
+
+logger = logging.getLogger(__name__)
+
+MAX_SUBMISSION_BYTES = 1 << 20  # job_max_source_size default (reference section 6)
+KEPT_SUBMISSIONS = 6
+
+
+class NotFound(LookupError):
+    """404 with this text."""
+
+
+@dataclass
+class JobRecord:
+    job: JSON
+    asks: dict[str, GroupAsk]
+    submissions: dict[int, JSON] = field(default_factory=dict)
+    registered_at: float = 0.0
+
+
+@dataclass
+class Pending:
+    """A placement Nomad would hold in a blocked eval."""
+
+    namespace: str
+    job_id: str
+    group: str
+    name_index: int
+    eval_id: str
+    since: float
+    previous_alloc: str = ""
+    refusal_counted: bool = False
+    reasons: dict[str, int] = field(default_factory=dict)
+
+
+class ClusterState:
+    def __init__(self, cluster: ClusterSpec, broker: EventBroker, timers: TimerHeap, *, speed: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        if speed <= 0:
+            raise ValueError("speed must be positive")
+        self.lock = threading.RLock()
+        self.cluster = cluster
+        self.broker = broker
+        self.timers = timers
+        self.speed = speed
+        self.clock = clock
+        self.index = 0
+        self.ledger = DeviceLedger()
+        self.nodes: dict[str, Node] = {}
+        self.jobs: dict[tuple[str, str], JobRecord] = {}
+        self.allocs: dict[str, Alloc] = {}
+        self.live: dict[str, Alloc] = {}  # the non-terminal subset of `allocs`
+        self.by_job: dict[tuple[str, str], list[Alloc]] = {}
+        self.pending: list[Pending] = []
+        self.register_log: dict[tuple[str, str], list[float]] = {}
+        self.refusals: list[JSON] = []
+        self.shared_gpu_ids: set[str] = set()
+        with self.lock:
+            for node in build_nodes(cluster):
+                index = self._next_index()
+                node.create_index = node.modify_index = index
+                self.nodes[node.id] = node
+                self.shared_gpu_ids.update(i for g in node.groups if g.type == SHARED_TYPE for i in g.ids)
+                self._emit(index, [self._node_event("NodeRegistration", node)])
+
+    # -- plumbing ----------------------------------------------------------------------------------
+
+    def _next_index(self) -> int:
+        self.index += 1
+        return self.index
+
+    def _emit(self, index: int, events: list[Event]) -> float:
+        return self.broker.publish(index, events)
+
+    def _node_event(self, kind: str, node: Node) -> Event:
+        return Event("Node", kind, node.id, "", None, node.modify_index, {"Node": node.to_json()})
+
+    def _alloc_event(self, kind: str, alloc: Alloc, index: int) -> Event:
+        return Event("Allocation", kind, alloc.id, alloc.namespace, (alloc.job_id, ""), index,
+                     {"Allocation": alloc.to_json(with_job=False)})
+
+    def _job_event(self, kind: str, job: JSON, index: int, deleted: bool = False) -> Event:
+        payload: JSON = {"Job": job}
+        if deleted:
+            payload["Deleted"] = True
+        return Event("Job", kind, job["ID"], job["Namespace"], None, index, payload)
+
+    def resolve_node(self, id_or_name: str) -> Node:
+        node = self.nodes.get(id_or_name) or next((n for n in self.nodes.values() if n.name == id_or_name), None)
+        if node is None:
+            raise NotFound("node not found")
+        return node
+
+    def job_allocs(self, key: tuple[str, str], create_index: int | None = None) -> list[Alloc]:
+        """Allocations of a job, optionally only those of one incarnation (CreateIndex)."""
+        return [a for a in self.by_job.get(key, []) if create_index is None or a.job_create_index == create_index]
+
+    def live_allocs(self, key: tuple[str, str], create_index: int) -> list[Alloc]:
+        return [a for a in self.job_allocs(key, create_index) if a.live]
+
+    # -- jobs --------------------------------------------------------------------------------------
+
+    def register(self, raw_job: JSON, submission: JSON | None, namespace: str) -> JSON:
+        now = self.clock()
+        raw_job = {**raw_job, "Namespace": raw_job.get("Namespace") or namespace}
+        job = canonicalize(raw_job)
+        validate(job)  # JobValidationError -> 500
+        asks = group_asks(job)
+        warnings = ""
+        with self.lock:
+            key = (job["Namespace"], job["ID"])
+            old = self.jobs.get(key)
+            index = self._next_index()
+            job.update({
+                "Version": old.job["Version"] + 1 if old else 0,
+                "SubmitTime": int(now * 1e9),
+                "CreateIndex": old.job["CreateIndex"] if old else index,
+                "ModifyIndex": index,
+                "JobModifyIndex": index,
+                "Stop": False,
+                "Stable": False,
+                "ParentID": job.get("ParentID") or "",
+                "Dispatched": False,
+                "StatusDescription": "",
+            })
+            record = JobRecord(job, asks, dict(old.submissions) if old else {}, now)
+            if submission is not None:
+                if len(str(submission.get("Source") or "")) > MAX_SUBMISSION_BYTES:
+                    warnings = "job submission source exceeds job_max_source_size; it was not stored"
+                else:
+                    record.submissions[job["Version"]] = dict(submission)
+                    for version in sorted(record.submissions)[:-KEPT_SUBMISSIONS]:
+                        del record.submissions[version]
+            self.jobs[key] = record
+            self.register_log.setdefault(key, []).append(now)
+            job["Status"] = "pending"
+            self._emit(index, [self._job_event("JobRegistered", job, index)])
+            eval_id = str(uuid.uuid4())
+            self._replan(key, record, eval_id, now)
+            self._schedule()
+            return {"EvalID": eval_id, "EvalCreateIndex": index, "JobModifyIndex": index,
+                    "Warnings": warnings, "Index": index, "LastContact": 0, "KnownLeader": False}
+
+    def _replan(self, key: tuple[str, str], record: JobRecord, eval_id: str, now: float) -> None:
+        """Queue what the new version is missing; stop what it no longer wants."""
+        self.pending = [p for p in self.pending if (p.namespace, p.job_id) != key]
+        create_index = record.job["CreateIndex"]
+        kept: dict[tuple[str, int], Alloc] = {}
+        for alloc in self.job_allocs(key, create_index):
+            if alloc.desired_status == "run" and (alloc.live or alloc.client_status is ClientStatus.COMPLETE):
+                kept[(alloc.task_group, alloc.name_index)] = alloc
+        surplus = [a for (group, i), a in kept.items()
+                   if a.live and (group not in record.asks or i >= _count(record.job, group))]
+        if surplus:
+            self._stop_allocs(surplus, "alloc not needed due to job update")
+        for group_json in record.job["TaskGroups"]:
+            for i in range(group_json["Count"]):
+                if (group_json["Name"], i) not in kept:
+                    self.pending.append(Pending(key[0], key[1], group_json["Name"], i, eval_id, now))
+
+    def deregister(self, namespace: str, job_id: str, purge: bool) -> JSON:
+        with self.lock:
+            key = (namespace, job_id)
+            record = self.jobs.get(key)
+            if record is None:  # a missing job is 200 with empty values (reference section 6)
+                return {"EvalID": "", "EvalCreateIndex": 0, "JobModifyIndex": 0, "Index": 0}
+            index = self._next_index()
+            job = record.job
+            job.update({"Stop": True, "ModifyIndex": index, "JobModifyIndex": index})
+            if purge:
+                del self.jobs[key]
+            self.pending = [p for p in self.pending if (p.namespace, p.job_id) != key]
+            live = self.live_allocs(key, job["CreateIndex"])
+            job["Status"] = "dead" if not live else "running"
+            self._emit(index, [self._job_event("JobDeregistered", job, index, deleted=purge)])
+            if live:
+                self._stop_allocs(live, "alloc not needed since job was stopped")
+            self._schedule()
+            return {"EvalID": str(uuid.uuid4()), "EvalCreateIndex": index, "JobModifyIndex": index, "Index": index}
+
+    def stop_alloc(self, alloc_id: str) -> JSON:
+        """`/v1/allocation/:id/stop`: AllocationUpdateDesiredStatus, then PlanResult (stop), then
+        AllocationUpdated (complete) (reference section 3)."""
+        with self.lock:
+            alloc = self.allocs.get(alloc_id)
+            if alloc is None:
+                raise NotFound("allocation not found")
+            index = self._next_index()
+            alloc.set_desired(alloc.desired_status, alloc.desired_description, index, self.clock(), True)
+            self._emit(index, [self._alloc_event("AllocationUpdateDesiredStatus", alloc, index)])
+            if alloc.live:
+                self._stop_allocs([alloc], "alloc was stopped by the user", migrate=True)
+                if alloc.job_type == "service" and self._replaceable(alloc):
+                    self._requeue(alloc)
+                self._schedule()
+            return {"EvalID": str(uuid.uuid4()), "Index": index}
+
+    def _stop_allocs(self, allocs: list[Alloc], why: str, migrate: bool | None = None) -> None:
+        now = self.clock()
+        index = self._next_index()
+        for alloc in allocs:
+            alloc.set_desired("stop", why, index, now, migrate)
+        self._emit(index, [self._alloc_event("PlanResult", alloc, index) for alloc in allocs])
+        self._finish(allocs, ClientStatus.COMPLETE, detail="Task successfully killed")
+
+    # -- placement ---------------------------------------------------------------------------------
+
+    def _node_views(self) -> dict[str, NodeView]:
+        usage = {node_id: [0, 0, 0] for node_id in self.nodes}
+        for alloc in self.live.values():
+            if alloc.node_id in usage:
+                used = usage[alloc.node_id]
+                used[0] += sum(t.cpu for t in alloc.tasks)
+                used[1] += sum(t.memory_mb for t in alloc.tasks)
+                used[2] += len(alloc.device_ids)
+        return {node_id: NodeView(self.nodes[node_id], *used) for node_id, used in usage.items()}
+
+    def _schedule(self) -> None:
+        """Try every queued placement in arrival order; emit one PlanResult frame per job."""
+        if not self.pending:
+            return
+        views = self._node_views()
+        plans: dict[tuple[str, str], tuple[int, list[Alloc]]] = {}
+        waiting: list[Pending] = []
+        for item in self.pending:
+            record = self.jobs.get((item.namespace, item.job_id))
+            if record is None or record.job["Stop"] or item.group not in record.asks:
+                continue
+            ask = record.asks[item.group]
+            verdict = place(ask, list(views.values()), self.ledger.is_free)
+            if verdict.placement is None:
+                item.reasons = verdict.reasons
+                if verdict.pinned_held and not item.refusal_counted:
+                    item.refusal_counted = True
+                    self.ledger.count_refusal()
+                    self.refusals.append({"job_id": item.job_id, "task_group": item.group, "at": self.clock(),
+                                          "reasons": dict(verdict.reasons)})
+                    logger.warning("refused to double-book devices for %s/%s: %s",
+                                   item.job_id, item.group, verdict.reasons)
+                waiting.append(item)
+                continue
+            key = (item.namespace, item.job_id)
+            if key not in plans:
+                plans[key] = (self._next_index(), [])
+            index, placed = plans[key]
+            alloc = self._create_alloc(item, record, ask, verdict.placement.node, verdict.placement.devices, index)
+            placed.append(alloc)
+            node_id = alloc.node_id
+            old = views[node_id]
+            views[node_id] = NodeView(old.node, old.used_cpu + ask.cpu, old.used_memory + ask.memory_mb,
+                                      old.held_instances + len(alloc.device_ids))
+        self.pending = waiting
+        for index, placed in sorted(plans.values(), key=lambda plan: plan[0]):
+            self._emit(index, [self._alloc_event("PlanResult", alloc, index) for alloc in placed])
+            for alloc in placed:
+                self.timers.call_soon(functools.partial(self.on_start, alloc.id))
+
+    def _create_alloc(self, item: Pending, record: JobRecord, ask: GroupAsk, node: Node,
+                      devices: Any, index: int) -> Alloc:
+        now = self.clock()
+        alloc = Alloc(
+            id=str(uuid.uuid4()), eval_id=item.eval_id, namespace=item.namespace, job_id=item.job_id,
+            job_type=ask.job_type, job_version=record.job["Version"],
+            job_create_index=record.job["CreateIndex"], job=record.job, task_group=item.group,
+            name_index=item.name_index, node_id=node.id, node_name=node.name, tasks=ask.tasks,
+            devices=devices, duration_s=ask.duration_s, fails=ask.fails, create_index=index,
+            registered_at=record.registered_at, created_at=now, previous_allocation=item.previous_alloc,
+        )
+        self.ledger.hold(alloc.id, alloc.device_ids)
+        share_gpu = self._share_gpu(ask)
+        if share_gpu is not None:
+            alloc.share_gpu, alloc.share_milli = share_gpu, ask.share_milli
+            # A shared GPU used without a declared share takes all of its time.
+            if self.ledger.add_share(alloc.id, share_gpu, 1000 if ask.share_milli is None else ask.share_milli):
+                logger.warning("shared GPU %s is oversubscribed (%d milli) by %s", share_gpu,
+                               self.ledger.share_sum(share_gpu), alloc.name)
+        if item.previous_alloc in self.allocs:
+            self.allocs[item.previous_alloc].next_allocation = alloc.id
+        self.allocs[alloc.id] = self.live[alloc.id] = alloc
+        self.by_job.setdefault((alloc.namespace, alloc.job_id), []).append(alloc)
+        return alloc
+
+    def _share_gpu(self, ask: GroupAsk) -> str | None:
+        for task in ask.tasks:
+            for name, value in task.env:
+                if name == "NVIDIA_VISIBLE_DEVICES":
+                    for gpu_id in value.split(","):
+                        if gpu_id.strip() in self.shared_gpu_ids:
+                            return gpu_id.strip()
+        return None
+
+    def _requeue(self, alloc: Alloc) -> None:
+        self.pending.append(Pending(alloc.namespace, alloc.job_id, alloc.task_group, alloc.name_index,
+                                    str(uuid.uuid4()), self.clock(), previous_alloc=alloc.id))
+
+    # -- the allocation lifecycle ------------------------------------------------------------------
+
+    def on_start(self, alloc_id: str) -> None:
+        with self.lock:
+            alloc = self.allocs.get(alloc_id)
+            if alloc is None or alloc.client_status is not ClientStatus.PENDING:
+                return  # stopped or lost before it started
+            index = self._next_index()
+            now = self.clock()
+            alloc.move(ClientStatus.RUNNING, index, now)
+            self._emit(index, [self._alloc_event("AllocationUpdated", alloc, index)])
+            end = now + alloc.duration_s / self.speed
+            self.timers.call_at(end, functools.partial(self.on_finish, alloc_id))
+
+    def on_finish(self, alloc_id: str) -> None:
+        with self.lock:
+            alloc = self.allocs.get(alloc_id)
+            if alloc is None or alloc.client_status is not ClientStatus.RUNNING:
+                return
+            failed = alloc.fails
+            self._finish([alloc], ClientStatus.FAILED if failed else ClientStatus.COMPLETE)
+            if failed and self._replaceable(alloc) and self._reschedule_allowed(alloc):
+                self._requeue(alloc)
+            self._schedule()
+
+    def _finish(self, allocs: list[Alloc], status: ClientStatus, detail: str = "") -> None:
+        """Move allocations to a terminal status in one frame, release their devices, and record
+        when the terminal frame was handed to the stream."""
+        index = self._next_index()
+        now = self.clock()
+        for alloc in allocs:
+            alloc.move(status, index, now, detail)
+            self.ledger.release(alloc.id)
+            del self.live[alloc.id]
+        handed = self._emit(index, [self._alloc_event("AllocationUpdated", alloc, index) for alloc in allocs])
+        for alloc in allocs:
+            alloc.terminal_event_at = handed
+
+    def _replaceable(self, alloc: Alloc) -> bool:
+        """Whether the current version of the alloc's job still wants this slot filled."""
+        record = self.jobs.get((alloc.namespace, alloc.job_id))
+        return (record is not None and not record.job["Stop"]
+                and record.job["CreateIndex"] == alloc.job_create_index
+                and alloc.task_group in record.asks
+                and alloc.name_index < _count(record.job, alloc.task_group))
+
+    def _reschedule_allowed(self, alloc: Alloc) -> bool:
+        ask = self.jobs[(alloc.namespace, alloc.job_id)].asks[alloc.task_group]
+        failures = 0
+        cursor: Alloc | None = alloc
+        while cursor is not None:
+            failures += cursor.client_status is ClientStatus.FAILED
+            cursor = self.allocs.get(cursor.previous_allocation)
+        return ask.reschedule_unlimited or failures <= ask.reschedule_attempts
+
+    # -- nodes (fault injection) -------------------------------------------------------------------
+
+    def set_node_status(self, id_or_name: str, status: str) -> Node:
+        with self.lock:
+            node = self.resolve_node(id_or_name)
+            if node.status == status:
+                return node
+            index = self._next_index()
+            node.status, node.modify_index, node.status_updated_at = status, index, int(self.clock())
+            self._emit(index, [self._node_event("NodeStreamEvent", node)])
+            if status == "down":
+                lost = [a for a in self.live.values() if a.node_id == node.id]
+                if lost:
+                    replace = [a for a in lost if a.desired_status == "run" and self._replaceable(a)]
+                    for alloc in lost:
+                        alloc.desired_status, alloc.desired_description = "stop", "alloc is lost since its node is down"
+                    self._finish(lost, ClientStatus.LOST)
+                    for alloc in replace:  # Nomad replaces lost allocations
+                        self._requeue(alloc)
+            self._schedule()
+            return node
+
+    def set_drain(self, id_or_name: str, drain: bool) -> Node:
+        with self.lock:
+            node = self.resolve_node(id_or_name)
+            index = self._next_index()
+            node.drain_strategy = ({"Deadline": 3600 * 10**9, "ForceDeadline": "0001-01-01T00:00:00Z",
+                                    "IgnoreSystemJobs": False, "StartedAt": _now_rfc3339(self.clock())}
+                                   if drain else None)
+            node.eligibility = "ineligible" if drain else "eligible"
+            node.modify_index = index
+            self._emit(index, [self._node_event("NodeDrain", node)])
+            self._schedule()
+            return node
+
+    def set_eligibility(self, id_or_name: str, eligible: bool) -> Node:
+        with self.lock:
+            node = self.resolve_node(id_or_name)
+            index = self._next_index()
+            node.eligibility, node.modify_index = ("eligible" if eligible else "ineligible"), index
+            self._emit(index, [self._node_event("NodeEligibility", node)])
+            self._schedule()
+            return node
+
+
+def _count(job: JSON, group: str) -> int:
+    return next((int(g["Count"]) for g in job["TaskGroups"] if g["Name"] == group), 0)
+
+
+def _now_rfc3339(seconds: float) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
