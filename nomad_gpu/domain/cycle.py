@@ -12,7 +12,7 @@ placed there, so it is admitted after at most the completions of what already ru
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nomad_gpu.domain.fairshare import FairShareConfig, UsageHistory
@@ -60,6 +60,8 @@ class CycleResult:
     decisions: tuple[Decision, ...]
     holds: Mapping[EntryId, frozenset[NodeId]]
     """Nodes held for starving heads; pass back into the next cycle."""
+    decision_s: tuple[float, ...] = ()
+    """Seconds each decision took, when a `clock` was given (benchmarks only)."""
 
     @property
     def admitted(self) -> tuple[Admit, ...]:
@@ -103,8 +105,11 @@ def run_cycle(
     usage: UsageHistory = _NO_USAGE,
     holds: Mapping[EntryId, frozenset[NodeId]] | None = None,
     demand: Demand | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> CycleResult:
-    """One cycle. Admissions are reserved in `ledger` before this returns."""
+    """One cycle. Admissions are reserved in `ledger` before this returns.
+
+    `clock` (a benchmark's seam; the core reads no clock of its own) times each decision."""
     policy = get_policy(config.policy)
     if demand is None and policy.name == "frag-aware":
         demand = Demand.from_jobs(queue)
@@ -112,6 +117,7 @@ def run_cycle(
     holds = _live_holds(ledger, holds or {}, queued)
     holders = _starving(queue, now, config)
     decisions: list[Decision] = []
+    timings: list[float] = []
     failed: dict[object, NoFit] = {}
 
     def fitter_for(entry: EntryId) -> Fitter:
@@ -119,18 +125,17 @@ def run_cycle(
         return Fitter(ledger.index, FitContext(policy, demand, blocked, config.per_class_limit))
 
     first = [queued[e] for e in holders]
-    rest = (j for j in order_queue(queue, ledger, usage, config.fair) if j.entry not in set(holders))
-    for job in _chain(first, rest):
+    holder_set = set(holders)
+    rest = (j for j in order_queue(queue, ledger, usage, config.fair) if j.entry not in holder_set)
+    def decide(job: JobRequest) -> Decision:
         quota = config.fair.team(job.team).quota_gpu
         in_use = ledger.team_usage().get(job.team, 0.0)
         if quota is not None and in_use + job.gpu_equivalents > quota + 1e-9:
-            decisions.append(Wait(job.entry, WaitReason.QUOTA,
-                                  f"team {job.team} holds {in_use:g} of {quota:g} GPU; needs {job.gpu_equivalents:g}"))
-            continue
-        key = (job.asks, job.datacenters, job.node_pool, job.entry if job.entry in holds else None)
-        verdict: tuple[AllocPlacement, ...] | NoFit | None = failed.get(key)
-        if verdict is None:
-            verdict = fitter_for(job.entry).fit_job(job)
+            return Wait(job.entry, WaitReason.QUOTA,
+                        f"team {job.team} holds {in_use:g} of {quota:g} GPU; needs {job.gpu_equivalents:g}")
+        # capacity only shrinks inside a cycle, so a shape that did not fit will not fit later in it
+        key = (job.asks, job.datacenters, job.node_pool, job.one_node, job.entry if job.entry in holds else None)
+        verdict = failed.get(key) or fitter_for(job.entry).fit_job(job)
         if isinstance(verdict, NoFit):
             failed[key] = verdict
             if job.entry in holders and job.entry not in holds:
@@ -138,15 +143,21 @@ def run_cycle(
                 if nodes:
                     holds[job.entry] = nodes
             if job.entry in holds:
-                decisions.append(Wait(job.entry, WaitReason.HELD,
-                                      f"{verdict}; holding node(s) {', '.join(sorted(holds[job.entry]))}"))
-            else:
-                decisions.append(Wait(job.entry, verdict.reason, verdict.detail))
-            continue
+                return Wait(job.entry, WaitReason.HELD,
+                            f"{verdict}; holding node(s) {', '.join(sorted(holds[job.entry]))}")
+            return Wait(job.entry, verdict.reason, verdict.detail)
         ledger.reserve(job.entry, job.team, verdict)
         holds.pop(job.entry, None)
-        decisions.append(Admit(job.entry, job.team, verdict))
-    return CycleResult(tuple(decisions), dict(holds))
+        return Admit(job.entry, job.team, verdict)
+
+    for job in _chain(first, rest):
+        if clock is None:
+            decisions.append(decide(job))
+        else:
+            t0 = clock()
+            decisions.append(decide(job))
+            timings.append(clock() - t0)
+    return CycleResult(tuple(decisions), dict(holds), tuple(timings))
 
 
 def _chain(first: list[JobRequest], rest: Iterable[JobRequest]) -> Iterable[JobRequest]:

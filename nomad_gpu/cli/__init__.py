@@ -1,0 +1,1 @@
+"""The `nomad-gpu` command line."""

@@ -1,0 +1,69 @@
+"""A small client of the service's HTTP API, for the CLI (NOMAD_GPU_ADDR, NOMAD_GPU_TOKEN)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import requests
+
+from nomad_gpu.domain.errors import NomadGpuError
+
+
+class ServiceError(NomadGpuError):
+    """The service answered with an error (the message is its `error` field)."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class ServiceUnreachable(NomadGpuError):
+    pass
+
+
+class ApiClient:
+    def __init__(self, address: str, token: str | None = None, timeout_s: float = 30.0) -> None:
+        self.address = address.rstrip("/")
+        self.session = requests.Session()
+        if token:
+            self.session.headers["Authorization"] = f"Bearer {token}"
+        self.timeout_s = timeout_s
+
+    def call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            resp = self.session.request(method, f"{self.address}{path}", timeout=self.timeout_s, **kwargs)
+        except requests.RequestException as exc:
+            raise ServiceUnreachable(f"cannot reach nomad-gpu at {self.address} ({type(exc).__name__}); "
+                                     "is `nomad-gpu serve` or `nomad-gpu dev` running? (NOMAD_GPU_ADDR)") from exc
+        try:
+            body = resp.json()
+        except ValueError:
+            body = {"error": resp.text.strip()}
+        if resp.status_code >= 400:
+            raise ServiceError(str(body.get("error") if isinstance(body, dict) else body), resp.status_code)
+        return body
+
+    def submit(self, spec_text: str, idempotency_key: str | None = None) -> list[dict[str, Any]]:
+        headers = {"Content-Type": "application/yaml"}
+        if idempotency_key:
+            headers["Idempotency-Key"] = idempotency_key
+        return list(self.call("POST", "/v1/jobs", data=spec_text.encode(), headers=headers)["entries"])
+
+    def jobs(self, state: str | None = None, sweep: str | None = None) -> list[dict[str, Any]]:
+        params = {k: v for k, v in (("state", state), ("sweep", sweep)) if v}
+        return list(self.call("GET", "/v1/jobs", params=params)["entries"])
+
+    def job(self, entry_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/v1/jobs/{entry_id}"))
+
+    def cancel(self, entry_id: str) -> dict[str, Any]:
+        return dict(self.call("DELETE", f"/v1/jobs/{entry_id}"))
+
+    def sweep(self, sweep_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/v1/sweeps/{sweep_id}"))
+
+    def inventory(self) -> list[dict[str, Any]]:
+        return list(self.call("GET", "/v1/inventory")["nodes"])
+
+    def status(self) -> dict[str, Any]:
+        return dict(self.call("GET", "/v1/status"))
