@@ -21,6 +21,8 @@ from nomad_gpu.domain.units import split_mig_device_name
 
 SCAN_CAP_PER_CLASS = 256
 """Nodes looked at per shape class before giving up on it (bounds a decision's cost)."""
+CLASSES_TIGHT, CLASSES_ROOMY = 6, 2
+"""With many classes (shares have up to 1000), score the tightest few and the roomiest few."""
 
 
 @dataclass(frozen=True)
@@ -150,7 +152,7 @@ class Fitter:
         limit = self.ctx.per_class_limit
         seen: set[NodeId] = set()
         for name in names:
-            for _, members in self.index.classes(kind, name, need):
+            for members in self._classes(kind, name, need):
                 yielded = scanned = 0
                 for node_id in members:
                     if node_id in seen:
@@ -167,6 +169,12 @@ class Fitter:
         for node_id, staged in self.staged.items():
             if node_id not in seen and self._basics(job, ask, staged, scan):
                 yield staged
+
+    def _classes(self, kind: str, name: str, need: int) -> list[dict[NodeId, None]]:
+        classes = [members for _, members in self.index.classes(kind, name, need)]
+        if self.ctx.per_class_limit is None or len(classes) <= CLASSES_TIGHT + CLASSES_ROOMY:
+            return classes
+        return classes[:CLASSES_TIGHT] + classes[-CLASSES_ROOMY:]
 
     def _basics(self, job: JobRequest, ask: AllocAsk, nf: NodeFree, scan: _Scan) -> bool:
         node = nf.node

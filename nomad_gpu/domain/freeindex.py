@@ -34,6 +34,8 @@ class NodeFree:
     mig_free: dict[str, list[InstanceId]]
     """Free healthy MIG instances by device name, in inventory order."""
     gpus: dict[InstanceId, Gpu]
+    _whole: dict[str, list[InstanceId]] | None = None
+    _share: dict[str, int] | None = None
 
     @property
     def id(self) -> NodeId:
@@ -67,6 +69,8 @@ class NodeFree:
         return out
 
     def _apply(self, p: AllocPlacement, *, strict: bool) -> None:
+        self._whole = self._share = None
+
         def conflict(msg: str) -> None:
             if strict:
                 raise LedgerConflict(f"node {self.node.id}: {msg}")
@@ -105,14 +109,19 @@ class NodeFree:
 
     # ---- shapes offered ----------------------------------------------------------------------
     def whole_free(self) -> dict[str, list[InstanceId]]:
-        out: dict[str, list[InstanceId]] = {}
-        for gid, g in self.gpus.items():
-            if g.mode.takes_whole and self.gpu_free[gid] == MILLI_PER_GPU:
-                out.setdefault(g.model, []).append(gid)
-        return out
+        """Fully free whole-capable GPUs per model (cached until the next change; do not mutate)."""
+        if self._whole is None:
+            out: dict[str, list[InstanceId]] = {}
+            for gid, g in self.gpus.items():
+                if g.mode.takes_whole and self.gpu_free[gid] == MILLI_PER_GPU:
+                    out.setdefault(g.model, []).append(gid)
+            self._whole = out
+        return self._whole
 
     def share_free(self) -> dict[str, int]:
         """Largest free milli on one shareable GPU (with a tenant slot left), per model."""
+        if self._share is not None:
+            return self._share
         out: dict[str, int] = {}
         for gid, g in self.gpus.items():
             if not g.mode.takes_shares:
@@ -122,6 +131,7 @@ class NodeFree:
             free = self.gpu_free[gid]
             if free > out.get(g.model, 0):
                 out[g.model] = free
+        self._share = out
         return out
 
     def keys(self) -> list[tuple[str, str, int]]:
