@@ -1,0 +1,275 @@
+"""`nomad-gpu`: submit, sweep, queue, status, cancel, inventory, render, serve, dev, demo, bench, simulate.
+
+Every command turns bad input into one line on stderr and exit code 2 (an unreachable service or
+Nomad: exit code 1), never a traceback. Settings come from flags and the environment here, once.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import click
+
+from nomad_gpu import __version__
+from nomad_gpu.cli.api_client import ApiClient, ServiceError, ServiceUnreachable
+from nomad_gpu.cli.output import emit_json, fail, table
+from nomad_gpu.domain.errors import NomadGpuError
+
+F = TypeVar("F", bound=Callable[..., Any])
+DEFAULT_GPU_ADDR = "http://127.0.0.1:4690"
+
+
+def friendly(fn: F) -> F:
+    """Map every expected failure to one line and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from nomad_gpu.render import RenderError, SpecError
+
+        try:
+            return fn(*args, **kwargs)
+        except ServiceUnreachable as exc:
+            fail(str(exc), code=1)
+        except ServiceError as exc:
+            fail(str(exc), code=2 if 400 <= exc.status < 500 else 1)
+        except (SpecError, RenderError, ValueError, NomadGpuError) as exc:
+            fail(str(exc) or type(exc).__name__)
+        except OSError as exc:
+            fail(f"{exc.filename or ''}: {exc.strerror or exc}".strip(": "))
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _client() -> ApiClient:
+    return ApiClient(os.environ.get("NOMAD_GPU_ADDR") or DEFAULT_GPU_ADDR, os.environ.get("NOMAD_GPU_TOKEN"))
+
+
+def _setup_logging(verbose: int) -> None:
+    level = logging.WARNING - 10 * min(verbose, 2)
+    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="nomad-gpu")
+@click.option("-v", "--verbose", count=True, help="More logging (-vv for debug).")
+def main(verbose: int) -> None:
+    """An ordered, fair, fragmentation-aware GPU queue for HashiCorp Nomad."""
+    _setup_logging(verbose)
+
+
+# ---- the user's surface ------------------------------------------------------------------------
+@main.command()
+@click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--idempotency-key", help="Submitting again with the same key returns the first submission.")
+@click.option("--json", "as_json", is_flag=True, help="Print the stored entries as JSON.")
+@friendly
+def submit(spec_file: Path, idempotency_key: str | None, as_json: bool) -> None:
+    """Queue a job (or a sweep) from a YAML spec."""
+    from nomad_gpu.render import load_spec
+
+    load_spec(spec_file)  # validate locally first: the same clear, located error without a round trip
+    entries = _client().submit(spec_file.read_text(encoding="utf-8"), idempotency_key)
+    if as_json:
+        emit_json(entries)
+        return
+    for e in entries:
+        click.echo(f"{e['id']}  {e['name']}  {e['state']}  (nomad job {e['nomad_job_id']})")
+
+
+@main.command()
+@click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--watch/--no-watch", default=True, help="Follow progress until every trial has ended.")
+@click.option("--json", "as_json", is_flag=True)
+@friendly
+def sweep(spec_file: Path, watch: bool, as_json: bool) -> None:
+    """Launch a hyper-parameter sweep as a throttled job array, and follow it."""
+    from nomad_gpu.render import SweepSpec, load_spec
+
+    spec = load_spec(spec_file)
+    if not isinstance(spec, SweepSpec):
+        raise ValueError(f"{spec_file}: not a sweep spec (set kind: sweep)")
+    client = _client()
+    entries = client.submit(spec_file.read_text(encoding="utf-8"))
+    sweep_id = entries[0]["sweep"]
+    if as_json:
+        emit_json({"sweep": sweep_id, "entries": entries})
+        return
+    click.echo(f"sweep {sweep_id}: {len(entries)} trials queued")
+    if watch:
+        _follow_sweep(client, sweep_id, len(entries))
+
+
+def _follow_sweep(client: ApiClient, sweep_id: str, total: int) -> None:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TextColumn("{task.fields[states]}"), TimeElapsedColumn())
+    with Progress(*columns) as progress:
+        task = progress.add_task(sweep_id, total=total, states="")
+        while True:
+            info = client.sweep(sweep_id)
+            states = info["states"]
+            done = sum(states.get(s, 0) for s in ("complete", "failed", "cancelled"))
+            progress.update(task, completed=done, states=" ".join(f"{k}={v}" for k, v in sorted(states.items())))
+            if done >= total:
+                break
+            time.sleep(1.0)
+
+
+@main.command()
+@click.option("--state", help="Comma-separated states: queued,admitted,running,complete,failed,cancelled.")
+@click.option("--sweep", "sweep_id", help="Only the trials of this sweep.")
+@click.option("--json", "as_json", is_flag=True)
+@friendly
+def queue(state: str | None, sweep_id: str | None, as_json: bool) -> None:
+    """List queue entries, with why each waiting job waits."""
+    entries = _client().jobs(state, sweep_id)
+    if as_json:
+        emit_json(entries)
+        return
+    table(None, ["ID", "NAME", "TEAM", "PRIO", "STATE", "WHY / WHERE"],
+          [(e["id"], e["name"], e["team"], e["priority"], e["state"], e["reason"] or _where(e)) for e in entries])
+
+
+def _where(e: dict[str, Any]) -> str:
+    nodes = sorted({p["node"] for p in e.get("placements") or []})
+    ids = [i for p in e.get("placements") or [] for i in p["instance_ids"]]
+    return f"{','.join(nodes)} {','.join(ids)}" if nodes else ""
+
+
+@main.command()
+@click.argument("entry_id", required=False)
+@click.option("--json", "as_json", is_flag=True)
+@friendly
+def status(entry_id: str | None, as_json: bool) -> None:
+    """The service's status, or one entry's."""
+    client = _client()
+    info = client.job(entry_id) if entry_id else client.status()
+    if as_json or not entry_id:
+        emit_json(info)
+        return
+    for key in ("id", "name", "team", "priority", "state", "reason", "nomad_job_id", "attempts"):
+        click.echo(f"{key:13} {info.get(key)}")
+    for p in info.get("placements") or []:
+        click.echo(f"placement     {p['group']}[{p['index']}] node={p['node']} ids={','.join(p['instance_ids'])}"
+                   + (f" share={p['share_milli']}m" if p.get("share_milli") else ""))
+
+
+@main.command()
+@click.argument("entry_id")
+@friendly
+def cancel(entry_id: str) -> None:
+    """Cancel a queued or running entry (its Nomad job is stopped)."""
+    e = _client().cancel(entry_id)
+    click.echo(f"{e['id']}  {e['state']}")
+
+
+@main.command()
+@click.option("--json", "as_json", is_flag=True)
+@friendly
+def inventory(as_json: bool) -> None:
+    """GPU, MIG and time-slice capacity per node, free and total."""
+    nodes = _client().inventory()
+    if as_json:
+        emit_json(nodes)
+        return
+    rows = []
+    for n in nodes:
+        whole = [g for g in n["gpus"] if g["mode"] == "whole"]
+        shared = [g for g in n["gpus"] if g["mode"] != "whole"]
+        rows.append((n["name"] or n["id"], n["status"] + ("" if n["schedulable"] else " (unschedulable)"),
+                     f"{sum(g['free_milli'] == 1000 for g in whole)}/{len(whole)}",
+                     f"{sum(m['free'] for m in n['migs'])}/{len(n['migs'])}",
+                     f"{sum(g['free_milli'] for g in shared)}/{1000 * len(shared)}",
+                     f"{n['cpu_free']}/{n['cpu_mhz']}", f"{n['memory_free']}/{n['memory_mb']}"))
+    table(None, ["NODE", "STATUS", "GPUS FREE", "MIG FREE", "SHARE MILLI FREE", "CPU MHZ", "MEM MB"], rows)
+
+
+@main.command()
+@click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--node", default="<node-id>", show_default=True, help="Node to pin to in the preview.")
+@click.option("--job-id", default=None, help="Nomad job ID (default: ngpu-preview).")
+@click.option("--templates", "templates_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@friendly
+def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path | None) -> None:
+    """Render a spec to HCL with a placeholder placement (every trial, for a sweep)."""
+    from nomad_gpu.render import GroupPlacement, JobRenderer, RenderPlacement, SweepSpec, load_spec
+    from nomad_gpu.render.sweep import expand_sweep
+
+    spec = load_spec(spec_file)
+    specs = expand_sweep(spec) if isinstance(spec, SweepSpec) else [spec]
+    renderer = JobRenderer(templates_dir) if templates_dir else JobRenderer()
+    for i, s in enumerate(specs):
+        groups = []
+        for g in s.groups:
+            if g.share is not None:
+                groups.append(GroupPlacement(g.name, None, (), share_gpu="GPU-<shared>", share_milli=g.share.milli))
+            elif g.gpu is not None or g.mig is not None:
+                n = g.device_count * g.count
+                name = (f"nvidia/gpu/<model> MIG {g.mig.profile}" if g.mig is not None else "nvidia/gpu/<model>")
+                groups.append(GroupPlacement(g.name, name, tuple(f"<device-{k}>" for k in range(n))))
+            else:
+                groups.append(GroupPlacement(g.name, None, ()))
+        placement = RenderPlacement(node, tuple(groups))
+        click.echo(renderer.render_job(s, job_id=job_id or f"ngpu-preview-{i}", placement=placement))
+
+
+# ---- running it ----------------------------------------------------------------------------------
+@main.command()
+@click.option("--db", "db_path", default="nomad-gpu.db", show_default=True, help="SQLite queue file (WAL).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML: teams, quotas, sharing, policy.")
+@click.option("--listen", default=None, help="API address (default NOMAD_GPU_ADDR or http://127.0.0.1:4690).")
+@friendly
+def serve(db_path: str, config_path: str | None, listen: str | None) -> None:
+    """Run the service against NOMAD_ADDR."""
+    from nomad_gpu.service.app import ServiceRuntime
+
+    runtime = ServiceRuntime(_service_settings(db_path, config_path, listen))
+    addr = runtime.start()
+    click.echo(f"nomad-gpu {__version__} serving on {addr}, Nomad at {runtime.settings.nomad.address}")
+    _wait_for_signal()
+    runtime.stop()
+
+
+def _service_settings(db_path: str, config_path: str | None, listen: str | None,
+                      nomad_addr: str | None = None) -> Any:
+    from nomad_gpu.nomad.client import NomadSettings
+    from nomad_gpu.service.settings import ServiceSettings, load_scheduling
+
+    env = dict(os.environ)
+    if nomad_addr:
+        env["NOMAD_ADDR"] = nomad_addr
+    return ServiceSettings(nomad=NomadSettings.from_env(env), scheduling=load_scheduling(config_path),
+                           db_path=db_path, listen=listen or env.get("NOMAD_GPU_ADDR") or DEFAULT_GPU_ADDR,
+                           token=env.get("NOMAD_GPU_TOKEN") or None)
+
+
+def _wait_for_signal() -> None:
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    while not stop.wait(0.5):
+        pass
+
+
+def _register_optional_groups() -> None:
+    try:
+        from nomad_gpu.cli.simulate import simulate
+    except ImportError:  # pragma: no cover - only while the simulator is being built
+        return
+    main.add_command(simulate)
+
+
+_register_optional_groups()
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
