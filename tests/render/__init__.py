@@ -1,0 +1,1 @@
+"""Tests of nomad_gpu.render: spec validation, HCL escaping, rendering, sweeps."""
