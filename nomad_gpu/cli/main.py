@@ -7,6 +7,7 @@ Nomad: exit code 1), never a traceback. Settings come from flags and the environ
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import os
 import signal
@@ -259,6 +260,97 @@ def _wait_for_signal() -> None:
         signal.signal(sig, lambda *_: stop.set())
     while not stop.wait(0.5):
         pass
+
+
+@main.command("dev-cluster")
+@click.option("--cluster", "cluster_path", required=True, type=click.Path(dir_okay=False, exists=True),
+              help="Cluster file (YAML), e.g. clusters/seed-a800.yaml.")
+@click.option("--port", default=4646, show_default=True, type=click.IntRange(0, 65535))
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--speed", default=1.0, show_default=True, type=click.FloatRange(min=0.001),
+              help="Time compression: a 150 s task runs 150/speed s.")
+@friendly
+def dev_cluster(cluster_path: str, port: int, host: str, speed: float) -> None:
+    """Serve the embedded, Nomad-API-compatible dev cluster (a stand-in for a real Nomad)."""
+    from nomad_gpu.devcluster import ClusterFileError, serve_forever
+
+    try:
+        serve_forever(cluster_path, host=host, port=port, speed=speed,
+                      on_ready=lambda url: click.echo(f"dev cluster on {url}  (export NOMAD_ADDR={url})"))
+    except ClusterFileError as exc:
+        raise ValueError(str(exc)) from exc
+
+
+@main.command()
+@click.option("--cluster", "cluster_path", default=None, type=click.Path(dir_okay=False, exists=True),
+              help="Cluster file (default: clusters/mixed-fleet.yaml).")
+@click.option("--speed", default=10.0, show_default=True, type=click.FloatRange(min=0.001))
+@click.option("--db", "db_path", default=None, help="SQLite queue file (default: a temporary one).")
+@click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML: teams, quotas, sharing.")
+@friendly
+def dev(cluster_path: str | None, speed: float, db_path: str | None, config_path: str | None) -> None:
+    """Dev cluster and service together in the foreground, like `nomad agent -dev`."""
+    import tempfile
+
+    from nomad_gpu.devcluster import DevCluster
+    from nomad_gpu.service.app import ServiceRuntime
+    from nomad_gpu.service.demo import REPO_CLUSTERS
+
+    cluster = DevCluster(cluster_path or REPO_CLUSTERS / "mixed-fleet.yaml", speed=speed)
+    nomad_url = cluster.start()
+    db = db_path or str(Path(tempfile.mkdtemp(prefix="nomad-gpu-dev-")) / "queue.db")
+    runtime = ServiceRuntime(_service_settings(db, config_path, None, nomad_addr=nomad_url))
+    addr = runtime.start(wait_ready_s=10)
+    click.echo(f"dev cluster (Nomad API): {nomad_url}\nnomad-gpu:               {addr}\nqueue:   "
+               f"                {db}\n\nexport NOMAD_GPU_ADDR={addr}\nnomad-gpu submit jobspecs/train.yaml\n"
+               "nomad-gpu queue\n\nCtrl-C stops both.")
+    try:
+        _wait_for_signal()
+    finally:
+        runtime.stop()
+        cluster.stop()
+
+
+@main.command()
+@click.option("--jobs", default=66, show_default=True, type=click.IntRange(1, 10000))
+@click.option("--duration", "duration_s", default=150.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds each training job runs (before compression).")
+@click.option("--speed", default=30.0, show_default=True, type=click.FloatRange(min=0.1))
+@click.option("--json", "as_json", is_flag=True)
+@friendly
+def demo(jobs: int, duration_s: float, speed: float, as_json: bool) -> None:
+    """66 one-GPU jobs on 8 x A800 through the real service and a dev cluster; facts from its audit."""
+    from nomad_gpu.service.demo import DemoConfig, run_demo
+
+    if not as_json:
+        click.echo(f"demo: {jobs} x {duration_s:g} s one-GPU jobs on 8 x A800-80GB, time x{speed:g} ...")
+    report = run_demo(DemoConfig(jobs=jobs, duration_s=duration_s, speed=speed))
+    if as_json:
+        emit_json(report)
+        return
+    table("nomad-gpu demo (from the dev cluster's audit)", ["metric", "value"],
+          [(k, v) for k, v in report.items()])
+
+
+@main.command()
+@click.option("--nodes", default=1000, show_default=True, type=click.IntRange(1, 1_000_000))
+@click.option("--gpus-per-node", default=8, show_default=True, type=click.IntRange(1, 64))
+@click.option("--queued", default=10000, show_default=True, type=click.IntRange(1, 10_000_000))
+@click.option("--policy", default="frag-aware", show_default=True)
+@click.option("--seed", default=0, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@friendly
+def bench(nodes: int, gpus_per_node: int, queued: int, policy: str, seed: int, as_json: bool) -> None:
+    """Scheduling-engine throughput on a synthetic cluster and queue."""
+    from nomad_gpu.domain.policies import get_policy
+    from nomad_gpu.sim.enginebench import BenchConfig, run
+
+    get_policy(policy)
+    report = run(BenchConfig(nodes=nodes, gpus_per_node=gpus_per_node, queued=queued, policy=policy, seed=seed))
+    if as_json:
+        click.echo(json.dumps(report))
+        return
+    table("nomad-gpu bench", ["metric", "value"], [(k, v) for k, v in report.items()])
 
 
 def _register_optional_groups() -> None:

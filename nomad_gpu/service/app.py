@@ -51,7 +51,7 @@ class ServiceRuntime:
 
     def _serve_api(self) -> str:
         url = urlparse(self.settings.listen)
-        host, port = url.hostname or "127.0.0.1", url.port or 4690
+        host, port = url.hostname or "127.0.0.1", (url.port if url.port is not None else 4690)
         sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
