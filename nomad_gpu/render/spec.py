@@ -28,6 +28,9 @@ from pydantic import (
 
 __all__ = [
     "MAX_TRIALS",
+    "META_SWEEP",
+    "META_TRIAL",
+    "META_TRIAL_PREFIX",
     "RESERVED_META_PREFIX",
     "SHORTHAND_GROUP",
     "DevSpec",
@@ -54,8 +57,12 @@ GROUP_FIELDS = ("count", "task", "resources", "gpu", "mig", "share")
 """Group fields that may sit at the top level together with ``task:``."""
 MAX_TRIALS = 10_000
 """The most trials one sweep may expand to."""
-ALLOW_RESERVED = "allow_reserved_meta"
-"""Validation-context flag: nomad-gpu itself (sweep expansion) may set reserved meta."""
+META_SWEEP = "nomad_gpu_sweep"
+"""Job meta of a sweep trial: the sweep's name."""
+META_TRIAL = "nomad_gpu_trial"
+"""Job meta of a sweep trial: the trial's index (0-based)."""
+META_TRIAL_PREFIX = "nomad_gpu_trial_"
+"""Job meta prefix of a sweep trial: one key per parameter, ``nomad_gpu_trial_<param>``."""
 
 
 class SpecError(ValueError):
@@ -275,11 +282,21 @@ class _SpecBase(_Model):
     @field_validator("meta")
     @classmethod
     def _no_reserved_meta(cls, meta: dict[str, str], info: ValidationInfo) -> dict[str, str]:
-        if info.context and info.context.get(ALLOW_RESERVED):
+        """``nomad_gpu_*`` keys are ours. Only a sweep trial carries some, written by expand_sweep.
+
+        A trial keeps its sweep meta so that a stored trial (``model_dump``) re-parses; it
+        must then be consistent: named ``<nomad_gpu_sweep>-t<nomad_gpu_trial>``.
+        """
+        reserved = [key for key in meta if key.startswith(RESERVED_META_PREFIX)]
+        if not reserved:
             return meta
-        for key in meta:
-            if key.startswith(RESERVED_META_PREFIX):
-                raise ValueError(f"key {key!r}: keys starting with {RESERVED_META_PREFIX!r} are reserved")
+        rule = f"keys starting with {RESERVED_META_PREFIX!r} are reserved"
+        for key in reserved:
+            if key not in (META_SWEEP, META_TRIAL) and not key.startswith(META_TRIAL_PREFIX):
+                raise ValueError(f"key {key!r}: {rule}")
+        sweep, trial, name = meta.get(META_SWEEP), meta.get(META_TRIAL), info.data.get("name")
+        if sweep is None or trial is None or (name is not None and name != f"{sweep}-t{trial}"):
+            raise ValueError(f"key {reserved[0]!r}: {rule} (sweep trials get theirs from expand_sweep)")
         return meta
 
     @field_validator("groups")

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from pydantic import ValidationError
 
-from nomad_gpu.render.spec import ALLOW_RESERVED, JobSpec, SpecError, SweepSpec, SweepValue
+from nomad_gpu.render.spec import META_SWEEP, META_TRIAL, META_TRIAL_PREFIX, JobSpec, SpecError, SweepSpec, SweepValue
 
 __all__ = [
     "META_SWEEP",
@@ -26,12 +26,6 @@ __all__ = [
     "trial_parameters",
 ]
 
-META_SWEEP = "nomad_gpu_sweep"
-"""Job meta: the sweep's name, on every trial."""
-META_TRIAL = "nomad_gpu_trial"
-"""Job meta: the trial's index (0-based), on every trial."""
-META_TRIAL_PREFIX = "nomad_gpu_trial_"
-"""Job meta prefix: one key per parameter, ``nomad_gpu_trial_<param>``."""
 ENV_TRIAL_PREFIX = "TRIAL_"
 """Task env prefix: one variable per parameter, ``TRIAL_<PARAM>``."""
 
@@ -83,7 +77,7 @@ def expand_sweep(spec: SweepSpec) -> list[JobSpec]:
             {**group, "task": {**group["task"], "env": {**group["task"]["env"], **env}}} for group in base["groups"]
         ]
         try:
-            jobs.append(JobSpec.model_validate(data, context={ALLOW_RESERVED: True}))
+            jobs.append(JobSpec.model_validate(data))
         except ValidationError as exc:  # the sweep validated, so this is a bug, not bad input
             first = exc.errors()[0]
             raise SpecError(f"trial {index} of sweep {spec.name!r} is invalid: {first['msg']}") from exc

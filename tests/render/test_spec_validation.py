@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from nomad_gpu.render import JobSpec, SpecError, SweepSpec, load_spec, parse_spec
+from nomad_gpu.render import JobSpec, SpecError, SweepSpec, expand_sweep, load_spec, parse_spec
+
+from .helpers import JOBSPECS
 
 BASE = "name: demo\ntask: {image: img}\n"
 GROUPS = "name: demo\ngroups:\n  - name: trainer\n    task: {image: img}\n"
@@ -298,3 +300,32 @@ def test_sweep_names_must_leave_room_for_the_trial_suffix() -> None:
 def test_sweep_env_must_not_collide_with_trial_variables() -> None:
     with pytest.raises(SpecError, match=r"groups\[0\]\.task\.env\.TRIAL_LR conflicts with sweep parameter 'lr'"):
         load_spec("kind: sweep\nname: s\ntask: {image: i, env: {TRIAL_LR: x}}\nsweep: {parameters: {lr: [1]}}\n")
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=p.stem) for p in sorted(JOBSPECS.glob("*.yaml"))])
+def test_a_stored_spec_reparses_to_the_same_spec(path: Path) -> None:
+    """The queue stores ``model_dump(mode="json")`` and re-parses it, sweep trials included."""
+    spec = load_spec(path)
+    specs: list[JobSpec | SweepSpec] = [spec]
+    if isinstance(spec, SweepSpec):
+        specs.extend(expand_sweep(spec))
+    for one in specs:
+        assert parse_spec(one.model_dump(mode="json")) == one
+
+
+@pytest.mark.parametrize(
+    ("meta", "ok"),
+    [
+        pytest.param("{nomad_gpu_sweep: s, nomad_gpu_trial: '3', nomad_gpu_trial_lr: '0.1'}", True, id="consistent"),
+        pytest.param("{nomad_gpu_trial: '3'}", False, id="trial-without-sweep"),
+        pytest.param("{nomad_gpu_sweep: s, nomad_gpu_trial: '4'}", False, id="wrong-index"),
+        pytest.param("{nomad_gpu_sweep: s, nomad_gpu_trial: '3', nomad_gpu_entry: x}", False, id="other-key"),
+    ],
+)
+def test_only_a_consistent_trial_carries_sweep_meta(meta: str, ok: bool) -> None:
+    text = f"name: s-t3\ntask: {{image: i}}\nmeta: {meta}\n"
+    if ok:
+        assert load_spec(text).meta["nomad_gpu_trial"] == "3"
+    else:
+        with pytest.raises(SpecError, match="^line 3: meta: key 'nomad_gpu_.*' are reserved"):
+            load_spec(text)
