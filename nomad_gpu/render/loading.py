@@ -21,10 +21,13 @@ from pydantic_core import ErrorDetails
 
 from nomad_gpu.render.spec import (
     GROUP_FIELDS,
+    DevSpec,
     GpuSpec,
     GroupSpec,
     JobSpec,
+    MigSpec,
     ResourcesSpec,
+    ShareSpec,
     SpecError,
     SweepConfig,
     SweepSpec,
@@ -36,14 +39,9 @@ __all__ = ["MAX_SPEC_BYTES", "format_location", "load_spec", "parse_spec"]
 MAX_SPEC_BYTES = 1 << 20
 """Larger specs are refused before parsing (YAML aliases can expand without bound)."""
 
-_KNOWN_FIELDS = sorted(
-    {
-        name
-        for model in (JobSpec, SweepSpec, GroupSpec, TaskSpec, ResourcesSpec, GpuSpec, SweepConfig)
-        for name in model.model_fields
-    }
-    | {"mig", "share", "profile", "milli", "duration_s", "fail"}
-)
+_MODELS = (JobSpec, SweepSpec, GroupSpec, TaskSpec, ResourcesSpec, GpuSpec, MigSpec, ShareSpec, DevSpec, SweepConfig)
+_KNOWN_FIELDS = sorted({name for model in _MODELS for name in model.model_fields})
+"""Every field name a spec can use, for "did you mean" suggestions."""
 
 
 _BOUNDS = {

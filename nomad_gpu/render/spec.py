@@ -11,6 +11,7 @@ numbers is :mod:`nomad_gpu.render.loading`, sweeps expand in
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any, Literal
 
@@ -100,10 +101,12 @@ def _valid_unicode(value: str) -> str:
 
 
 def _sweep_value(value: object) -> str | int | float | bool:
-    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+    if isinstance(value, float) and not math.isfinite(value):
         raise ValueError("must be a finite number")
-    if isinstance(value, str | bool | int | float):
-        return _valid_unicode(value) if isinstance(value, str) else value
+    if isinstance(value, str):
+        return _valid_unicode(value)
+    if isinstance(value, bool | int | float):
+        return value
     raise ValueError("must be a string, number or boolean")
 
 
