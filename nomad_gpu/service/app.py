@@ -52,7 +52,10 @@ class ServiceRuntime:
     def _serve_api(self) -> str:
         url = urlparse(self.settings.listen)
         host, port = url.hostname or "127.0.0.1", (url.port if url.port is not None else 4690)
-        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+        # proto must be IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted sockets only then, and without
+        # it every keep-alive response waits ~40 ms on Nagle + delayed ACK
+        sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM,
+                             socket.IPPROTO_TCP)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         port = sock.getsockname()[1]
