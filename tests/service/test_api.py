@@ -1,0 +1,102 @@
+"""The service API over ASGI: submissions, validation errors as 4xx JSON, cancel, auth, metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from nomad_gpu.service.api import create_app
+from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.store import SqliteStore
+
+SPEC = """
+name: api-job
+team: vision
+task: {image: busybox}
+gpu: {count: 1}
+"""
+
+
+class NoActuator:
+    """The API tests never admit (no inventory), so nothing may reach Nomad."""
+
+    def submit(self, *args: Any, **kwargs: Any) -> str:
+        raise AssertionError("no registration expected")
+
+    def stop(self, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("no stop expected")
+
+
+@pytest.fixture
+def service() -> Iterator[SchedulerService]:
+    svc = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())  # type: ignore[arg-type]
+    yield svc
+    svc.stop()
+
+
+def test_submit_list_get_cancel(service: SchedulerService) -> None:
+    client = TestClient(create_app(service))
+    r = client.post("/v1/jobs", content=SPEC, headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 201, r.text
+    (entry,) = r.json()["entries"]
+    assert entry["state"] == "queued" and entry["nomad_job_id"] == f"ngpu-{entry['id']}"
+    assert [e["id"] for e in client.get("/v1/jobs?state=queued").json()["entries"]] == [entry["id"]]
+    assert client.get(f"/v1/jobs/{entry['id']}").json()["name"] == "api-job"
+    assert client.delete(f"/v1/jobs/{entry['id']}").json()["state"] == "cancelled"
+    assert client.get("/v1/jobs?state=queued").json()["entries"] == []
+
+
+@pytest.mark.parametrize(("body", "ctype", "status", "fragment"), [
+    pytest.param("", "application/yaml", 400, "empty", id="empty"),
+    pytest.param("name: [unclosed", "application/yaml", 400, "YAML", id="bad-yaml"),
+    pytest.param("{", "application/json", 400, "JSON", id="bad-json"),
+    pytest.param("name: x\ntask: {image: b}\ngpu: {count: 0}\n", "application/yaml", 400, "gpu.count", id="count"),
+    pytest.param("name: x\ntask: {image: b}\nshare: {milli: 100}\ngroups_extra: 1\n", "application/yaml", 400,
+                 "groups_extra", id="unknown-field"),
+])
+def test_bad_specs_are_4xx_json_and_store_nothing(service: SchedulerService, body: str, ctype: str, status: int,
+                                                  fragment: str) -> None:
+    client = TestClient(create_app(service))
+    r = client.post("/v1/jobs", content=body, headers={"Content-Type": ctype})
+    assert r.status_code == status
+    assert fragment in r.json()["error"]
+    assert service.store.list() == []
+
+
+def test_a_share_group_with_count_above_one_is_refused(service: SchedulerService) -> None:
+    client = TestClient(create_app(service))
+    r = client.post("/v1/jobs", content="name: s\ntask: {image: b}\nshare: {milli: 250}\ncount: 2\n")
+    assert r.status_code == 400 and "count 1" in r.json()["error"]
+
+
+def test_idempotency_key(service: SchedulerService) -> None:
+    client = TestClient(create_app(service))
+    a = client.post("/v1/jobs", content=SPEC, headers={"Idempotency-Key": "abc"}).json()["entries"][0]
+    b = client.post("/v1/jobs", content=SPEC, headers={"Idempotency-Key": "abc"}).json()["entries"][0]
+    assert a["id"] == b["id"] and len(service.store.list()) == 1
+
+
+def test_unknown_entry_and_endpoint(service: SchedulerService) -> None:
+    client = TestClient(create_app(service))
+    assert client.get("/v1/jobs/q999999").status_code == 404
+    assert client.delete("/v1/jobs/q999999").status_code == 404
+    r = client.get("/v1/nope")
+    assert r.status_code == 404 and "error" in r.json()
+    assert client.get("/v1/jobs?state=bogus").status_code == 400
+
+
+def test_token_auth(service: SchedulerService) -> None:
+    client = TestClient(create_app(service, token="s3cret"))
+    assert client.get("/v1/status").status_code == 401
+    assert client.get("/v1/status", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+    assert client.get("/metrics").status_code == 200  # scraped without a token
+
+
+def test_metrics_count_submissions(service: SchedulerService) -> None:
+    client = TestClient(create_app(service))
+    client.post("/v1/jobs", content=SPEC)
+    assert "nomad_gpu_submitted_total 1.0" in client.get("/metrics").text
