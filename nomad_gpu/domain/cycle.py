@@ -6,13 +6,15 @@ ledger at once so the next job sees them. Deterministic: the same inputs give th
 
 Head-of-line protection: when the oldest job of the top priority has waited past
 `hol_threshold_s` and does not fit, nodes that could host it are held for it; nothing else is
-placed there, so it is admitted after at most the completions of what already runs on them.
+placed there, so it is admitted after at most the completions of what already runs on them. The
+nodes with the fewest allocations are held; a starving job that no node could host is skipped, so
+it cannot take the protection away from the next one.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nomad_gpu.domain.fairshare import FairShareConfig, UsageHistory
@@ -115,7 +117,7 @@ def run_cycle(
         demand = Demand.from_jobs(queue)
     queued = {j.entry: j for j in queue}
     holds = _live_holds(ledger, holds or {}, queued)
-    holders = _starving(queue, now, config)
+    starving = _starving(queue, now, config)
     decisions: list[Decision] = []
     timings: list[float] = []
     failed: dict[object, NoFit] = {}
@@ -124,8 +126,21 @@ def run_cycle(
         blocked = frozenset(n for e, nodes in holds.items() if e != entry for n in nodes)
         return Fitter(ledger.index, FitContext(policy, demand, blocked, config.per_class_limit))
 
-    first = [queued[e] for e in holders]
-    holder_set = set(holders)
+    holder_set: set[EntryId] = set()
+    no_hold: set[object] = set()
+
+    def heads() -> Iterator[JobRequest]:
+        """Starving jobs first, oldest first, until `max_holds` of them hold nodes or got in. One that
+        no node could host gets no hold and must not use up a slot, or it would starve the next."""
+        served = 0
+        for job in starving:
+            if served >= config.max_holds:
+                return
+            holder_set.add(job.entry)
+            yield job
+            if job.entry in holds or job.entry in ledger:
+                served += 1
+
     rest = (j for j in order_queue(queue, ledger, usage, config.fair) if j.entry not in holder_set)
     def decide(job: JobRequest) -> Decision:
         quota = config.fair.team(job.team).quota_gpu
@@ -138,10 +153,12 @@ def run_cycle(
         verdict = failed.get(key) or fitter_for(job.entry).fit_job(job)
         if isinstance(verdict, NoFit):
             failed[key] = verdict
-            if job.entry in holders and job.entry not in holds:
+            if job.entry in holder_set and job.entry not in holds and key not in no_hold:
                 nodes = _choose_hold(ledger, job, frozenset(n for ns in holds.values() for n in ns))
                 if nodes:
                     holds[job.entry] = nodes
+                else:
+                    no_hold.add(key)  # held nodes only grow inside a cycle: the same shape finds none
             if job.entry in holds:
                 return Wait(job.entry, WaitReason.HELD,
                             f"{verdict}; holding node(s) {', '.join(sorted(holds[job.entry]))}")
@@ -150,7 +167,7 @@ def run_cycle(
         holds.pop(job.entry, None)
         return Admit(job.entry, job.team, verdict)
 
-    for job in _chain(first, rest):
+    for job in _chain(heads(), rest):
         if clock is None:
             decisions.append(decide(job))
         else:
@@ -160,19 +177,19 @@ def run_cycle(
     return CycleResult(tuple(decisions), dict(holds), tuple(timings))
 
 
-def _chain(first: list[JobRequest], rest: Iterable[JobRequest]) -> Iterable[JobRequest]:
+def _chain(first: Iterable[JobRequest], rest: Iterable[JobRequest]) -> Iterable[JobRequest]:
     yield from first
     yield from rest
 
 
-def _starving(queue: Sequence[JobRequest], now: float, config: CycleConfig) -> list[EntryId]:
-    """The oldest jobs of the top priority that have waited past the threshold."""
+def _starving(queue: Sequence[JobRequest], now: float, config: CycleConfig) -> list[JobRequest]:
+    """The jobs of the top priority that have waited past the threshold, oldest first."""
     if not queue or config.max_holds <= 0:
         return []
     top = max(j.priority for j in queue)
     old = sorted((j for j in queue if j.priority == top and now - j.submitted_at >= config.hol_threshold_s),
                  key=lambda j: (j.submitted_at, j.entry))
-    return [j.entry for j in old[: config.max_holds]]
+    return old
 
 
 def _live_holds(
@@ -193,7 +210,7 @@ def _choose_hold(ledger: Ledger, job: JobRequest, taken: frozenset[NodeId]) -> f
     done once per starving job, not per decision)."""
     chosen: set[NodeId] = set()
     for ask in job.asks:
-        best: tuple[int, int, NodeId] | None = None
+        best: tuple[int, int, int, NodeId] | None = None
         for nf in ledger.index.nodes():
             node = nf.node
             if nf.id in taken or nf.id in chosen or not nf.offered:
@@ -207,11 +224,12 @@ def _choose_hold(ledger: Ledger, job: JobRequest, taken: frozenset[NodeId]) -> f
                 continue
             if next(options(empty, ask), None) is None:
                 continue
+            # fewest allocations to wait for first (the bound on the holder's wait), then most free now
             closeness = sum(len(o.instance_ids) for o in options(nf, ask))
-            key = (-closeness, ledger.index.rank(nf.id), nf.id)
+            key = (len(ledger.entries_on(nf.id)), -closeness, ledger.index.rank(nf.id), nf.id)
             if best is None or key < best:
                 best = key
         if best is None:
             return frozenset()
-        chosen.add(best[2])
+        chosen.add(best[-1])
     return frozenset(chosen)
