@@ -43,6 +43,8 @@ class _Scan:
 
     blocked: int = 0
     short_of_resources: int = 0
+    elsewhere: int = 0
+    """Nodes outside the job's datacenters or node pool."""
 
 
 @dataclass
@@ -180,9 +182,10 @@ class Fitter:
         node = nf.node
         if not nf.offered:
             return False
-        if job.datacenters and node.datacenter not in job.datacenters:
-            return False
-        if job.node_pool is not None and node.node_pool != job.node_pool:
+        if (job.datacenters and node.datacenter not in job.datacenters) or (
+            job.node_pool is not None and node.node_pool != job.node_pool
+        ):
+            scan.elsewhere += 1
             return False
         if nf.id in self.ctx.blocked:
             scan.blocked += 1
@@ -210,14 +213,29 @@ class Fitter:
         if scan.blocked:
             return NoFit(WaitReason.RESERVED, f"{scan.blocked} node(s) with {what} free are held for an older job")
         if kind == "share":
-            return NoFit(WaitReason.INSUFFICIENT, f"no shared GPU has {need} milli-GPU free")
+            return NoFit(WaitReason.INSUFFICIENT, f"no shared GPU has {need} milli-GPU free{self._limits(ask, scan)}")
         total = sum(self.index.total(kind, n) for n in names)
         largest = max((self.index.largest(kind, n) for n in names), default=0)
         unit = "GPUs" if kind == "whole" else "instances"
+        if largest >= need:
+            # one node has the shape free, yet no candidate took it: the job's own limits rule it out
+            return NoFit(WaitReason.INSUFFICIENT,
+                         f"{largest} {unit} free on one node, but none this job can use{self._limits(ask, scan)}")
         if total >= need:
             return NoFit(WaitReason.FRAGMENTED,
                          f"{total} {unit} free in total, at most {largest} on one node; {need} needed")
         return NoFit(WaitReason.INSUFFICIENT, f"{total} of {need} {unit} free")
+
+    def _limits(self, ask: AllocAsk, scan: _Scan) -> str:
+        """The job's own limits that can keep free capacity out of its reach."""
+        limits = []
+        if scan.elsewhere:
+            limits.append(f"{scan.elsewhere} node(s) are outside its datacenters or node pool")
+        if isinstance(ask.gpu, WholeGpus) and ask.gpu.min_memory_mib:
+            limits.append(f"it needs {ask.gpu.min_memory_mib} MiB per GPU")
+        if self.staged:
+            limits.append("its other groups already take part of the free capacity")
+        return f" ({'; '.join(limits)})" if limits else ""
 
 
 def _shape(index: FreeIndex, ask: AllocAsk) -> tuple[str, int, list[str]]:

@@ -186,3 +186,32 @@ def test_reasons_are_ranked_in_the_enum() -> None:
     assert list(WaitReason)[:4] == [WaitReason.NO_SUCH_SHAPE, WaitReason.FRAGMENTED, WaitReason.INSUFFICIENT,
                                     WaitReason.CPU_MEMORY]
     assert str(NoFit(WaitReason.QUOTA, "")) == WaitReason.QUOTA.value
+
+
+def two_datacenters() -> Ledger:
+    """dc1 (pool default) is empty; dc2 (pool gpu) is full."""
+    ledger = ledger_of(gpu_node("n0"), gpu_node("n1", datacenter="dc2", node_pool="gpu"))
+    occupy(ledger, "busy", "n1", 8)
+    return ledger
+
+
+@pytest.mark.parametrize(
+    ("queued", "limit"),
+    [
+        pytest.param(job("j", whole(1), datacenters=["dc2"]), "outside its datacenters", id="datacenter"),
+        pytest.param(job("j", whole(1), node_pool="gpu"), "node pool", id="node-pool"),
+        pytest.param(job("j", whole(1, min_memory_mib=100_000)), "100000 MiB per GPU", id="gpu-memory"),
+        pytest.param(job("j", share(100), datacenters=["dc2"]), "outside its datacenters", id="share-datacenter"),
+    ],
+)
+def test_free_capacity_the_job_may_not_use_is_not_called_fragmentation(queued: JobRequest, limit: str) -> None:
+    """8 GPUs free on one node is never 'fragmented'; the job's own limits keep it out of reach."""
+    ledger = two_datacenters()
+    if queued.asks[0].gpu == share(100):
+        ledger = ledger_of(make_node("n0", gpus=shared_gpus("n0", 1)),
+                           make_node("n1", gpus=shared_gpus("n1", 1), datacenter="dc2"))
+        hold(ledger, "busy", "n1", "GPU-n1-s0", milli=1000)
+    for policy in ("first-fit", "best-fit", "frag-aware"):
+        w = waiting(cycle(ledger, [queued], policy=policy), "j")
+        assert w.reason is WaitReason.INSUFFICIENT, f"{policy}: {w}"
+        assert limit in w.detail, f"{policy}: {w}"
