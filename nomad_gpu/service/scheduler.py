@@ -339,9 +339,8 @@ class SchedulerService:
         entry_id = entry_of_job(a.job_id)
         live = self._live.get(entry_id) if entry_id else None
         if live is None or live.entry.nomad_job_id != a.job_id:
-            if entry_id is None:
-                return self._foreign_alloc(a)
-            return False  # an old attempt of ours, or an entry already finished
+            # not ours, or an earlier attempt / a finished entry of ours: whatever Nomad runs holds capacity
+            return self._foreign_alloc(a)
         live.allocs[a.id] = a
         if not a.is_terminal and live.entry.state is EntryState.ADMITTED:
             now = self.clock()
@@ -384,6 +383,9 @@ class SchedulerService:
         statuses = {a.client_status for a in live.allocs.values()}
         ok = not lost and statuses == {AllocStatus.COMPLETE}
         why = "lost" if lost else ", ".join(sorted(s.value for s in statuses))
+        if not ok:
+            # stop what is left of this attempt, so Nomad never replaces a lost allocation on our pins
+            self._pool.submit(self._stop_job, live.entry.nomad_job_id)
         if ok:
             self.store.transition(entry_id, EntryState.COMPLETE, finished_at=now, at=now, reason="")
             self.metrics.finished.labels("complete").inc()

@@ -1,0 +1,146 @@
+"""The service against the dev cluster, including the failures the watcher must survive."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from nomad_gpu.devcluster import DevCluster
+from harness import (
+    all_ended,
+    allocs_per_job,
+    dev_cluster,
+    entries,
+    overlaps,
+    spec,
+    start_service,
+    submit,
+    wait_for,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+@pytest.fixture
+def seed() -> Iterator[DevCluster]:
+    dc = dev_cluster("seed-a800", speed=10.0)
+    yield dc
+    dc.stop()
+
+
+def test_queue_drains_onto_eight_gpus_without_double_booking(seed: DevCluster, tmp_path: Path) -> None:
+    runtime = start_service(seed.url, tmp_path / "q.db")
+    try:
+        for i in range(20):
+            submit(runtime, spec(f"job-{i}", duration_s=5.0))
+        wait_for(lambda: all_ended(runtime), 30, "all jobs to end")
+        assert {e["state"] for e in entries(runtime)} == {"complete"}
+    finally:
+        runtime.stop()
+    audit = seed.audit()
+    assert overlaps(audit) == 0 and audit["double_bookings_refused"] == 0
+    assert all(n == 1 for n in allocs_per_job(audit).values())
+    assert len(allocs_per_job(audit)) == 20
+
+
+def test_registered_job_carries_its_hcl_source(seed: DevCluster, tmp_path: Path) -> None:
+    import requests
+
+    runtime = start_service(seed.url, tmp_path / "q.db")
+    try:
+        (e,) = submit(runtime, spec("with-source", duration_s=1.0))
+        wait_for(lambda: all_ended(runtime), 20, "the job to end")
+    finally:
+        runtime.stop()
+    sub = requests.get(f"{seed.url}/v1/job/{e['nomad_job_id']}/submission", params={"version": 0}, timeout=5)
+    assert sub.status_code == 200
+    body = sub.json()
+    assert body["Format"] == "hcl2" and f'job "{e["nomad_job_id"]}"' in body["Source"]
+    assert "${device.ids}" in body["Source"]
+
+
+def test_a_dropped_event_stream_loses_nothing(seed: DevCluster, tmp_path: Path) -> None:
+    runtime = start_service(seed.url, tmp_path / "q.db")
+    try:
+        for i in range(24):
+            submit(runtime, spec(f"job-{i}", duration_s=10.0))
+        for _ in range(3):
+            time.sleep(0.4)
+            seed.drop_streams()
+        wait_for(lambda: all_ended(runtime), 40, "all jobs to end")
+        assert {e["state"] for e in entries(runtime)} == {"complete"}
+        assert runtime.watcher.reconnects >= 3
+    finally:
+        runtime.stop()
+    audit = seed.audit()
+    assert overlaps(audit) == 0 and audit["double_bookings_refused"] == 0
+    assert all(n == 1 for n in allocs_per_job(audit).values())
+
+
+def test_resume_from_an_index_older_than_the_buffer(tmp_path: Path) -> None:
+    dc = dev_cluster("seed-a800", speed=10.0, event_buffer=4)
+    runtime = start_service(dc.url, tmp_path / "q.db")
+    try:
+        for i in range(16):
+            submit(runtime, spec(f"job-{i}", duration_s=10.0))
+        wait_for(lambda: sum(e["state"] == "running" for e in entries(runtime)) == 8, 20, "8 running")
+        runtime.watcher.backoff.initial_s = 1.5  # stay away while more than the buffer happens
+        dc.drop_streams()
+        wait_for(lambda: all_ended(runtime), 40, "all jobs to end")
+        assert {e["state"] for e in entries(runtime)} == {"complete"}
+    finally:
+        runtime.stop()
+        dc.stop()
+    audit = dc.audit()
+    assert overlaps(audit) == 0 and audit["double_bookings_refused"] == 0
+
+
+def test_node_down_releases_and_requeues_per_retries(tmp_path: Path) -> None:
+    dc = dev_cluster("mixed-fleet", speed=20.0)
+    node_ids = dc.node_ids()
+    runtime = start_service(dc.url, tmp_path / "q.db")
+    try:
+        a100 = "NVIDIA A100-SXM4-80GB"  # two 8-GPU nodes: one 8-GPU job each
+        retry = submit(runtime, spec("retry", duration_s=100.0, gpus=8, model=a100, retries=1))
+        once = submit(runtime, spec("once", duration_s=100.0, gpus=8, model=a100))
+        wait_for(lambda: all(e["state"] == "running" for e in entries(runtime)), 20, "both running")
+        nodes = {e["id"]: e["placements"][0]["node"] for e in entries(runtime)}
+        victim = nodes[retry[0]["id"]]
+        name = next(n for n, i in node_ids.items() if i == victim)
+        dc.node_down(name)
+        by_id = lambda: {e["id"]: e for e in entries(runtime)}  # noqa: E731
+        wait_for(lambda: by_id()[retry[0]["id"]]["attempts"] == 1, 20, "the retry to be re-queued")
+        if nodes[once[0]["id"]] == victim:
+            wait_for(lambda: by_id()[once[0]["id"]]["state"] == "failed", 20, "the job without retries to fail")
+        dc.node_up(name)
+        wait_for(lambda: all_ended(runtime), 60, "all jobs to end")
+        final = by_id()
+        assert final[retry[0]["id"]]["state"] == "complete"
+    finally:
+        runtime.stop()
+        dc.stop()
+    audit = dc.audit()
+    assert overlaps(audit) == 0 and audit["double_bookings_refused"] == 0
+    assert any(a["client_status"] == "lost" for a in audit["allocations"])
+
+
+def test_a_restarted_service_neither_double_books_nor_forgets(seed: DevCluster, tmp_path: Path) -> None:
+    db = tmp_path / "q.db"
+    runtime = start_service(seed.url, db)
+    for i in range(20):
+        submit(runtime, spec(f"job-{i}", duration_s=10.0))
+    wait_for(lambda: sum(e["state"] == "running" for e in entries(runtime)) == 8, 20, "8 running")
+    runtime.stop()
+    time.sleep(0.5)  # jobs keep running (and some finish) while the service is away
+    runtime = start_service(seed.url, db)
+    try:
+        wait_for(lambda: all_ended(runtime), 40, "all jobs to end")
+        assert {e["state"] for e in entries(runtime)} == {"complete"}
+    finally:
+        runtime.stop()
+    audit = seed.audit()
+    assert overlaps(audit) == 0 and audit["double_bookings_refused"] == 0
+    assert all(n == 1 for n in allocs_per_job(audit).values()), allocs_per_job(audit)
