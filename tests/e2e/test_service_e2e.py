@@ -7,8 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from nomad_gpu.devcluster import DevCluster
 from harness import (
     all_ended,
     allocs_per_job,
@@ -20,6 +18,8 @@ from harness import (
     submit,
     wait_for,
 )
+
+from nomad_gpu.devcluster import DevCluster
 
 pytestmark = pytest.mark.e2e
 
