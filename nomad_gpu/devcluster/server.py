@@ -64,7 +64,13 @@ class DevCluster:
             raise RuntimeError("dev cluster already started")
         hcl.warm_up()
         self.timers.start()
-        sock = socket.create_server((host, port), reuse_port=False)
+        # proto must be IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted sockets only then, and without
+        # it every keep-alive response waits ~40 ms on Nagle + delayed ACK
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(128)
         config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=1, ws="none")
         server = uvicorn.Server(config)
