@@ -272,8 +272,14 @@ def _wait_for_signal() -> None:
 @friendly
 def dev_cluster(cluster_path: str, port: int, host: str, speed: float) -> None:
     """Serve the embedded, Nomad-API-compatible dev cluster (a stand-in for a real Nomad)."""
+    import gc
+
     from nomad_gpu.devcluster import ClusterFileError, serve_forever
 
+    # a server process with a large, long-lived heap: collect young objects less often, and never
+    # re-scan what start-up built (the HCL grammar, the cluster), so requests do not stall on GC
+    gc.set_threshold(50_000, 50, 100)
+    gc.freeze()
     try:
         serve_forever(cluster_path, host=host, port=port, speed=speed,
                       on_ready=lambda url: click.echo(f"dev cluster on {url}  (export NOMAD_ADDR={url})"))

@@ -89,6 +89,8 @@ class Watcher:
                 self._follow()
                 self.backoff.reset()
             except NomadError as exc:
+                if self._stop.is_set():
+                    break
                 logger.warning("event stream: %s; reconnecting", exc)
             except Exception:  # a handler bug must not kill the watcher; it is logged loudly
                 logger.exception("event handling failed; resyncing")

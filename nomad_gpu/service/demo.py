@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -34,6 +35,10 @@ class DemoConfig:
     jobs: int = 66
     duration_s: float = 150.0
     speed: float = 30.0
+    jitter: float = 0.02
+    """Training jobs take "about" 150 s: each job's duration is drawn within +-2 % (seeded), so that
+    completions are not artificially simultaneous."""
+    seed: int = 0
     timeout_s: float = 300.0
 
 
@@ -82,8 +87,10 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     try:
         addr = runtime.start(wait_ready_s=10)
         session = requests.Session()
-        for i in range(cfg.jobs):
-            r = session.post(f"{addr}/v1/jobs", data=job_spec(i, cfg.duration_s).encode(),
+        rng = random.Random(cfg.seed)
+        durations = [cfg.duration_s * (1 + cfg.jitter * rng.uniform(-1, 1)) for _ in range(cfg.jobs)]
+        for i, duration in enumerate(durations):
+            r = session.post(f"{addr}/v1/jobs", data=job_spec(i, round(duration, 3)).encode(),
                              headers={"Content-Type": "application/yaml"}, timeout=10)
             r.raise_for_status()
         deadline = time.monotonic() + cfg.timeout_s
