@@ -177,8 +177,8 @@ class NomadClient:
         _translate(lambda: self.api.allocation.stop_allocation(alloc_id), f"stop allocation {alloc_id}")
 
     # ---- the event stream --------------------------------------------------------------------
-    def event_stream(self, index: int, topics: Sequence[str], read_timeout_s: float = 75.0
-                     ) -> Iterator[dict[str, Any]]:
+    def event_stream(self, index: int, topics: Sequence[str], read_timeout_s: float = 75.0,
+                     opened: Callable[[requests.Response], None] | None = None) -> Iterator[dict[str, Any]]:
         """Frames of `/v1/event/stream` as they arrive (heartbeats included, as `{}`).
 
         Written on the session rather than python-nomad's `get_stream`, which replays from the first
@@ -197,13 +197,15 @@ class NomadClient:
                                     cert=self.api.cert or None, timeout=(self.settings.timeout_s, read_timeout_s))
         except requests.RequestException as exc:
             raise NomadUnavailable(f"event stream: cannot connect ({type(exc).__name__})") from exc
+        if opened is not None:
+            opened(resp)  # lets the owner close the stream from another thread
         with resp:
             if resp.status_code != 200:
                 err = NomadRejected if 400 <= resp.status_code < 500 else NomadUnavailable
                 raise err(f"event stream: HTTP {resp.status_code}: {resp.text.strip()}")
             try:
                 yield from _ndjson(resp.iter_content(chunk_size=None))
-            except requests.RequestException as exc:
+            except (requests.RequestException, AttributeError, OSError) as exc:  # closed under us: same thing
                 raise NomadUnavailable(f"event stream broke off ({type(exc).__name__})") from exc
 
 

@@ -10,11 +10,14 @@
 from __future__ import annotations
 
 import logging
+import socket
 import threading
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+import requests
 
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.nomad.client import NomadClient, NomadError
@@ -71,6 +74,7 @@ class Watcher:
         self.connected = threading.Event()
         self.synced = threading.Event()
         self._thread: threading.Thread | None = None
+        self._response: requests.Response | None = None
 
     # ---- life cycle --------------------------------------------------------------------------
     def start(self) -> None:
@@ -79,6 +83,9 @@ class Watcher:
 
     def stop(self) -> None:
         self._stop.set()
+        resp = self._response
+        if resp is not None:
+            _interrupt(resp)  # unblocks a read that would otherwise wait for the next heartbeat
         if self._thread is not None:
             self._thread.join(timeout=5)
 
@@ -111,7 +118,7 @@ class Watcher:
     def _follow(self) -> None:
         # the index is inclusive: ask for the next one and still dedupe (a too-new index replays)
         frames = self.client.event_stream(self.last_index + 1 if self.last_index else 0, TOPICS,
-                                          read_timeout_s=self.read_timeout_s)
+                                          read_timeout_s=self.read_timeout_s, opened=self._opened)
         for frame in frames:
             self.connected.set()
             if self._stop.is_set():
@@ -119,6 +126,11 @@ class Watcher:
             if not frame or (not frame.get("Index") and not frame.get("Events")):
                 continue  # heartbeat
             self.handle_frame(frame)
+
+    def _opened(self, resp: requests.Response) -> None:
+        self._response = resp
+        if self._stop.is_set():
+            _interrupt(resp)
 
     def handle_frame(self, frame: Mapping[str, Any]) -> None:
         index = int(frame.get("Index") or 0)
@@ -148,3 +160,15 @@ class Watcher:
         elif topic == "Job" and etype == "JobDeregistered":
             job = payload.get("Job") or {}
             self.handler.on_job_deregistered(str(job.get("ID") or event.get("Key")))
+
+
+def _interrupt(resp: requests.Response) -> None:
+    """Shut the stream's socket down: unlike close(), this wakes a recv blocked in another thread."""
+    fp = getattr(getattr(resp.raw, "_fp", None), "fp", None)
+    sock = getattr(getattr(fp, "raw", None), "_sock", None)
+    try:
+        if sock is not None:
+            sock.shutdown(socket.SHUT_RDWR)
+    except OSError:
+        pass
+    resp.close()
