@@ -6,8 +6,9 @@ Boolean query parameters use Go's ParseBool, which accepts the `True` python-req
 Blocking queries are not supported: `index`/`wait` are accepted and answered at once (a reply
 never guarantees a change anyway, reference section 2).
 
-Writes and HCL parsing run in the thread pool so that the event loop, which feeds the event
-streams, is never blocked by them.
+Every handler's work (reads, writes, HCL parsing, JSON encoding) runs in the thread pool (plain
+`def` endpoints are run there by Starlette), so the event loop only feeds the event streams and a
+large listing never delays a frame.
 """
 
 from __future__ import annotations
@@ -68,15 +69,15 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
 
     # -- nodes -------------------------------------------------------------------------------------
 
-    async def nodes(request: Request) -> Response:
+    def nodes(request: Request) -> Response:
         q = request.query_params
         return reply(queries.list_nodes(state, prefix=q.get("prefix", ""), resources=_flag(request, "resources"),
                                         os_attr=_flag(request, "os"), filter_expr=q.get("filter", "")))
 
-    async def node(request: Request) -> Response:
+    def node(request: Request) -> Response:
         return reply(queries.get_node(state, request.path_params["node_id"]))
 
-    async def node_allocations(request: Request) -> Response:
+    def node_allocations(request: Request) -> Response:
         return reply(queries.node_allocations(state, request.path_params["node_id"]))
 
     # -- jobs --------------------------------------------------------------------------------------
@@ -84,8 +85,9 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     async def jobs(request: Request) -> Response:
         if request.method == "GET":
             q = request.query_params
-            return reply(queries.list_jobs(state, namespace=_namespace(request), prefix=q.get("prefix", ""),
-                                           with_meta=_flag(request, "meta"), filter_expr=q.get("filter", "")))
+            return await run_in_threadpool(lambda: reply(queries.list_jobs(
+                state, namespace=_namespace(request), prefix=q.get("prefix", ""), with_meta=_flag(request, "meta"),
+                filter_expr=q.get("filter", ""))))
         job, submission = check_register_body(await _body(request))
         return reply(await run_in_threadpool(state.register, job, submission, _namespace(request)))
 
@@ -100,7 +102,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     async def job(request: Request) -> Response:
         job_id = request.path_params["job_id"]
         if request.method == "GET":
-            return reply(queries.get_job(state, _namespace(request), job_id))
+            return await run_in_threadpool(lambda: reply(queries.get_job(state, _namespace(request), job_id)))
         if request.method == "DELETE":
             return reply(await run_in_threadpool(state.deregister, _namespace(request), job_id,
                                                  _flag(request, "purge")))
@@ -109,39 +111,39 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
             raise JobRequestError("Job ID does not match name")
         return reply(await run_in_threadpool(state.register, job_json, submission, _namespace(request)))
 
-    async def job_submission(request: Request) -> Response:
+    def job_submission(request: Request) -> Response:
         return reply(queries.job_submission(state, _namespace(request), request.path_params["job_id"],
                                             request.query_params.get("version")))
 
-    async def job_allocations(request: Request) -> Response:
+    def job_allocations(request: Request) -> Response:
         return reply(queries.job_allocations(state, _namespace(request), request.path_params["job_id"],
                                              all_versions=_flag(request, "all")))
 
-    async def job_summary(request: Request) -> Response:
+    def job_summary(request: Request) -> Response:
         return reply(queries.job_summary(state, _namespace(request), request.path_params["job_id"]))
 
     # -- allocations -------------------------------------------------------------------------------
 
-    async def allocations(request: Request) -> Response:
+    def allocations(request: Request) -> Response:
         q = request.query_params
         task_states = q.get("task_states") is None or _flag(request, "task_states")
         return reply(queries.list_allocations(state, namespace=_namespace(request), prefix=q.get("prefix", ""),
                                               resources=_flag(request, "resources"), task_states=task_states,
                                               filter_expr=q.get("filter", "")))
 
-    async def allocation(request: Request) -> Response:
+    def allocation(request: Request) -> Response:
         return reply(queries.get_allocation(state, request.path_params["alloc_id"]))
 
     async def stop_allocation(request: Request) -> Response:
         return reply(await run_in_threadpool(state.stop_alloc, request.path_params["alloc_id"]))
 
-    async def leader(request: Request) -> Response:
+    def leader(request: Request) -> Response:
         return reply("127.0.0.1:4647")
 
     # -- /_dev -------------------------------------------------------------------------------------
 
-    async def audit(request: Request) -> Response:
-        return JSONResponse(await run_in_threadpool(queries.audit, state))
+    def audit(request: Request) -> Response:
+        return JSONResponse(queries.audit(state))
 
     async def drop_streams(request: Request) -> Response:
         return JSONResponse({"dropped": broker.drop_all()})

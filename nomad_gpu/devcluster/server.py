@@ -55,13 +55,14 @@ class DevCluster:
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
         self._url: str | None = None
+        self._stopped = False
 
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         """Serve on host:port (0 = any free port); returns the base URL once connections are accepted."""
-        if self._server is not None:
-            raise RuntimeError("dev cluster already started")
+        if self._server is not None or self._stopped:
+            raise RuntimeError("a dev cluster starts once; build a new DevCluster to start again")
         hcl.warm_up()
         self.timers.start()
         # proto must be IPPROTO_TCP: asyncio sets TCP_NODELAY on accepted sockets only then, and without
@@ -92,6 +93,7 @@ class DevCluster:
 
     def stop(self) -> None:
         """End every event stream, stop the HTTP server and the timer thread (idempotent)."""
+        self._stopped = True
         self.broker.drop_all()
         if self._server is not None:
             self._server.should_exit = True

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -29,8 +30,17 @@ TWO_NODES: dict[str, Any] = {
 ClusterFactory = Callable[..., DevCluster]
 
 
+@pytest.fixture(scope="session")
+def _background_stops() -> Iterator[list[threading.Thread]]:
+    """uvicorn takes ~0.2 s to shut down; tests hand their clusters here and the session waits once."""
+    threads: list[threading.Thread] = []
+    yield threads
+    for thread in threads:
+        thread.join(10)
+
+
 @pytest.fixture
-def make_cluster() -> Iterator[ClusterFactory]:
+def make_cluster(_background_stops: list[threading.Thread]) -> Iterator[ClusterFactory]:
     started: list[DevCluster] = []
 
     def make(spec: Mapping[str, Any] | str | Path = CLUSTERS / "seed-a800.yaml", *, speed: float = 1000.0,
@@ -42,7 +52,10 @@ def make_cluster() -> Iterator[ClusterFactory]:
 
     yield make
     for cluster in started:
-        cluster.stop()
+        cluster.drop_streams()  # readers see their streams end before the test is over
+        thread = threading.Thread(target=cluster.stop, daemon=True)
+        thread.start()
+        _background_stops.append(thread)
 
 
 @pytest.fixture

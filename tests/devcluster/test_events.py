@@ -62,9 +62,11 @@ def test_heartbeats(make_cluster: ClusterFactory) -> None:
 
 
 def _fill(cluster: DevCluster, jobs: int) -> None:
+    """Register long jobs and wait until they run, so no more frames follow."""
     client = nomad.Nomad(address=cluster.url)
     for i in range(jobs):
         submit(client, jobspec(f"fill-{i}", duration=3600))
+    wait_until(lambda: all(a["client_status"] == "running" for a in cluster.audit()["allocations"]))
 
 
 def test_index_is_inclusive_and_zero_replays_the_buffer(seed: DevCluster) -> None:

@@ -62,7 +62,7 @@ _ops = st.one_of(
 def _apply(state: ClusterState, op: tuple[Any, ...]) -> None:
     ids, nodes = _all_ids(state), list(state.nodes)
     kind = op[0]
-    live = sorted(state.live)
+    live = list(state.live)  # creation order: alloc IDs are random, so never sort by them
     if kind == "register":
         _, job, gpus, count, pin, node = op
         pinned = None if pin is None else [ids[i] for i in pin]
