@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from .events import Event
 from .jobs import TaskAsk
 from .placement import DeviceChoice
 
@@ -248,6 +249,11 @@ class Alloc:
         if not task_states:
             stub["TaskStates"] = None
         return stub
+
+    def event(self, kind: str, index: int) -> Event:
+        """An Allocation-topic event; FilterKeys are [JobID, DeploymentID] (reference section 1)."""
+        return Event("Allocation", kind, self.id, self.namespace, (self.job_id, ""), index,
+                     {"Allocation": self.to_json(with_job=False)})
 
     def audit(self) -> JSON:
         return {

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .config import ClusterSpec, NodeSpec, gpu_uuid, mig_memory_mib, mig_uuid, node_id
+from .events import Event
 
 NOMAD_VERSION = "2.0.5"
 SHARED_VENDOR = "nomad-gpu"
@@ -114,6 +115,17 @@ class Node:
     @property
     def schedulable(self) -> bool:
         return self.status == "ready" and self.eligibility == "eligible"
+
+    def event(self, kind: str) -> Event:
+        """A Node-topic event: no namespace, no FilterKeys (reference section 1)."""
+        return Event("Node", kind, self.id, "", None, self.modify_index, {"Node": self.to_json()})
+
+    def set_drain(self, drain: bool, now: float) -> None:
+        """Drain on: a DrainStrategy and `ineligible`; off: neither (`Drain` follows DrainStrategy)."""
+        started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
+        self.drain_strategy = ({"Deadline": 3600 * 10**9, "ForceDeadline": "0001-01-01T00:00:00Z",
+                                "IgnoreSystemJobs": False, "StartedAt": started} if drain else None)
+        self.eligibility = "ineligible" if drain else "eligible"
 
     def computed_key(self) -> str:
         return f"{self.datacenter}/{self.node_pool}/{self.node_class}/{[g.name for g in self.groups]}"

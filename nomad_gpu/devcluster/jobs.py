@@ -17,6 +17,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from .events import Event
+
 logger = logging.getLogger(__name__)
 
 JSON = dict[str, Any]
@@ -109,6 +111,11 @@ class GroupAsk:
     @property
     def memory_mb(self) -> int:
         return sum(task.memory_mb for task in self.tasks)
+
+    def visible_devices(self) -> list[str]:
+        """IDs the tasks name in NVIDIA_VISIBLE_DEVICES (how a time-slice share reaches a task)."""
+        return [part.strip() for task in self.tasks for name, value in task.env
+                if name == "NVIDIA_VISIBLE_DEVICES" for part in value.split(",") if part.strip()]
 
 
 def canonicalize(job: JSON) -> JSON:
@@ -281,6 +288,32 @@ def _int_meta(meta: dict[str, Any], key: str) -> int | None:
     except (TypeError, ValueError):
         logger.warning("meta %s=%r is not an integer; ignoring it", key, meta.get(key))
         return None
+
+
+def stamp_version(job: JSON, previous: JSON | None, index: int, now: float) -> None:
+    """Fill the read-back fields of a registered version (reference section 6); a re-register of
+    the same job keeps its CreateIndex and bumps Version."""
+    job.update({
+        "Version": previous["Version"] + 1 if previous else 0,
+        "SubmitTime": int(now * 1e9),  # Unix ns
+        "CreateIndex": previous["CreateIndex"] if previous else index,
+        "ModifyIndex": index,
+        "JobModifyIndex": index,
+        "Stop": False,
+        "Stable": False,
+        "ParentID": job.get("ParentID") or "",
+        "Dispatched": False,
+        "Status": "pending",
+        "StatusDescription": "",
+    })
+
+
+def job_event(kind: str, job: JSON, index: int, *, deleted: bool = False) -> Event:
+    """A Job-topic event; a purge adds `Deleted: true` (reference section 1, 1.11.3+)."""
+    payload: JSON = {"Job": job}
+    if deleted:
+        payload["Deleted"] = True
+    return Event("Job", kind, job["ID"], job["Namespace"], None, index, payload)
 
 
 def job_stub(job: JSON, summary: JSON, *, with_meta: bool) -> JSON:

@@ -13,6 +13,7 @@ dev cluster exists to judge that core, so a bug there must not be able to hide h
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Any
 
 FULL_GPU_MILLI = 1000
 
@@ -29,6 +30,7 @@ class DeviceLedger:
         self._held_by: dict[str, tuple[str, ...]] = {}  # alloc ID -> instance IDs
         self._shares: dict[str, dict[str, int]] = {}    # shared GPU ID -> {alloc ID: milli}
         self.double_bookings_refused = 0
+        self._refusals: list[dict[str, Any]] = []
         self.share_oversubscriptions = 0
 
     # -- whole instances (GPU-..., MIG-...) --------------------------------------------------------
@@ -62,8 +64,13 @@ class DeviceLedger:
             holders.pop(alloc_id, None)
         return ids
 
-    def count_refusal(self) -> None:
+    def count_refusal(self, detail: dict[str, Any]) -> None:
+        """Count a placement refused because it could only be met with held instances."""
         self.double_bookings_refused += 1
+        self._refusals.append(dict(detail))
+
+    def refusals(self) -> list[dict[str, Any]]:
+        return [dict(detail) for detail in self._refusals]
 
     # -- time-slice shares -------------------------------------------------------------------------
 

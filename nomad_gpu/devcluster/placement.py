@@ -20,11 +20,12 @@ from __future__ import annotations
 import fnmatch
 import logging
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .inventory import DeviceGroup, Node
-from .jobs import Constraint, DeviceAsk, GroupAsk
+from .jobs import Constraint, DeviceAsk, GroupAsk, TaskAsk
 from .units import compare_quantities
 
 logger = logging.getLogger(__name__)
@@ -43,6 +44,30 @@ class NodeView:
     used_cpu: int
     used_memory: int
     held_instances: int
+
+    def plus(self, cpu: int, memory_mb: int, instances: int) -> NodeView:
+        return NodeView(self.node, self.used_cpu + cpu, self.used_memory + memory_mb,
+                        self.held_instances + instances)
+
+
+class _Usage(Protocol):
+    """What a live allocation uses (the cluster state's Alloc satisfies it)."""
+
+    @property
+    def tasks(self) -> tuple[TaskAsk, ...]: ...
+
+    @property
+    def device_ids(self) -> list[str]: ...
+
+
+def node_view(node: Node, live: Iterable[_Usage]) -> NodeView:
+    """A node with the CPU, memory and device instances its live allocations use."""
+    cpu = memory = instances = 0
+    for alloc in live:
+        cpu += sum(task.cpu for task in alloc.tasks)
+        memory += sum(task.memory_mb for task in alloc.tasks)
+        instances += len(alloc.device_ids)
+    return NodeView(node, cpu, memory, instances)
 
 
 @dataclass(frozen=True)

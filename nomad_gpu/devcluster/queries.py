@@ -162,7 +162,7 @@ def audit(state: ClusterState) -> JSON:
                         for p in state.pending],
             "double_bookings_refused": state.ledger.double_bookings_refused,
             "share_oversubscriptions": state.ledger.share_oversubscriptions,
-            "refusals": [dict(r) for r in state.refusals],
+            "refusals": state.ledger.refusals(),
         }
 
 

@@ -22,15 +22,14 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from .allocs import Alloc, ClientStatus
 from .config import ClusterSpec
 from .events import Event, EventBroker
 from .inventory import SHARED_TYPE, Node, build_nodes
-from .jobs import JSON, GroupAsk, canonicalize, group_asks, validate
+from .jobs import JSON, GroupAsk, canonicalize, group_asks, job_event, stamp_version, validate
 from .ledger import DeviceLedger
-from .placement import NodeView, place
+from .placement import DeviceChoice, node_view, place
 from .runner import TimerHeap
 
 logger = logging.getLogger(__name__)
@@ -49,6 +48,16 @@ class JobRecord:
     asks: dict[str, GroupAsk]
     submissions: dict[int, JSON] = field(default_factory=dict)
     registered_at: float = 0.0
+
+    def keep_submission(self, version: int, submission: JSON) -> str:
+        """Store the HCL source of a version (the last 6 are kept); an oversized one is dropped
+        with a warning, not an error (reference section 6). Returns the warning, or ""."""
+        if len(str(submission.get("Source") or "")) > MAX_SUBMISSION_BYTES:
+            return "job submission source exceeds job_max_source_size; it was not stored"
+        self.submissions[version] = dict(submission)
+        for old in sorted(self.submissions)[:-KEPT_SUBMISSIONS]:
+            del self.submissions[old]
+        return ""
 
 
 @dataclass
@@ -86,7 +95,6 @@ class ClusterState:
         self.by_job: dict[tuple[str, str], list[Alloc]] = {}
         self.pending: list[Pending] = []
         self.register_log: dict[tuple[str, str], list[float]] = {}
-        self.refusals: list[JSON] = []
         self.shared_gpu_ids: set[str] = set()
         with self.lock:
             for node in build_nodes(cluster):
@@ -94,7 +102,7 @@ class ClusterState:
                 node.create_index = node.modify_index = index
                 self.nodes[node.id] = node
                 self.shared_gpu_ids.update(i for g in node.groups if g.type == SHARED_TYPE for i in g.ids)
-                self._emit(index, [self._node_event("NodeRegistration", node)])
+                self._emit(index, [node.event("NodeRegistration")])
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -104,19 +112,6 @@ class ClusterState:
 
     def _emit(self, index: int, events: list[Event]) -> float:
         return self.broker.publish(index, events)
-
-    def _node_event(self, kind: str, node: Node) -> Event:
-        return Event("Node", kind, node.id, "", None, node.modify_index, {"Node": node.to_json()})
-
-    def _alloc_event(self, kind: str, alloc: Alloc, index: int) -> Event:
-        return Event("Allocation", kind, alloc.id, alloc.namespace, (alloc.job_id, ""), index,
-                     {"Allocation": alloc.to_json(with_job=False)})
-
-    def _job_event(self, kind: str, job: JSON, index: int, deleted: bool = False) -> Event:
-        payload: JSON = {"Job": job}
-        if deleted:
-            payload["Deleted"] = True
-        return Event("Job", kind, job["ID"], job["Namespace"], None, index, payload)
 
     def resolve_node(self, id_or_name: str) -> Node:
         node = self.nodes.get(id_or_name) or next((n for n in self.nodes.values() if n.name == id_or_name), None)
@@ -139,35 +134,16 @@ class ClusterState:
         job = canonicalize(raw_job)
         validate(job)  # JobValidationError -> 500
         asks = group_asks(job)
-        warnings = ""
         with self.lock:
             key = (job["Namespace"], job["ID"])
             old = self.jobs.get(key)
             index = self._next_index()
-            job.update({
-                "Version": old.job["Version"] + 1 if old else 0,
-                "SubmitTime": int(now * 1e9),
-                "CreateIndex": old.job["CreateIndex"] if old else index,
-                "ModifyIndex": index,
-                "JobModifyIndex": index,
-                "Stop": False,
-                "Stable": False,
-                "ParentID": job.get("ParentID") or "",
-                "Dispatched": False,
-                "StatusDescription": "",
-            })
+            stamp_version(job, old.job if old else None, index, now)
             record = JobRecord(job, asks, dict(old.submissions) if old else {}, now)
-            if submission is not None:
-                if len(str(submission.get("Source") or "")) > MAX_SUBMISSION_BYTES:
-                    warnings = "job submission source exceeds job_max_source_size; it was not stored"
-                else:
-                    record.submissions[job["Version"]] = dict(submission)
-                    for version in sorted(record.submissions)[:-KEPT_SUBMISSIONS]:
-                        del record.submissions[version]
+            warnings = "" if submission is None else record.keep_submission(job["Version"], submission)
             self.jobs[key] = record
             self.register_log.setdefault(key, []).append(now)
-            job["Status"] = "pending"
-            self._emit(index, [self._job_event("JobRegistered", job, index)])
+            self._emit(index, [job_event("JobRegistered", job, index)])
             eval_id = str(uuid.uuid4())
             self._replan(key, record, eval_id, now)
             self._schedule()
@@ -205,7 +181,7 @@ class ClusterState:
             self.pending = [p for p in self.pending if (p.namespace, p.job_id) != key]
             live = self.live_allocs(key, job["CreateIndex"])
             job["Status"] = "dead" if not live else "running"
-            self._emit(index, [self._job_event("JobDeregistered", job, index, deleted=purge)])
+            self._emit(index, [job_event("JobDeregistered", job, index, deleted=purge)])
             if live:
                 self._stop_allocs(live, "alloc not needed since job was stopped")
             self._schedule()
@@ -220,7 +196,7 @@ class ClusterState:
                 raise NotFound("allocation not found")
             index = self._next_index()
             alloc.set_desired(alloc.desired_status, alloc.desired_description, index, self.clock(), True)
-            self._emit(index, [self._alloc_event("AllocationUpdateDesiredStatus", alloc, index)])
+            self._emit(index, [alloc.event("AllocationUpdateDesiredStatus", index)])
             if alloc.live:
                 self._stop_allocs([alloc], "alloc was stopped by the user", migrate=True)
                 if alloc.job_type == "service" and self._replaceable(alloc):
@@ -233,26 +209,19 @@ class ClusterState:
         index = self._next_index()
         for alloc in allocs:
             alloc.set_desired("stop", why, index, now, migrate)
-        self._emit(index, [self._alloc_event("PlanResult", alloc, index) for alloc in allocs])
+        self._emit(index, [alloc.event("PlanResult", index) for alloc in allocs])
         self._finish(allocs, ClientStatus.COMPLETE, detail="Task successfully killed")
 
     # -- placement ---------------------------------------------------------------------------------
-
-    def _node_views(self) -> dict[str, NodeView]:
-        usage = {node_id: [0, 0, 0] for node_id in self.nodes}
-        for alloc in self.live.values():
-            if alloc.node_id in usage:
-                used = usage[alloc.node_id]
-                used[0] += sum(t.cpu for t in alloc.tasks)
-                used[1] += sum(t.memory_mb for t in alloc.tasks)
-                used[2] += len(alloc.device_ids)
-        return {node_id: NodeView(self.nodes[node_id], *used) for node_id, used in usage.items()}
 
     def _schedule(self) -> None:
         """Try every queued placement in arrival order; emit one PlanResult frame per job."""
         if not self.pending:
             return
-        views = self._node_views()
+        on_node: dict[str, list[Alloc]] = {node_id: [] for node_id in self.nodes}
+        for alloc in self.live.values():
+            on_node[alloc.node_id].append(alloc)
+        views = {node_id: node_view(self.nodes[node_id], allocs) for node_id, allocs in on_node.items()}
         plans: dict[tuple[str, str], tuple[int, list[Alloc]]] = {}
         waiting: list[Pending] = []
         for item in self.pending:
@@ -265,9 +234,8 @@ class ClusterState:
                 item.reasons = verdict.reasons
                 if verdict.pinned_held and not item.refusal_counted:
                     item.refusal_counted = True
-                    self.ledger.count_refusal()
-                    self.refusals.append({"job_id": item.job_id, "task_group": item.group, "at": self.clock(),
-                                          "reasons": dict(verdict.reasons)})
+                    self.ledger.count_refusal({"job_id": item.job_id, "task_group": item.group,
+                                               "at": self.clock(), "reasons": dict(verdict.reasons)})
                     logger.warning("refused to double-book devices for %s/%s: %s",
                                    item.job_id, item.group, verdict.reasons)
                 waiting.append(item)
@@ -278,18 +246,15 @@ class ClusterState:
             index, placed = plans[key]
             alloc = self._create_alloc(item, record, ask, verdict.placement.node, verdict.placement.devices, index)
             placed.append(alloc)
-            node_id = alloc.node_id
-            old = views[node_id]
-            views[node_id] = NodeView(old.node, old.used_cpu + ask.cpu, old.used_memory + ask.memory_mb,
-                                      old.held_instances + len(alloc.device_ids))
+            views[alloc.node_id] = views[alloc.node_id].plus(ask.cpu, ask.memory_mb, len(alloc.device_ids))
         self.pending = waiting
         for index, placed in sorted(plans.values(), key=lambda plan: plan[0]):
-            self._emit(index, [self._alloc_event("PlanResult", alloc, index) for alloc in placed])
+            self._emit(index, [alloc.event("PlanResult", index) for alloc in placed])
             for alloc in placed:
                 self.timers.call_soon(functools.partial(self.on_start, alloc.id))
 
     def _create_alloc(self, item: Pending, record: JobRecord, ask: GroupAsk, node: Node,
-                      devices: Any, index: int) -> Alloc:
+                      devices: tuple[DeviceChoice, ...], index: int) -> Alloc:
         now = self.clock()
         alloc = Alloc(
             id=str(uuid.uuid4()), eval_id=item.eval_id, namespace=item.namespace, job_id=item.job_id,
@@ -300,7 +265,7 @@ class ClusterState:
             registered_at=record.registered_at, created_at=now, previous_allocation=item.previous_alloc,
         )
         self.ledger.hold(alloc.id, alloc.device_ids)
-        share_gpu = self._share_gpu(ask)
+        share_gpu = next((i for i in ask.visible_devices() if i in self.shared_gpu_ids), None)
         if share_gpu is not None:
             alloc.share_gpu, alloc.share_milli = share_gpu, ask.share_milli
             # A shared GPU used without a declared share takes all of its time.
@@ -312,15 +277,6 @@ class ClusterState:
         self.allocs[alloc.id] = self.live[alloc.id] = alloc
         self.by_job.setdefault((alloc.namespace, alloc.job_id), []).append(alloc)
         return alloc
-
-    def _share_gpu(self, ask: GroupAsk) -> str | None:
-        for task in ask.tasks:
-            for name, value in task.env:
-                if name == "NVIDIA_VISIBLE_DEVICES":
-                    for gpu_id in value.split(","):
-                        if gpu_id.strip() in self.shared_gpu_ids:
-                            return gpu_id.strip()
-        return None
 
     def _requeue(self, alloc: Alloc) -> None:
         self.pending.append(Pending(alloc.namespace, alloc.job_id, alloc.task_group, alloc.name_index,
@@ -336,7 +292,7 @@ class ClusterState:
             index = self._next_index()
             now = self.clock()
             alloc.move(ClientStatus.RUNNING, index, now)
-            self._emit(index, [self._alloc_event("AllocationUpdated", alloc, index)])
+            self._emit(index, [alloc.event("AllocationUpdated", index)])
             end = now + alloc.duration_s / self.speed
             self.timers.call_at(end, functools.partial(self.on_finish, alloc_id))
 
@@ -360,7 +316,7 @@ class ClusterState:
             alloc.move(status, index, now, detail)
             self.ledger.release(alloc.id)
             del self.live[alloc.id]
-        handed = self._emit(index, [self._alloc_event("AllocationUpdated", alloc, index) for alloc in allocs])
+        handed = self._emit(index, [alloc.event("AllocationUpdated", index) for alloc in allocs])
         for alloc in allocs:
             alloc.terminal_event_at = handed
 
@@ -390,7 +346,7 @@ class ClusterState:
                 return node
             index = self._next_index()
             node.status, node.modify_index, node.status_updated_at = status, index, int(self.clock())
-            self._emit(index, [self._node_event("NodeStreamEvent", node)])
+            self._emit(index, [node.event("NodeStreamEvent")])
             if status == "down":
                 lost = [a for a in self.live.values() if a.node_id == node.id]
                 if lost:
@@ -407,12 +363,9 @@ class ClusterState:
         with self.lock:
             node = self.resolve_node(id_or_name)
             index = self._next_index()
-            node.drain_strategy = ({"Deadline": 3600 * 10**9, "ForceDeadline": "0001-01-01T00:00:00Z",
-                                    "IgnoreSystemJobs": False, "StartedAt": _now_rfc3339(self.clock())}
-                                   if drain else None)
-            node.eligibility = "ineligible" if drain else "eligible"
+            node.set_drain(drain, self.clock())
             node.modify_index = index
-            self._emit(index, [self._node_event("NodeDrain", node)])
+            self._emit(index, [node.event("NodeDrain")])
             self._schedule()
             return node
 
@@ -421,7 +374,7 @@ class ClusterState:
             node = self.resolve_node(id_or_name)
             index = self._next_index()
             node.eligibility, node.modify_index = ("eligible" if eligible else "ineligible"), index
-            self._emit(index, [self._node_event("NodeEligibility", node)])
+            self._emit(index, [node.event("NodeEligibility")])
             self._schedule()
             return node
 
@@ -429,6 +382,3 @@ class ClusterState:
 def _count(job: JSON, group: str) -> int:
     return next((int(g["Count"]) for g in job["TaskGroups"] if g["Name"] == group), 0)
 
-
-def _now_rfc3339(seconds: float) -> str:
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
