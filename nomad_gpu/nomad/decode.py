@@ -86,32 +86,54 @@ class AllocInfo:
         return self.client_status.is_terminal()
 
 
+def _number(value: Any, what: str) -> int:
+    if value is None:
+        return 0
+    try:
+        return int(value)
+    except (TypeError, ValueError):
+        raise InvalidInventory(f"{what} is not a number: {value!r}") from None
+
+
 def _attr_int(attrs: Mapping[str, Any] | None, name: str) -> int:
     """Device attributes are `{Int, Float, String, Bool, Unit}` with unset keys null or absent."""
     a = (attrs or {}).get(name) or {}
     for key in ("Int", "Float"):
         v = a.get(key)
         if v is not None:
-            return int(v)
+            return _number(v, f"device attribute {name}.{key}")
     return 0
 
 
 def decode_node(raw: Mapping[str, Any], sharing: SharingConfig = NO_SHARING) -> Node:
-    """A full node or a `?resources=true` stub. Raises InvalidInventory on data we cannot read."""
+    """A full node or a `?resources=true` stub. Raises InvalidInventory, naming the node and the
+    field, on data we cannot read; a partly read node is never returned."""
+    if not isinstance(raw, Mapping):
+        raise InvalidInventory(f"node JSON must be an object, got {type(raw).__name__}")
     try:
         node_id = NodeId(str(raw["ID"]))
     except KeyError:
         raise InvalidInventory("node JSON without ID") from None
+    try:
+        return _decode_node(node_id, raw, sharing)
+    except InvalidInventory as exc:
+        raise InvalidInventory(f"node {node_id}: {exc}") from exc
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
+        # a field of an unexpected JSON type somewhere inside: say which node, keep the cause
+        raise InvalidInventory(f"node {node_id}: unreadable node JSON ({type(exc).__name__}: {exc})") from exc
+
+
+def _decode_node(node_id: NodeId, raw: Mapping[str, Any], sharing: SharingConfig) -> Node:
     try:
         status = NodeStatus(raw.get("Status") or "initializing")
     except ValueError:
         status = NodeStatus.DOWN
     res = raw.get("NodeResources") or {}
     reserved = raw.get("ReservedResources") or {}
-    cpu = int(((res.get("Cpu") or {}).get("CpuShares")) or 0)
-    cpu -= int(((reserved.get("Cpu") or {}).get("CpuShares")) or 0)
-    mem = int(((res.get("Memory") or {}).get("MemoryMB")) or 0)
-    mem -= int(((reserved.get("Memory") or {}).get("MemoryMB")) or 0)
+    cpu = _number((res.get("Cpu") or {}).get("CpuShares"), "NodeResources.Cpu.CpuShares")
+    cpu -= _number((reserved.get("Cpu") or {}).get("CpuShares"), "ReservedResources.Cpu.CpuShares")
+    mem = _number((res.get("Memory") or {}).get("MemoryMB"), "NodeResources.Memory.MemoryMB")
+    mem -= _number((reserved.get("Memory") or {}).get("MemoryMB"), "ReservedResources.Memory.MemoryMB")
     base = Node(
         id=node_id,
         name=str(raw.get("Name") or ""),
@@ -124,7 +146,10 @@ def decode_node(raw: Mapping[str, Any], sharing: SharingConfig = NO_SHARING) -> 
         cpu_mhz=max(cpu, 0),
         memory_mb=max(mem, 0),
     )
-    gpus, migs = _decode_devices(base, res.get("Devices") or [], sharing)
+    devices = res.get("Devices") or []
+    if not isinstance(devices, list):
+        raise InvalidInventory(f"NodeResources.Devices must be a list, got {type(devices).__name__}")
+    gpus, migs = _decode_devices(base, devices, sharing)
     return replace(base, gpus=tuple(gpus), migs=tuple(migs))
 
 
@@ -140,24 +165,35 @@ def _decode_devices(node: Node, devices: Sequence[Mapping[str, Any]], sharing: S
         if vendor == SHARED_VENDOR and dtype == SHARED_TYPE:
             slots = _attr_int(attrs, "slots") or None
             for inst in instances:
-                gpus.append(Gpu(InstanceId(str(inst["ID"])), name, memory, bool(inst.get("Healthy", True)),
+                gpus.append(Gpu(_instance_id(inst, name), name, memory, bool(inst.get("Healthy", True)),
                                 GpuMode.SHARED, slots))
             continue
         if dtype != "gpu":
             continue
         split = split_mig_device_name(name)
         for inst in instances:
-            iid = str(inst["ID"])
+            iid = _instance_id(inst, name)
             healthy = bool(inst.get("Healthy", True))
             if split is not None or iid.startswith("MIG-"):
                 if split is None:
-                    raise InvalidInventory(f"node {node.id}: MIG instance {iid} in a group named {name!r}")
-                migs.append(MigSlice(InstanceId(iid), split[0], MigProfile.parse(split[1]), memory, healthy))
+                    raise InvalidInventory(f"MIG instance {iid} in a group named {name!r}")
+                try:
+                    profile = MigProfile.parse(split[1])
+                except InvalidInventory as exc:
+                    raise InvalidInventory(f"device {name!r}: {exc}") from exc
+                migs.append(MigSlice(iid, split[0], profile, memory, healthy))
                 continue
             rule = sharing.rule_for(node, iid, name)
             mode = GpuMode.SHARED if rule is not None else GpuMode.WHOLE
-            gpus.append(Gpu(InstanceId(iid), name, memory, healthy, mode, rule.slots if rule else None))
+            gpus.append(Gpu(iid, name, memory, healthy, mode, rule.slots if rule else None))
     return gpus, migs
+
+
+def _instance_id(inst: Mapping[str, Any], group: str) -> InstanceId:
+    iid = inst.get("ID")
+    if not iid:
+        raise InvalidInventory(f"device {group!r} has an instance without ID")
+    return InstanceId(str(iid))
 
 
 def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
