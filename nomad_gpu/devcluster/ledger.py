@@ -86,6 +86,10 @@ class DeviceLedger:
     def share_sum(self, gpu_id: str) -> int:
         return sum(self._shares.get(gpu_id, {}).values())
 
+    def share_sums(self) -> dict[str, int]:
+        """Shared GPU ID -> summed milli of its live shares (GPUs ever shared, including 0)."""
+        return {gpu_id: sum(holders.values()) for gpu_id, holders in self._shares.items()}
+
     def held(self) -> dict[str, str]:
         """A copy of instance ID -> alloc ID, for checks and tests."""
         return dict(self._holder)

@@ -162,6 +162,7 @@ def audit(state: ClusterState) -> JSON:
                         for p in state.pending],
             "double_bookings_refused": state.ledger.double_bookings_refused,
             "share_oversubscriptions": state.ledger.share_oversubscriptions,
+            "shared_gpus": state.ledger.share_sums(),
             "refusals": state.ledger.refusals(),
         }
 

@@ -46,7 +46,7 @@ class StreamReader:
 
     def _read(self) -> None:
         try:
-            for line in self.response.iter_lines(chunk_size=1):
+            for line in self.response.iter_lines(chunk_size=None):
                 self.lines.append((time.time(), line))
         except (requests.RequestException, AttributeError, ValueError, OSError) as exc:
             # An abrupt close, or `close()` from another thread, also ends the stream.

@@ -82,6 +82,19 @@ def test_unpinned_jobs_wait_for_capacity_without_counting_refusals(seed: DevClus
     assert small[0]["created_at"] >= big_audit["terminal_event_at"]
 
 
+def test_allocation_listing_with_resources_and_filter(seed: DevCluster, client: nomad.Nomad) -> None:
+    submit(client, jobspec("listed", gpus=2, duration=3600))
+    submit(client, jobspec("other", duration=3600))
+    plain = client.allocations.get_allocations()
+    assert len(plain) == 2 and all("AllocatedResources" not in a for a in plain)
+    (listed,) = client.allocations.get_allocations(resources=True, filter_='JobID == "listed"')
+    assert len(listed["AllocatedResources"]["Tasks"]["work"]["Devices"][0]["DeviceIDs"]) == 2
+    assert listed["Name"] == "listed.main[0]" and listed["JobType"] == "batch"
+    assert requests.get(f"{seed.url}/v1/allocations", params={"filter": "JobID matches x"}).status_code == 400
+    node_allocs = requests.get(f"{seed.url}/v1/node/{seed.node_ids()['gpu-a800-1']}/allocations").json()
+    assert {a["JobID"] for a in node_allocs} == {"listed", "other"} and node_allocs[0]["Job"] is not None
+
+
 def test_binpacking_and_datacenters(make_cluster: ClusterFactory) -> None:
     cluster = make_cluster(TWO_NODES)
     client = nomad.Nomad(address=cluster.url)
@@ -163,6 +176,7 @@ def test_shared_gpus_are_not_refused_but_oversubscription_is_counted(make_cluste
     shares = [(a["share_gpu"], a["share_milli"]) for a in audit["allocations"]]
     assert shares == [(gpu, 400)] * 3
     assert audit["share_oversubscriptions"] == 1  # 400 + 400 + 400 > 1000, counted once
+    assert audit["shared_gpus"] == {gpu: 1200}
     # A plain GPU request never takes a shared GPU whole.
     submit(client, jobspec("plain", gpus=1, node=node_id, duration=0.001))
     assert job_allocs(cluster.audit(), "plain") == []
