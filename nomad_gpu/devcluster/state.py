@@ -248,6 +248,7 @@ class ClusterState:
             placed.append(alloc)
             views[alloc.node_id] = views[alloc.node_id].plus(ask.cpu, ask.memory_mb, len(alloc.device_ids))
         self.pending = waiting
+        # New placements arrive as `PlanResult`; `AllocationCreated` is never emitted (reference section 1).
         for index, placed in sorted(plans.values(), key=lambda plan: plan[0]):
             self._emit(index, [alloc.event("PlanResult", index) for alloc in placed])
             for alloc in placed:
@@ -346,6 +347,7 @@ class ClusterState:
                 return node
             index = self._next_index()
             node.status, node.modify_index, node.status_updated_at = status, index, int(self.clock())
+            # Status changes are `NodeStreamEvent`, not the documented "NodeEvent" (reference section 1).
             self._emit(index, [node.event("NodeStreamEvent")])
             if status == "down":
                 lost = [a for a in self.live.values() if a.node_id == node.id]
