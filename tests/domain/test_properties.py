@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from nomad_gpu.domain.cycle import Admit, CycleConfig, Wait, run_cycle
 from nomad_gpu.domain.fairshare import UsageHistory
+from nomad_gpu.domain.freeindex import FreeIndex, NodeFree
 from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, InstanceId, NodeId, Team
 from nomad_gpu.domain.inventory import Gpu, GpuMode, Inventory, MigSlice, Node, NodeStatus
 from nomad_gpu.domain.ledger import Ledger
@@ -196,6 +197,33 @@ def check_books(world: World, ledger: Ledger, cfg: CycleConfig) -> None:
             assert used <= quota + EPS, f"team {team} holds {used} of quota {quota}"
 
 
+def check_index(world: World, ledger: Ledger) -> None:
+    """The ledger's incrementally kept free index equals one built from scratch from the test's books."""
+    fresh = FreeIndex()
+    for n, node in world.now_nodes.items():
+        fresh.put(NodeFree.of(node, [p for ps in world.live.values() for p in ps if p.node == n]))
+    for n in world.now_nodes:
+        kept, built = ledger.node_free(n), fresh.get(n)
+        assert kept is not None and built is not None
+        assert node_state(kept) == node_state(built), f"{n}: free index out of date"
+        assert sorted(kept.keys()) == sorted(built.keys())
+    for kind in ("whole", "mig", "share"):
+        assert ledger.index.names(kind) == fresh.names(kind)
+        assert ledger.index.static_names(kind) == fresh.static_names(kind)
+        for name in fresh.names(kind):
+            assert ledger.index.total(kind, name) == fresh.total(kind, name), f"{kind} {name}: total"
+            assert ledger.index.largest(kind, name) == fresh.largest(kind, name), f"{kind} {name}: largest"
+            assert [sorted(m) for _, m in ledger.index.classes(kind, name, 0)] == [
+                sorted(m) for _, m in fresh.classes(kind, name, 0)], f"{kind} {name}: classes"
+        for name in fresh.static_names(kind):
+            assert ledger.index.static_largest(kind, name) == fresh.static_largest(kind, name)
+
+
+def node_state(nf: NodeFree) -> tuple[object, ...]:
+    return (nf.cpu_free, nf.mem_free, dict(nf.gpu_free), {k: v for k, v in nf.tenants.items() if v},
+            {k: list(v) for k, v in nf.mig_free.items() if v}, nf.offered, nf.whole_free(), nf.share_free())
+
+
 def check_admission(world: World, d: Admit) -> None:
     """What was just admitted fits its asks and sits on schedulable nodes and healthy instances."""
     job = world.jobs[d.entry]
@@ -316,6 +344,7 @@ def run(cluster: tuple[Node, ...], steps: list[tuple[str, object]], policy: str,
                                  migs=tuple(replace(m, healthy=m.healthy and m.id != target) for m in node.migs)))
         if check:
             check_books(world, ledger, cfg)
+            check_index(world, ledger)
 
     if not check:
         return
@@ -328,6 +357,7 @@ def run(cluster: tuple[Node, ...], steps: list[tuple[str, object]], policy: str,
     fresh = Ledger(Inventory.of(cluster))
     for n in ids:
         assert free_state(ledger, n) == free_state(fresh, n), f"{n} did not come back whole"
+    check_index(world, ledger)
     for kind in ("whole", "mig", "share"):
         assert ledger.index.names(kind) == fresh.index.names(kind)
         for name in fresh.index.names(kind):
