@@ -165,7 +165,7 @@ class SchedulerService:
             self.ledger.release(EntryId(entry_id))
             self.holds.pop(EntryId(entry_id), None)
         if live is not None:
-            self._pool.submit(self._stop_job, entry.nomad_job_id)
+            self._pool.submit(self._stop_job, entry.nomad_job_id, True)
         self.wake()
         return moved
 
@@ -268,9 +268,9 @@ class SchedulerService:
             self._queued[entry_id] = _Queued(e, live.spec, job_request(e, live.spec))
         self.wake()
 
-    def _stop_job(self, job_id: str) -> None:
+    def _stop_job(self, job_id: str, purge: bool = False) -> None:
         try:
-            self.actuator.stop(job_id)
+            self.actuator.stop(job_id, purge=purge)
         except NomadError as exc:
             logger.warning("stop %s failed: %s", job_id, exc)
 
