@@ -157,8 +157,8 @@ class Fitter:
             for members in self._classes(kind, name, need):
                 yielded = scanned = 0
                 for node_id in members:
-                    if node_id in seen:
-                        continue
+                    if node_id in seen or node_id in self.staged:
+                        continue  # staged nodes are offered below, as this job's earlier asks left them
                     seen.add(node_id)
                     scanned += 1
                     found = self._node(node_id)

@@ -223,3 +223,22 @@ def test_share_model_restriction(policy: str) -> None:
     ledger = ledger_of(make_node("n0", gpus=shared_gpus("n0", 1, A100) + shared_gpus("n0", 1, L40S, start=1)))
     d = admitted(cycle(ledger, [job("s", share(100, L40S))], policy=policy), "s")
     assert all_ids(d) == ["GPU-n0-s1"]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("groups", [5, 8, 10])
+def test_wide_gang_on_an_idle_cluster(policy: str, groups: int) -> None:
+    """More groups than the fitter scores per shape class must still find the idle nodes."""
+    ledger = ledger_of(*(gpu_node(f"n{k}") for k in range(10)))
+    d = admitted(cycle(ledger, [gang("g", *(ask(f"a{k}", whole(8)) for k in range(groups)))], policy=policy), "g")
+    assert len(nodes_of(d)) == groups and len(set(all_ids(d))) == 8 * groups
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_wide_gang_of_migs_and_shares(policy: str) -> None:
+    ledger = ledger_of(*(make_node(f"n{k}", gpus=shared_gpus(f"n{k}", 1), migs=mig_slices(f"n{k}", "3g.40gb", 1))
+                         for k in range(7)))
+    result = cycle(ledger, [gang("m", *(ask(f"m{k}", mig("3g.40gb")) for k in range(7))),
+                            gang("s", *(ask(f"s{k}", share(1000)) for k in range(7)), at=1)], policy=policy)
+    assert len(set(all_ids(admitted(result, "m")))) == 7
+    assert len(set(all_ids(admitted(result, "s")))) == 7
