@@ -117,7 +117,7 @@ class Ledger:
         res = self._held.pop(entry, None)
         if res is None:
             return None
-        for node_id in {p.node for p in res.placements}:
+        for node_id in sorted({p.node for p in res.placements}):
             owners = self._by_node.get(node_id)
             if owners is not None:
                 owners.discard(entry)
