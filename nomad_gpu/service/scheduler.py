@@ -70,6 +70,14 @@ class _Running:
     allocs: dict[str, AllocInfo] = field(default_factory=dict)
 
 
+@dataclass
+class _Stopping:
+    """A cancelled entry whose allocations Nomad has not yet confirmed ended (DESIGN 3.5)."""
+
+    live: _Running
+    stopped: bool = False
+
+
 class SchedulerService:
     def __init__(self, store: SqliteStore, actuator: Actuator, settings: SchedulingSettings,
                  metrics: Metrics | None = None, clock: Callable[[], float] = time.time) -> None:
@@ -86,6 +94,7 @@ class SchedulerService:
         self._stop = threading.Event()
         self._queued: dict[str, _Queued] = {}
         self._live: dict[str, _Running] = {}
+        self._stopping: dict[str, _Stopping] = {}
         self._alloc_index: dict[str, int] = {}
         self._foreign: dict[str, AllocInfo] = {}
         self._sweep_limits: dict[str, int] = {}
@@ -153,6 +162,7 @@ class SchedulerService:
         return stored
 
     def cancel(self, entry_id: str) -> QueueEntry:
+        """Cancel an entry. A live one keeps its capacity until Nomad confirms its allocations ended."""
         with self._lock:
             entry = self.store.get(entry_id)
             if entry.state.is_terminal():
@@ -161,13 +171,36 @@ class SchedulerService:
             moved = self.store.transition(entry_id, EntryState.CANCELLED, finished_at=now, at=now,
                                           reason="cancelled by user")
             self._queued.pop(entry_id, None)
-            live = self._live.pop(entry_id, None)
-            self.ledger.release(EntryId(entry_id))
             self.holds.pop(EntryId(entry_id), None)
+            live = self._live.pop(entry_id, None)
+            if live is None:
+                self.ledger.release(EntryId(entry_id))
+            else:
+                self._stopping[entry_id] = _Stopping(live)
         if live is not None:
-            self._pool.submit(self._stop_job, entry.nomad_job_id, True)
+            self._pool.submit(self._stop_cancelled, entry_id, entry.nomad_job_id)
         self.wake()
         return moved
+
+    def _stop_cancelled(self, entry_id: str, job_id: str) -> None:
+        try:
+            self.actuator.stop(job_id, purge=True)
+        except NomadError as exc:
+            logger.warning("stop %s failed: %s; its GPUs stay held until Nomad reports it ended", job_id, exc)
+            return
+        with self._lock:
+            stopping = self._stopping.get(entry_id)
+            if stopping is not None:
+                stopping.stopped = True
+                self._maybe_drained(entry_id)
+
+    def _maybe_drained(self, entry_id: str) -> None:
+        """Release a cancelled entry once it is stopped and every allocation Nomad made is terminal."""
+        stopping = self._stopping[entry_id]
+        if stopping.stopped and all(a.is_terminal for a in stopping.live.allocs.values()):
+            del self._stopping[entry_id]
+            if self.ledger.release(EntryId(entry_id)) is not None:
+                self.wake()
 
     # ---- the cycle ---------------------------------------------------------------------------
     def _loop(self) -> None:
@@ -245,6 +278,10 @@ class SchedulerService:
         try:
             self.actuator.submit(entry, spec, render_placement(spec, placements))
             self.metrics.registered.inc()
+            with self._lock:
+                cancelled_meanwhile = entry.id in self._stopping
+            if cancelled_meanwhile:  # the cancel's stop may have reached Nomad before this register
+                self._stop_cancelled(entry.id, entry.nomad_job_id)
         except NomadError as exc:
             logger.warning("register %s failed: %s", entry.nomad_job_id, exc)
             with self._lock:
@@ -255,6 +292,10 @@ class SchedulerService:
                 self._undo_admission(entry.id, f"cannot render: {exc}", permanent=True)
 
     def _undo_admission(self, entry_id: str, reason: str, *, permanent: bool) -> None:
+        if entry_id in self._stopping and not self._stopping[entry_id].live.allocs:
+            del self._stopping[entry_id]  # cancelled, and the register never happened
+            self.ledger.release(EntryId(entry_id))
+            return
         live = self._live.get(entry_id)
         if live is None or live.allocs:
             return  # already placed or gone: Nomad's events decide from here
@@ -291,6 +332,10 @@ class SchedulerService:
                 self._alloc(a, force=True)
             # a job we admitted whose allocations are all gone from Nomad's view
             seen_jobs = {a.job_id for a in allocs}
+            for entry_id, stopping in list(self._stopping.items()):
+                if stopping.live.entry.nomad_job_id not in seen_jobs and stopping.stopped:
+                    stopping.live.allocs.clear()
+                    self._maybe_drained(entry_id)
             for entry_id, live in list(self._live.items()):
                 if live.allocs and live.entry.nomad_job_id not in seen_jobs:
                     self._finish(entry_id, lost=True)
@@ -337,6 +382,11 @@ class SchedulerService:
             return False  # a stale replay (the stream's index is inclusive and may rewind)
         self._alloc_index[a.id] = max(a.modify_index, last or 0)
         entry_id = entry_of_job(a.job_id)
+        stopping = self._stopping.get(entry_id) if entry_id else None
+        if stopping is not None and stopping.live.entry.nomad_job_id == a.job_id:
+            stopping.live.allocs[a.id] = a
+            self._maybe_drained(stopping.live.entry.id)
+            return False
         live = self._live.get(entry_id) if entry_id else None
         if live is None or live.entry.nomad_job_id != a.job_id:
             # not ours, or an earlier attempt / a finished entry of ours: whatever Nomad runs holds capacity

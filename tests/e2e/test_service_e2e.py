@@ -144,3 +144,26 @@ def test_a_restarted_service_neither_double_books_nor_forgets(seed: DevCluster, 
     audit = seed.audit()
     assert overlaps(audit) == 0 and audit["double_bookings_refused"] == 0
     assert all(n == 1 for n in allocs_per_job(audit).values()), allocs_per_job(audit)
+
+
+def test_a_cancelled_job_keeps_its_gpus_until_nomad_confirms_it_ended(seed: DevCluster, tmp_path: Path) -> None:
+    import requests
+
+    runtime = start_service(seed.url, tmp_path / "q.db")
+    try:
+        running = [submit(runtime, spec(f"long-{i}", duration_s=30.0))[0] for i in range(8)]
+        wait_for(lambda: all(e["state"] == "running" for e in entries(runtime)), 20, "8 running")
+        waiting = submit(runtime, spec("next", duration_s=5.0))[0]
+        r = requests.delete(f"{runtime.address}/v1/jobs/{running[0]['id']}", timeout=5)
+        assert r.json()["state"] == "cancelled"
+        wait_for(lambda: {e["id"]: e for e in entries(runtime)}[waiting["id"]]["state"] in ("running", "complete"),
+                 20, "the next job to take the freed GPU")
+        for e in running[1:]:
+            requests.delete(f"{runtime.address}/v1/jobs/{e['id']}", timeout=5)
+        wait_for(lambda: all_ended(runtime), 30, "all to end")
+    finally:
+        runtime.stop()
+    audit = seed.audit()
+    assert overlaps(audit) == 0 and audit["double_bookings_refused"] == 0
+    cancelled = [a for a in audit["allocations"] if a["job_id"] == running[0]["nomad_job_id"]]
+    assert cancelled and cancelled[0]["client_status"] == "complete" and cancelled[0]["finished_at"] is not None
