@@ -19,12 +19,20 @@ import hcl2
 from hcl2.utils import SerializationOptions
 
 from .hclbody import Body, HclError
+from .hclcache import ShapeCache
 
 JSON = dict[str, Any]
 
 _OPTIONS = SerializationOptions(with_comments=False, preserve_heredocs=False)
 # python-hcl2 shares one lazily built grammar; parsing is quick but serialise it to be safe.
 _PARSE_LOCK = threading.Lock()
+
+
+def _loads(text: str) -> Any:
+    return hcl2.loads(text, serialization_options=_OPTIONS)
+
+
+_SHAPES = ShapeCache(_loads)
 
 
 def warm_up() -> None:
@@ -36,7 +44,7 @@ def parse_job_hcl(text: str) -> JSON:
     """Parse one `job` block into Job JSON with Nomad's field names; unset fields are null."""
     with _PARSE_LOCK:
         try:
-            tree = hcl2.loads(text, serialization_options=_OPTIONS)
+            tree = _SHAPES.loads(text)
         except Exception as exc:  # lark raises a family of errors; all of them are syntax errors
             line, column = getattr(exc, "line", None), getattr(exc, "column", None)
             where = f"input.hcl:{line},{column}: " if line is not None else ""
