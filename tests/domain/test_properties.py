@@ -4,9 +4,10 @@ Operations: submit, run a cycle, finish a running job (release), confirm it, nod
 ineligible, node back, an instance going unhealthy. After every step an oracle written here, from
 the test's own record of admissions and releases and the nodes' static capacity (never the
 ledger's free index), checks that nothing is committed twice; admissions are checked against the
-node and instance state at admission time. At the end everything is released and the free index
-must equal a freshly built one, and a job asking for the whole cluster must fit again. Running
-the same sequence twice must give the same decisions.
+node and instance state at admission time, and against the nodes held for other jobs. The free
+index the ledger keeps up to date move by move must equal one built from scratch after every step.
+At the end everything is released, the index must equal a fresh ledger's, and a job asking for
+the whole cluster must fit again. Running the same sequence twice must give the same decisions.
 """
 
 from __future__ import annotations
