@@ -22,10 +22,11 @@ from nomad_gpu.domain.fit import FitContext, Fitter
 from nomad_gpu.domain.fragmentation import Demand
 from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import EntryId, NodeId, Team
+from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement, NoFit, WaitReason
 from nomad_gpu.domain.policies import DEFAULT_POLICY, get_policy, options
-from nomad_gpu.domain.requests import JobRequest
+from nomad_gpu.domain.requests import AllocAsk, JobRequest
 
 
 @dataclass(frozen=True)
@@ -113,6 +114,12 @@ def run_cycle(
 
     `clock` (a benchmark's seam; the core reads no clock of its own) times each decision."""
     policy = get_policy(config.policy)
+    # an entry already holding capacity, or listed twice, is not a candidate (first listing wins)
+    unique: dict[EntryId, JobRequest] = {}
+    for j in queue:
+        if j.entry not in ledger:
+            unique.setdefault(j.entry, j)
+    queue = list(unique.values())
     if demand is None and policy.name == "frag-aware":
         demand = Demand.from_jobs(queue)
     queued = {j.entry: j for j in queue}
@@ -206,10 +213,11 @@ def _live_holds(
 
 
 def _choose_hold(ledger: Ledger, job: JobRequest, taken: frozenset[NodeId]) -> frozenset[NodeId]:
-    """Nodes that could host the job when empty, closest to fitting now first (an O(nodes) scan,
-    done once per starving job, not per decision)."""
+    """Nodes that could host the job when empty, fewest allocations to wait for first (an O(nodes)
+    scan, done once per starving job, not per decision). A one-node gang holds one node for all."""
+    groups = [job.asks] if job.one_node else [(a,) for a in job.asks]
     chosen: set[NodeId] = set()
-    for ask in job.asks:
+    for asks in groups:
         best: tuple[int, int, int, NodeId] | None = None
         for nf in ledger.index.nodes():
             node = nf.node
@@ -219,13 +227,10 @@ def _choose_hold(ledger: Ledger, job: JobRequest, taken: frozenset[NodeId]) -> f
                 continue
             if job.node_pool is not None and node.node_pool != job.node_pool:
                 continue
-            empty = NodeFree.of(node, ())
-            if empty.cpu_free < ask.cpu_mhz or empty.mem_free < ask.memory_mb:
-                continue
-            if next(options(empty, ask), None) is None:
+            if not _hosts_when_empty(node, asks):
                 continue
             # fewest allocations to wait for first (the bound on the holder's wait), then most free now
-            closeness = sum(len(o.instance_ids) for o in options(nf, ask))
+            closeness = sum(len(o.instance_ids) for o in options(nf, asks[0]))
             key = (len(ledger.entries_on(nf.id)), -closeness, ledger.index.rank(nf.id), nf.id)
             if best is None or key < best:
                 best = key
@@ -233,3 +238,16 @@ def _choose_hold(ledger: Ledger, job: JobRequest, taken: frozenset[NodeId]) -> f
             return frozenset()
         chosen.add(best[-1])
     return frozenset(chosen)
+
+
+def _hosts_when_empty(node: Node, asks: Sequence[AllocAsk]) -> bool:
+    stage = NodeFree.of(node, ())
+    for ask in asks:
+        if stage.cpu_free < ask.cpu_mhz or stage.mem_free < ask.memory_mb:
+            return False
+        opt = next(options(stage, ask), None)
+        if opt is None:
+            return False
+        stage = stage.take(AllocPlacement(ask.group, ask.index, node.id, ask.cpu_mhz, ask.memory_mb,
+                                          opt.instance_ids, opt.device_name, opt.share_milli))
+    return True

@@ -54,15 +54,23 @@ class Ledger:
     """Books of committed capacity over an inventory. Deterministic: no clock, no randomness."""
 
     def __init__(self, inventory: Inventory | None = None) -> None:
-        self.inventory = inventory or Inventory()
+        self._nodes: dict[NodeId, Node] = dict((inventory or Inventory()).nodes)
+        self._inventory: Inventory | None = None
         self.index = FreeIndex()
         self._held: dict[EntryId, Reservation] = {}
         self._by_node: dict[NodeId, set[EntryId]] = {}
         self._team_use: dict[Team, float] = {}
-        for node in self.inventory:
+        for node in self.inventory:  # the inventory's id order: the index's default node priority
             self.index.put(NodeFree.of(node, ()))
 
     # ---- reads -------------------------------------------------------------------------------
+    @property
+    def inventory(self) -> Inventory:
+        """All nodes in id order (rebuilt lazily: a resync of 10,000 nodes must not be quadratic)."""
+        if self._inventory is None:
+            self._inventory = Inventory.of(self._nodes.values())
+        return self._inventory
+
     def __contains__(self, entry: object) -> bool:
         return entry in self._held
 
@@ -133,11 +141,13 @@ class Ledger:
 
     def set_node(self, node: Node) -> None:
         """A node appeared or changed (status, drain, health, devices): recompute what it offers."""
-        self.inventory = self.inventory.with_node(node)
+        self._nodes[node.id] = node
+        self._inventory = None
         self._rebuild_node(node.id)
 
     def remove_node(self, node_id: NodeId) -> None:
-        self.inventory = self.inventory.without_node(node_id)
+        self._nodes.pop(node_id, None)
+        self._inventory = None
         self.index.drop(node_id)
 
     # ---- internals ---------------------------------------------------------------------------
@@ -150,7 +160,7 @@ class Ledger:
         return moved
 
     def _rebuild_node(self, node_id: NodeId) -> None:
-        node = self.inventory.nodes.get(node_id)
+        node = self._nodes.get(node_id)
         if node is None:
             self.index.drop(node_id)
             return

@@ -213,6 +213,8 @@ def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
         for dev in task.get("Devices") or []:
             device_ids.extend(InstanceId(str(i)) for i in dev.get("DeviceIDs") or [])
             device_name = device_name or dev.get("Name")
+    if not raw.get("ID"):
+        raise InvalidInventory("allocation JSON without ID")
     return AllocInfo(
         id=str(raw["ID"]),
         job_id=str(raw.get("JobID") or ""),
