@@ -170,9 +170,15 @@ def run_cycle(
                 return Wait(job.entry, WaitReason.HELD,
                             f"{verdict}; holding node(s) {', '.join(sorted(holds[job.entry]))}")
             return Wait(job.entry, verdict.reason, verdict.detail)
-        ledger.reserve(job.entry, job.team, verdict)
+        placements = config.fair.weighted(verdict)
+        if quota is not None and config.fair.model_weights:
+            weighted = sum(p.gpu_equivalents for p in placements)
+            if in_use + weighted > quota + 1e-9:  # the model it landed on weighs more than one GPU
+                return Wait(job.entry, WaitReason.QUOTA,
+                            f"team {job.team} holds {in_use:g} of {quota:g} GPU; needs {weighted:g} here")
+        ledger.reserve(job.entry, job.team, placements)
         holds.pop(job.entry, None)
-        return Admit(job.entry, job.team, verdict)
+        return Admit(job.entry, job.team, placements)
 
     for job in _chain(heads(), rest):
         if clock is None:

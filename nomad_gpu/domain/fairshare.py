@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import Team
+from nomad_gpu.domain.placement import AllocPlacement
+from nomad_gpu.domain.units import split_mig_device_name
 
 
 @dataclass(frozen=True)
@@ -34,9 +36,24 @@ class FairShareConfig:
     half_life_s: float = 6 * 3600.0
     teams: Mapping[Team, TeamPolicy] = field(default_factory=dict)
     default: TeamPolicy = TeamPolicy()
+    model_weights: Mapping[str, float] = field(default_factory=dict)
+    """GPU-equivalents per GPU of a model (an H200 is not an A100); unlisted models weigh 1."""
 
     def team(self, team: Team) -> TeamPolicy:
         return self.teams.get(team, self.default)
+
+    def weighted(self, placements: tuple[AllocPlacement, ...]) -> tuple[AllocPlacement, ...]:
+        """Placements with their GPU-equivalents scaled by the weight of the model they landed on."""
+        if not self.model_weights:
+            return placements
+        return tuple(replace(p, gpu_equivalents=p.gpu_equivalents * self.model_weights.get(_model(p), 1.0))
+                     for p in placements)
+
+
+def _model(p: AllocPlacement) -> str:
+    name = p.device_name or ""
+    split = split_mig_device_name(name)
+    return split[0] if split else name
 
 
 @dataclass(frozen=True)

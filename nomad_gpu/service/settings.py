@@ -61,7 +61,7 @@ def load_scheduling(path: str | None) -> SchedulingSettings:
 
 def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> SchedulingSettings:
     known = {"policy", "hol_threshold_s", "tick_s", "half_life_s", "teams", "default_team", "sharing",
-             "actuator_workers"}
+             "actuator_workers", "model_weights"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -78,7 +78,8 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             policy=policy,
             hol_threshold_s=float(raw.get("hol_threshold_s", 600.0)),
             tick_s=float(raw.get("tick_s", 5.0)),
-            fair=FairShareConfig(half_life_s=float(raw.get("half_life_s", 6 * 3600.0)), teams=teams, default=default),
+            fair=FairShareConfig(half_life_s=float(raw.get("half_life_s", 6 * 3600.0)), teams=teams, default=default,
+                                 model_weights={str(k): float(v) for k, v in (raw.get("model_weights") or {}).items()}),
             sharing=SharingConfig(rules),
             actuator_workers=int(raw.get("actuator_workers", 8)),
         )

@@ -35,3 +35,18 @@ def test_node_updates_keep_the_inventory_in_id_order() -> None:
     assert len(ledger.inventory.nodes[NodeId("n1")].gpus) == 4
     ledger.remove_node(NodeId("n0"))
     assert [n.id for n in ledger.inventory] == [NodeId("n1"), NodeId("n2")]
+
+
+def test_model_weights_scale_usage_and_count_against_quota() -> None:
+    from dataclasses import replace
+
+    from nomad_gpu.domain.ids import Team
+
+    h200 = "NVIDIA H200"
+    ledger = ledger_of(gpu_node("n1", 8, h200))
+    base = config(quotas={"a": 3.0})
+    cfg = replace(base, fair=replace(base.fair, model_weights={h200: 1.5}))
+    result = cycle(ledger, [job("j1", whole(2)), job("j2", whole(1))], cfg=cfg)
+    assert isinstance(result.decisions[0], Admit)
+    assert ledger.team_usage()[Team("a")] == 3.0  # 2 H200 x 1.5
+    assert "quota" in str(waiting(result, "j2"))
