@@ -142,9 +142,14 @@ def queue(state: str | None, sweep_id: str | None, as_json: bool) -> None:
 
 
 def _where(e: dict[str, Any]) -> str:
-    nodes = sorted({p["node"] for p in e.get("placements") or []})
-    ids = [i for p in e.get("placements") or [] for i in p["instance_ids"]]
-    return f"{','.join(nodes)} {','.join(ids)}" if nodes else ""
+    """Short: node id prefix and what it holds there (`status ID` shows the exact instance IDs)."""
+    placements = e.get("placements") or []
+    if not placements:
+        return ""
+    nodes = sorted({p["node"][:8] for p in placements})
+    shares = [p["share_milli"] for p in placements if p.get("share_milli")]
+    held = f"{sum(shares)} milli-GPU" if shares else f"{sum(len(p['instance_ids']) for p in placements)} device(s)"
+    return f"node {','.join(nodes)}: {held}"
 
 
 @main.command()
@@ -184,7 +189,7 @@ def inventory(as_json: bool) -> None:
         emit_json(nodes)
         return
     rows = []
-    for n in nodes:
+    for n in sorted(nodes, key=lambda n: (n["name"], n["id"])):
         whole = [g for g in n["gpus"] if g["mode"] == "whole"]
         shared = [g for g in n["gpus"] if g["mode"] != "whole"]
         rows.append((n["name"] or n["id"], n["status"] + ("" if n["schedulable"] else " (unschedulable)"),
