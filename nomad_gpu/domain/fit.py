@@ -8,7 +8,7 @@ staged copies of the nodes, so two groups of one job never count the same GPU tw
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nomad_gpu.domain.fragmentation import Demand
@@ -23,6 +23,8 @@ SCAN_CAP_PER_CLASS = 256
 """Nodes looked at per shape class before giving up on it (bounds a decision's cost)."""
 CLASSES_TIGHT, CLASSES_ROOMY = 6, 2
 """With many classes (shares have up to 1000), score the tightest few and the roomiest few."""
+_MISS = -float("inf")
+"""Stands for "not in the memo" (no score is -inf)."""
 
 
 @dataclass(frozen=True)
@@ -35,6 +37,60 @@ class FitContext:
     """Feasible nodes scored per shape class; None = all of them (the simulator's exact mode)."""
     rank: Mapping[NodeId, int] | None = None
     """Node priority for ties (lower wins); None = the index's own order."""
+    memo: ScoreMemo | None = None
+    """Scores of pure policies by node state, kept across decisions (the simulator's speed-up);
+    valid for one policy and one demand only."""
+
+
+class ScoreMemo:
+    """(ask, node free state) -> the node's score (`best_score`) for a policy whose `pure` is set.
+
+    Two nodes in the same free state score the same, whichever node they are, so a long run
+    scores each state once per ask shape instead of once per node per decision."""
+
+    LIMIT = 1_000_000
+
+    def __init__(self) -> None:
+        self._tables: dict[tuple[int, int, object], dict[str, float | None]] = {}
+        self._size = 0
+
+    def table(self, ask: AllocAsk) -> dict[str, float | None]:
+        """The memo for one ask shape, keyed by `NodeFree.signature()`."""
+        if self._size >= self.LIMIT:
+            self._tables.clear()
+            self._size = 0
+        key = (ask.cpu_mhz, ask.memory_mb, ask.gpu)
+        found = self._tables.get(key)
+        if found is None:
+            found = self._tables[key] = {}
+        return found
+
+    def note(self, added: int) -> None:
+        self._size += added
+
+
+def best_score(policy: Policy, nf: NodeFree, ask: AllocAsk, demand: Demand | None) -> float | None:
+    """The node's score for `ask`: the best over its options; None when it has no GPU option."""
+    best: float | None = None
+    for opt in options(nf, ask):
+        score = policy.score(nf, ask, opt, demand)
+        if best is None or score > best:
+            best = score
+    return best
+
+
+def best_option(policy: Policy, nf: NodeFree, ask: AllocAsk, demand: Demand | None) -> Option | None:
+    """The node's option for `ask`: highest score, then the policy's preference, then device
+    order. Asked only of the node that won, so preferences cost nothing on the others."""
+    best: tuple[float, float, Option] | None = None
+    for opt in options(nf, ask):
+        score = policy.score(nf, ask, opt, demand)
+        if best is not None and score < best[0]:
+            continue
+        prefer = policy.prefer(nf, ask, opt)
+        if best is None or (score, prefer) > best[:2]:
+            best = (score, prefer, opt)
+    return None if best is None else best[2]
 
 
 @dataclass
@@ -75,11 +131,16 @@ class Fitter:
         """Gang on one node: nodes that can host the first ask, best first, until all asks fit."""
         first, rest = job.asks[0], job.asks[1:]
         scan = _Scan()
-        ranked: list[tuple[tuple[float, int], NodeFree]] = []
+        hosts: list[NodeFree] = []
+        scores: list[float] = []
         for nf in self._candidates(job, first, scan):
-            for opt in options(nf, first):
-                ranked.append(((self.ctx.policy.score(nf, first, opt, self.ctx.demand), -self._rank(nf.id)), nf))
-        ranked.sort(key=lambda kv: kv[0], reverse=True)
+            score = best_score(self.ctx.policy, nf, first, self.ctx.demand)
+            if score is not None:
+                hosts.append(nf)
+                scores.append(score)
+        normalised = self.ctx.policy.normalise(scores) if scores else scores
+        keyed = [((score, -self._rank(nf.id)), nf) for score, nf in zip(normalised, hosts, strict=True)]
+        ranked = sorted(keyed, key=lambda kv: kv[0], reverse=True)
         tried: set[NodeId] = set()
         for _, nf in ranked:
             if nf.id in tried:
@@ -105,12 +166,8 @@ class Fitter:
     def _fit_on(self, job: JobRequest, ask: AllocAsk, nf: NodeFree) -> AllocPlacement | None:
         if not self._basics(job, ask, nf, _Scan()):
             return None
-        best: tuple[float, Option] | None = None
-        for opt in options(nf, ask):
-            score = self.ctx.policy.score(nf, ask, opt, self.ctx.demand)
-            if best is None or score > best[0]:
-                best = (score, opt)
-        return None if best is None else self._placement(ask, nf, best[1])
+        opt = best_option(self.ctx.policy, nf, ask, self.ctx.demand)
+        return None if opt is None else self._placement(ask, nf, opt)
 
     def _placement(self, ask: AllocAsk, nf: NodeFree, opt: Option) -> AllocPlacement:
         return AllocPlacement(
@@ -120,17 +177,120 @@ class Fitter:
         )
 
     def fit_ask(self, job: JobRequest, ask: AllocAsk) -> AllocPlacement | NoFit:
+        """Each candidate's best option, node scores normalised by the policy, then the highest
+        (ties to the better rank; the first seen among nodes without a rank)."""
         scan = _Scan()
-        best: tuple[tuple[float, int], NodeFree, Option] | None = None
+        policy, demand, memo = self.ctx.policy, self.ctx.demand, self.ctx.memo
+        if not policy.pure:
+            memo = None
+        table = memo.table(ask) if memo is not None else None
+        if table is not None and self.ctx.per_class_limit is None and not self.staged:
+            return self._fit_states(job, ask, table, scan)
+        hosts: list[NodeFree] = []
+        scores: list[float] = []
         for nf in self._candidates(job, ask, scan):
-            for opt in options(nf, ask):
-                key = (self.ctx.policy.score(nf, ask, opt, self.ctx.demand), -self._rank(nf.id))
-                if best is None or key > best[0]:
-                    best = (key, nf, opt)
-        if best is None:
+            if table is None:
+                got = best_score(policy, nf, ask, demand)
+            else:
+                sig = nf.signature()
+                got = table.get(sig, _MISS)
+                if got == _MISS:
+                    got = table[sig] = best_score(policy, nf, ask, demand)
+                    memo.note(1)  # type: ignore[union-attr]
+            if got is not None:
+                hosts.append(nf)
+                scores.append(got)
+        if not hosts:
             return self._why(ask, scan)
-        _, nf, opt = best
+        nf = hosts[self._highest(hosts, policy.normalise(scores))]
+        return self._chosen(ask, nf)
+
+    def _chosen(self, ask: AllocAsk, nf: NodeFree) -> AllocPlacement:
+        opt = best_option(self.ctx.policy, nf, ask, self.ctx.demand)
+        assert opt is not None  # it scored, so it has an option
         return self._placement(ask, nf, opt)
+
+    def _fit_states(self, job: JobRequest, ask: AllocAsk, table: dict[str, float | None],
+                    scan: _Scan) -> AllocPlacement | NoFit:
+        """Exact mode for a pure policy, by node state: nodes with the same `signature()` score alike,
+        so each state is scored once (memoised across decisions) and only its best-ranked node
+        competes. Same choice as scoring every node; a long simulation depends on it for speed."""
+        policy, demand, memo = self.ctx.policy, self.ctx.demand, self.ctx.memo
+        blocked = self.ctx.blocked
+        states: dict[str, list[NodeFree]] = {}
+        for nf in self._all_candidates(ask):
+            if not nf.offered:
+                continue
+            node = nf.node
+            if (job.datacenters and node.datacenter not in job.datacenters) or (
+                job.node_pool is not None and node.node_pool != job.node_pool
+            ):
+                scan.elsewhere += 1
+                continue
+            if blocked and nf.id in blocked:
+                scan.blocked += 1
+                continue
+            sig = nf.signature()
+            same = states.get(sig)
+            if same is None:
+                states[sig] = [nf]
+            else:
+                same.append(nf)
+        hosts: list[NodeFree] = []
+        scores: list[float] = []
+        for sig, members in states.items():
+            first = members[0]
+            if first.cpu_free < ask.cpu_mhz or first.mem_free < ask.memory_mb:
+                if ask.gpu is None or next(options(first, ask), None) is not None:
+                    scan.short_of_resources += len(members)
+                continue
+            got = table.get(sig, _MISS)
+            if got == _MISS:
+                got = table[sig] = best_score(policy, first, ask, demand)
+                if memo is not None:
+                    memo.note(1)
+            if got is not None:
+                hosts += members
+                scores += [got] * len(members)
+        if not hosts:
+            return self._why(ask, scan)
+        return self._chosen(ask, hosts[self._highest(hosts, policy.normalise(scores))])
+
+    def _all_candidates(self, ask: AllocAsk) -> Iterator[NodeFree]:
+        """Every node that could host the ask's GPU shape (every node for CPU-only asks), unchecked."""
+        if ask.gpu is None:
+            yield from self.index.nodes()
+            return
+        kind, need, names = _shape(self.index, ask)
+        seen: set[NodeId] | None = set() if len(names) > 1 else None
+        for name in names:
+            for _, members in self.index.classes(kind, name, need):
+                for node_id in members:
+                    if seen is not None:
+                        if node_id in seen:
+                            continue
+                        seen.add(node_id)
+                    nf = self.index.get(node_id)
+                    if nf is not None:
+                        yield nf
+
+    def _highest(self, hosts: list[NodeFree], scores: Sequence[float]) -> int:
+        """Index of the highest score, ties to the better rank, then to the first seen (ranks are
+        looked up only on ties: most candidates lose on score alone)."""
+        best, top, best_rank = 0, scores[0], -1
+        for i in range(1, len(hosts)):
+            score = scores[i]
+            if score < top:
+                continue
+            if score > top:
+                best, top, best_rank = i, score, -1
+                continue
+            if best_rank < 0:
+                best_rank = self._rank(hosts[best].id)
+            rank = self._rank(hosts[i].id)
+            if rank < best_rank:
+                best, best_rank = i, rank
+        return best
 
     # ---- candidates --------------------------------------------------------------------------
     def _node(self, node: NodeId) -> NodeFree | None:

@@ -2,21 +2,53 @@
 
 For a distribution of typical asks (shape t with probability p_t), a node's fragmentation is
 `F = sum_t p_t * frag_t`, where frag_t is the free milli-GPU that t cannot use on that node: all of
-it when t does not fit there at all, else the free milli on GPUs that individually hold less than t
-needs. A placement that raises F the least keeps large shapes available. The measure follows
+it when t does not fit there at all (too few GPUs with enough free, not enough CPU left, a model it
+may not run on, or t asks for no GPU), else the free milli on GPUs that individually hold less than
+t needs. A placement that raises F the least keeps large shapes available. The measure follows
 Weng et al., "Beware of Fragmentation" (USENIX ATC '23), generalised to our three GPU modes: a GPU
 that cannot serve t (a shared GPU for a whole-GPU ask, say) counts as fragment for t.
+
+The sum is accumulated exactly as the paper's simulator does (per-category buckets, added in
+typical-shape order, then summed), and the typical shapes are chosen and weighted as it does, so
+that integer-truncated FGD scores computed from F tie and break ties exactly as published.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import accumulate
 
 from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import MILLI_PER_GPU
+from nomad_gpu.domain.inventory import Gpu, GpuMode
 from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, WholeGpus
+
+GpuState = tuple[tuple[str, int, int], ...]
+"""A node's GPUs as (model, kind, free milli) in device order, kind a bit set of `TAKES_WHOLE` and
+`TAKES_SHARES`: all that F depends on besides CPU."""
+
+TAKES_WHOLE, TAKES_SHARES = 1, 2
+
+
+def gpu_kind(gpu: Gpu) -> int:
+    mode = gpu.mode
+    if mode is GpuMode.FLEX:
+        return TAKES_WHOLE | TAKES_SHARES
+    return TAKES_WHOLE if mode is GpuMode.WHOLE else TAKES_SHARES
+
+
+def gpu_state(nf: NodeFree, taken: dict[object, int] | None = None) -> GpuState:
+    """`nf`'s GPU state, less `taken` milli per GPU id (a placement being considered)."""
+    if taken:
+        return tuple((g.model, gpu_kind(g), nf.gpu_free[gid] - taken.get(gid, 0)) for gid, g in nf.gpus.items())
+    return tuple((g.model, gpu_kind(g), nf.gpu_free[gid]) for gid, g in nf.gpus.items())
+
+# the paper's categories; F sums every bucket but "satisfied"
+_LACK_BOTH, _LACK_GPU, _SATISFIED, _LACK_CPU, _CPU_FITS, _CPU_SHORT, _NO_ACCESS = range(7)
+_COUNTED = (_LACK_BOTH, _LACK_GPU, _LACK_CPU, _CPU_FITS, _CPU_SHORT, _NO_ACCESS)
 
 
 @dataclass(frozen=True)
@@ -24,7 +56,7 @@ class Shape:
     """A typical ask, reduced to what fragmentation depends on."""
 
     gpus: int
-    """Whole GPUs (0 for shares and CPU-only asks)."""
+    """GPUs it needs (1 for a share, 0 for CPU-only asks)."""
     milli: int
     """Milli-GPU per GPU: 1000 for whole GPUs, the share size for shares, 0 for CPU-only."""
     cpu_mhz: int = 0
@@ -41,33 +73,49 @@ class Shape:
             return Shape(1, g.milli, ask.cpu_mhz, g.models)
         return None  # MIG slices are whole instances; they do not fragment GPU milli
 
+    def order_key(self) -> tuple[int, int, int, str]:
+        """The paper's order among equally frequent shapes: CPU, milli, GPU count, model list."""
+        return (self.cpu_mhz, self.milli, self.gpus, "|".join(sorted(self.models)))
+
 
 @dataclass
 class Demand:
     """The typical-ask distribution, with a memo of F per node state (nodes repeat a lot)."""
 
     shapes: tuple[tuple[Shape, float], ...]
-    _memo: dict[tuple[object, ...], float] = field(default_factory=dict, repr=False)
+    _memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
+    _cpu_levels: tuple[int, ...] = field(default=(), init=False, repr=False)
 
     MEMO_LIMIT = 200_000
 
+    def __post_init__(self) -> None:
+        # F depends on free CPU only through "at least shape t's CPU" tests: memoise per level
+        self._cpu_levels = tuple(sorted({s.cpu_mhz for s, _ in self.shapes}))
+
     @staticmethod
     def from_shapes(counts: Counter[Shape], coverage: float = 0.95) -> Demand:
-        """Most frequent shapes first until they cover `coverage` of asks, then renormalised."""
-        total = sum(counts.values())
+        """Most frequent shapes first until they cover `coverage` of asks, then renormalised.
+
+        Ties in frequency go to the larger shape (CPU, then milli, GPU count, models); the
+        arithmetic of the weights follows the paper's simulator to the last bit.
+        """
+        total = float(sum(counts.values()))
         if total == 0:
             return Demand(())
-        picked: list[tuple[Shape, int]] = []
-        covered = 0
-        ordered = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0].gpus, kv[0].milli, kv[0].cpu_mhz,
-                                                          sorted(kv[0].models)))
+        ordered = sorted(counts.items(), key=lambda kv: kv[0].order_key(), reverse=True)
+        ordered.sort(key=lambda kv: kv[1], reverse=True)  # stable: frequency first
+        expected = coverage * total
+        picked: list[tuple[Shape, float]] = []
+        covered = 0.0
         for shape, n in ordered:
-            picked.append((shape, n))
-            covered += n
-            if covered >= coverage * total:
+            if covered >= expected:
                 break
-        norm = sum(n for _, n in picked)
-        return Demand(tuple((s, n / norm) for s, n in picked))
+            covered += n
+            picked.append((shape, n / total))
+        if len(picked) == len(ordered):
+            return Demand(tuple(picked))
+        share = covered / total
+        return Demand(tuple((s, p / share) for s, p in picked))
 
     @staticmethod
     def from_jobs(jobs: Iterable[JobRequest], coverage: float = 0.95) -> Demand:
@@ -81,47 +129,66 @@ class Demand:
 
     def fragmentation(self, nf: NodeFree) -> float:
         """F for a node as it stands (memoised on its GPU state and free CPU)."""
-        state = tuple((g.model, g.mode, nf.gpu_free[gid]) for gid, g in nf.gpus.items())
-        key = (state, nf.cpu_free)
-        hit = self._memo.get(key)
-        if hit is not None:
-            return hit
-        value = self._compute(state, nf.cpu_free)
-        if len(self._memo) >= self.MEMO_LIMIT:
-            self._memo.clear()
-        self._memo[key] = value
-        return value
+        return self.fragmentation_of(gpu_state(nf), nf.cpu_free)
 
-    def fragmentation_of(self, state: tuple[tuple[str, object, int], ...], cpu_free: int) -> float:
-        key = (state, cpu_free)
+    def fragmentation_of(self, state: GpuState, cpu_free: int) -> float:
+        key = (state, bisect_right(self._cpu_levels, cpu_free))
         hit = self._memo.get(key)
         if hit is None:
             hit = self._compute(state, cpu_free)
+            if len(self._memo) >= self.MEMO_LIMIT:
+                self._memo.clear()
             self._memo[key] = hit
         return hit
 
-    def _compute(self, state: tuple[tuple[str, object, int], ...], cpu_free: int) -> float:
-        total_free = sum(free for _, _, free in state)
-        if total_free == 0:
+    def _compute(self, state: GpuState, cpu_free: int) -> float:
+        frees = [free for _, _, free in state]
+        total = sum(frees)
+        if total == 0:
             return 0.0
-        f = 0.0
+        first_model = state[0][0]
+        uniform = all(kind == TAKES_WHOLE | TAKES_SHARES and model == first_model for model, kind, _ in state)
+        ordered = sorted(frees)
+        below = [0, *accumulate(ordered)]  # below[k]: milli on the k emptiest GPUs
+        buckets = [0.0] * 7
         for shape, p in self.shapes:
-            f += p * _frag_for(shape, state, cpu_free, total_free)
+            if uniform and shape.milli and (not shape.models or first_model in shape.models):
+                k = bisect_left(ordered, shape.milli)  # GPUs with less than the shape needs
+                kind = _SATISFIED if len(ordered) - k >= shape.gpus else _LACK_GPU
+                if cpu_free < shape.cpu_mhz:
+                    kind = _LACK_CPU if kind == _SATISFIED else _LACK_BOTH
+                short = below[k]
+            else:
+                kind, short = _classify(shape, state, cpu_free)
+            if kind == _SATISFIED:
+                buckets[_LACK_GPU] += p * float(short)
+                buckets[_SATISFIED] += p * float(total - short)
+            else:
+                buckets[kind] += p * float(total)
+        f = 0.0
+        for kind in _COUNTED:
+            f += buckets[kind]
         return f
 
 
-def _frag_for(shape: Shape, state: tuple[tuple[str, object, int], ...], cpu_free: int, total: int) -> float:
-    if shape.gpus == 0 or cpu_free < shape.cpu_mhz:
-        return float(total)
-    whole = shape.milli >= MILLI_PER_GPU
+def _classify(shape: Shape, state: GpuState, cpu_free: int) -> tuple[int, int]:
+    """The paper's category of (node, typical shape), and for "satisfied" the milli it cannot use."""
+    cpu_ok = cpu_free >= shape.cpu_mhz
+    if shape.milli == 0:
+        return (_CPU_FITS if cpu_ok else _CPU_SHORT), 0
+    need = TAKES_WHOLE if shape.milli >= MILLI_PER_GPU else TAKES_SHARES
     usable = 0
     short = 0
-    for model, mode, free in state:
-        serves = (not shape.models or model in shape.models) and (
-            mode.takes_whole if whole else mode.takes_shares  # type: ignore[attr-defined]
-        )
+    accessible = False
+    for model, kind, free in state:
+        serves = bool(kind & need) and (not shape.models or model in shape.models)
+        accessible = accessible or serves
         if serves and free >= shape.milli:
             usable += 1
         else:
             short += free
-    return float(short) if usable >= shape.gpus else float(total)
+    if not accessible:
+        return _NO_ACCESS, 0
+    if usable >= shape.gpus:
+        return (_SATISFIED if cpu_ok else _LACK_CPU), short
+    return (_LACK_GPU if cpu_ok else _LACK_BOTH), 0

@@ -36,6 +36,7 @@ class NodeFree:
     gpus: dict[InstanceId, Gpu]
     _whole: dict[str, list[InstanceId]] | None = None
     _share: dict[str, int] | None = None
+    _sig: str | None = None
 
     @property
     def id(self) -> NodeId:
@@ -69,7 +70,7 @@ class NodeFree:
         return out
 
     def _apply(self, p: AllocPlacement, *, strict: bool) -> None:
-        self._whole = self._share = None
+        self._whole = self._share = self._sig = None
 
         def conflict(msg: str) -> None:
             if strict:
@@ -106,6 +107,18 @@ class NodeFree:
                 free_list.remove(iid)
             else:
                 conflict(f"{iid} is not a free instance of {p.device_name!r}")
+
+    def signature(self) -> str:
+        """Everything a placement on this node depends on except which node it is: free CPU and
+        memory, then per device its kind, free milli and tenants, then free MIG instances per
+        device name. Nodes with equal signatures offer the same options in the same order. A
+        string, so that its hash is computed once (it keys memos looked up millions of times)."""
+        if self._sig is None:
+            gpus = ";".join(f"{g.model},{g.mode.value},{g.max_tenants},{g.memory_mib},{self.gpu_free[gid]},"
+                            f"{self.tenants.get(gid, 0)}" for gid, g in self.gpus.items())
+            migs = ";".join(f"{name},{len(ids)}" for name, ids in sorted(self.mig_free.items()))
+            self._sig = f"{self.cpu_free}|{self.mem_free}|{gpus}|{migs}"
+        return self._sig
 
     # ---- shapes offered ----------------------------------------------------------------------
     def whole_free(self) -> dict[str, list[InstanceId]]:

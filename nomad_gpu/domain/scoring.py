@@ -1,0 +1,114 @@
+"""What a placement policy sees and returns: options on a node, and the `Policy` contract.
+
+Split from `policies` (the registry) so that policy modules (`baselines`, `fragaware`) can build on
+it without importing the registry that lists them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from nomad_gpu.domain.fragmentation import Demand, GpuState, gpu_state
+from nomad_gpu.domain.freeindex import NodeFree
+from nomad_gpu.domain.ids import MILLI_PER_GPU, InstanceId
+from nomad_gpu.domain.requests import AllocAsk, GpuShare, MigSlices, WholeGpus
+from nomad_gpu.domain.units import split_mig_device_name
+
+
+@dataclass(frozen=True)
+class Option:
+    """One way to host an ask on a node: the instances and the device group they come from."""
+
+    instance_ids: tuple[InstanceId, ...] = ()
+    device_name: str | None = None
+    share_milli: int = 0
+
+
+def options(nf: NodeFree, ask: AllocAsk) -> Iterator[Option]:
+    """Every GPU-feasible way to host `ask` on `nf` (CPU and memory are checked elsewhere)."""
+    g = ask.gpu
+    if g is None:
+        yield Option()
+    elif isinstance(g, WholeGpus):
+        for model, ids in sorted(nf.whole_free().items()):
+            if not g.allows(model) or len(ids) < g.count:
+                continue
+            if g.min_memory_mib and nf.gpus[ids[0]].memory_mib < g.min_memory_mib:
+                continue
+            yield Option(tuple(ids[: g.count]), model)
+    elif isinstance(g, MigSlices):
+        for name, ids in sorted(nf.mig_free.items()):
+            split = split_mig_device_name(name)
+            if split is None or split[1] != g.profile or not g.allows(split[0]) or len(ids) < g.count:
+                continue
+            yield Option(tuple(ids[: g.count]), name)
+    else:
+        for gid, gpu in nf.gpus.items():
+            if not gpu.mode.takes_shares or not g.allows(gpu.model) or nf.gpu_free[gid] < g.milli:
+                continue
+            if gpu.max_tenants is not None and nf.tenants.get(gid, 0) >= gpu.max_tenants:
+                continue
+            yield Option((gid,), gpu.model, g.milli)
+
+
+def gpu_state_after(nf: NodeFree, opt: Option) -> GpuState:
+    """The node's GPU state tuple (as `Demand` memoises it) once `opt` is committed."""
+    return gpu_state(nf, {i: (opt.share_milli or MILLI_PER_GPU) for i in opt.instance_ids if i in nf.gpus})
+
+
+def left_after(nf: NodeFree, ask: AllocAsk, opt: Option) -> int:
+    """Free capacity of the asked kind left on the node (whole GPUs, MIG instances, share milli)."""
+    g = ask.gpu
+    if isinstance(g, GpuShare):
+        (gid,) = opt.instance_ids
+        return nf.gpu_free[gid] - g.milli
+    if isinstance(g, MigSlices):
+        return len(nf.mig_free.get(opt.device_name or "", ())) - g.count
+    if isinstance(g, WholeGpus):
+        return len(nf.whole_free().get(opt.device_name or "", ())) - g.count
+    return nf.cpu_free - ask.cpu_mhz
+
+
+class Policy(Protocol):
+    name: str
+    exhaustive: bool
+    """True: the fitter must offer every node in rank order (first-fit); False: a few per shape."""
+    pure: bool
+    """True: `score` depends only on the node's free state, the ask and the demand, so the fitter
+    may memoise it per node state (`prefer` and `normalise` may still draw from a seeded source)."""
+
+    def score(self, nf: NodeFree, ask: AllocAsk, opt: Option, demand: Demand | None) -> float:
+        """Higher is better."""
+        ...
+
+    def prefer(self, nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
+        """Among a node's options with equal score, higher is taken (then device order)."""
+        ...
+
+    def normalise(self, scores: Sequence[float]) -> Sequence[float]:
+        """Node scores as compared across all candidates of one ask (the identity by default)."""
+        ...
+
+
+class BasePolicy:
+    """Defaults for the optional hooks of `Policy`."""
+
+    name = "base"
+    exhaustive = False
+    pure = True
+
+    @classmethod
+    def create(cls, *, seed: int = 0) -> BasePolicy:
+        """A fresh instance; policies that draw at random take `seed`, the others ignore it."""
+        return cls()
+
+    def score(self, nf: NodeFree, ask: AllocAsk, opt: Option, demand: Demand | None) -> float:
+        raise NotImplementedError
+
+    def prefer(self, nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
+        return 0.0
+
+    def normalise(self, scores: Sequence[float]) -> Sequence[float]:
+        return scores
