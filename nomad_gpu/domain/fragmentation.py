@@ -43,8 +43,9 @@ def gpu_kind(gpu: Gpu) -> int:
 def gpu_state(nf: NodeFree, taken: dict[object, int] | None = None) -> GpuState:
     """`nf`'s GPU state, less `taken` milli per GPU id (a placement being considered)."""
     if taken:
-        return tuple((g.model, gpu_kind(g), nf.gpu_free[gid] - taken.get(gid, 0)) for gid, g in nf.gpus.items())
-    return tuple((g.model, gpu_kind(g), nf.gpu_free[gid]) for gid, g in nf.gpus.items())
+        free = nf.gpu_free
+        return tuple((model, kind, free[gid] - taken.get(gid, 0)) for gid, model, kind in nf.layout())
+    return nf.gpu_state()
 
 # the paper's categories; F sums every bucket but "satisfied"
 _LACK_BOTH, _LACK_GPU, _SATISFIED, _LACK_CPU, _CPU_FITS, _CPU_SHORT, _NO_ACCESS = range(7)

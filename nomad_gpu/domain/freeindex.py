@@ -37,6 +37,8 @@ class NodeFree:
     _whole: dict[str, list[InstanceId]] | None = None
     _share: dict[str, int] | None = None
     _sig: str | None = None
+    _layout: tuple[tuple[InstanceId, str, int], ...] | None = None
+    _state: tuple[tuple[str, int, int], ...] | None = None
 
     @property
     def id(self) -> NodeId:
@@ -61,7 +63,22 @@ class NodeFree:
 
     def copy(self) -> NodeFree:
         return NodeFree(self.node, self.cpu_free, self.mem_free, dict(self.gpu_free), dict(self.tenants),
-                        {k: list(v) for k, v in self.mig_free.items()}, self.gpus)
+                        {k: list(v) for k, v in self.mig_free.items()}, self.gpus, _layout=self._layout)
+
+    def layout(self) -> tuple[tuple[InstanceId, str, int], ...]:
+        """(id, model, kind) per healthy GPU in device order; kind: 1 takes whole, 2 takes shares.
+        Fixed for the node, so computed once and carried across copies."""
+        if self._layout is None:
+            self._layout = tuple((gid, g.model, (1 if g.mode.takes_whole else 0) | (2 if g.mode.takes_shares else 0))
+                                 for gid, g in self.gpus.items())
+        return self._layout
+
+    def gpu_state(self) -> tuple[tuple[str, int, int], ...]:
+        """(model, kind, free milli) per GPU: what fragmentation depends on (cached until a change)."""
+        if self._state is None:
+            free = self.gpu_free
+            self._state = tuple((model, kind, free[gid]) for gid, model, kind in self.layout())
+        return self._state
 
     def take(self, p: AllocPlacement) -> NodeFree:
         """A copy with `p` committed; LedgerConflict if anything in it is not free."""
@@ -70,7 +87,7 @@ class NodeFree:
         return out
 
     def _apply(self, p: AllocPlacement, *, strict: bool) -> None:
-        self._whole = self._share = self._sig = None
+        self._whole = self._share = self._sig = self._state = None
 
         def conflict(msg: str) -> None:
             if strict:
