@@ -25,12 +25,16 @@ def target(value: Any) -> str:
     return decode_hcl_string(value, keep_interpolations=True)
 
 
+MARKERS = frozenset({"__is_block__", "__comments__", "__inline_comments__"})
+"""Keys python-hcl2 adds to its output; anything else (even `__`) is the user's own key."""
+
+
 def labelled(body: dict[str, Any], kind: str) -> dict[str, dict[str, Any]]:
     """The ``kind "label" { ... }`` blocks of ``body``, by decoded label."""
     out: dict[str, dict[str, Any]] = {}
     for entry in body.get(kind, []):
         for label, inner in entry.items():
-            if label.startswith("__"):
+            if label in MARKERS:
                 continue
             name = text(label)
             assert name not in out, f"two {kind} blocks labelled {name!r}"
@@ -48,7 +52,7 @@ def only(body: dict[str, Any], kind: str) -> dict[str, Any]:
 
 def attrs(block: dict[str, Any]) -> dict[str, str]:
     """The string attributes of a block like ``meta`` or ``env``, decoded."""
-    return {key: text(value) for key, value in block.items() if not key.startswith("__")}
+    return {key: text(value) for key, value in block.items() if key not in MARKERS}
 
 
 def parse_job(source: str) -> tuple[str, dict[str, Any]]:

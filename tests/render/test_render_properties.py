@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from nomad_gpu.render import GroupPlacement, JobSpec, RenderPlacement, render_job
 
-from .hclview import attrs, labelled, only, parse_job, target, text
+from .hclview import MARKERS, attrs, labelled, only, parse_job, target, text
 from .test_hcl_escaping import hostile_text
 
 env_keys = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,12}", fullmatch=True).filter(
@@ -72,7 +72,7 @@ def test_every_user_value_round_trips_exactly(
     parsed_id, job = parse_job(render_job(spec, job_id=job_id, placement=placement, extra_meta=extra_meta))
     assert parsed_id == job_id
 
-    assert {key for key in job if not key.startswith("__")} == {
+    assert {key for key in job if key not in MARKERS} == {
         "type", "priority", "datacenters", "namespace", "meta", "constraint", "group"
     }  # fmt: skip
     assert [text(dc) for dc in job["datacenters"]] == spec.datacenters
