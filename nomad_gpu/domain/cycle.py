@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nomad_gpu.domain.fairshare import FairShareConfig, UsageHistory
-from nomad_gpu.domain.fit import FitContext, Fitter
+from nomad_gpu.domain.fit import FitContext, Fitter, ScoreMemo
 from nomad_gpu.domain.fragmentation import Demand
 from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import EntryId, NodeId, Team
@@ -125,13 +125,14 @@ def run_cycle(
     queued = {j.entry: j for j in queue}
     holds = _live_holds(ledger, holds or {}, queued)
     starving = _starving(queue, now, config)
+    memo = ScoreMemo()  # one policy, one demand: valid for this cycle
     decisions: list[Decision] = []
     timings: list[float] = []
     failed: dict[object, NoFit] = {}
 
     def fitter_for(entry: EntryId) -> Fitter:
         blocked = frozenset(n for e, nodes in holds.items() if e != entry for n in nodes)
-        return Fitter(ledger.index, FitContext(policy, demand, blocked, config.per_class_limit))
+        return Fitter(ledger.index, FitContext(policy, demand, blocked, config.per_class_limit, memo=memo))
 
     holder_set: set[EntryId] = set()
     no_hold: set[object] = set()
