@@ -11,6 +11,11 @@ that cannot serve t (a shared GPU for a whole-GPU ask, say) counts as fragment f
 The sum is accumulated exactly as the paper's simulator does (per-category buckets, added in
 typical-shape order, then summed), and the typical shapes are chosen and weighted as it does, so
 that integer-truncated FGD scores computed from F tie and break ties exactly as published.
+
+`Demand.stranded` is a finer, CPU-aware companion: for each typical shape, the free GPU capacity
+that would stay idle if the node were filled with copies of that shape, as many as its GPUs *and*
+its free CPU allow. F calls a GPU with room for t "usable" however little CPU is left to run t
+beside it; the stranded measure counts what CPU (and leftovers smaller than t) leave unusable.
 """
 
 from __future__ import annotations
@@ -62,6 +67,9 @@ class Shape:
     """Milli-GPU per GPU: 1000 for whole GPUs, the share size for shares, 0 for CPU-only."""
     cpu_mhz: int = 0
     models: frozenset[str] = frozenset()
+    label: str = ""
+    """How the source spelled the model constraint, when shapes spelled differently must be counted
+    apart (the paper keys typical tasks by the raw model string); empty: by `models` alone."""
 
     @staticmethod
     def of(ask: AllocAsk) -> Shape | None:
@@ -76,7 +84,7 @@ class Shape:
 
     def order_key(self) -> tuple[int, int, int, str]:
         """The paper's order among equally frequent shapes: CPU, milli, GPU count, model list."""
-        return (self.cpu_mhz, self.milli, self.gpus, "|".join(sorted(self.models)))
+        return (self.cpu_mhz, self.milli, self.gpus, self.label or "|".join(sorted(self.models)))
 
 
 @dataclass
@@ -85,6 +93,7 @@ class Demand:
 
     shapes: tuple[tuple[Shape, float], ...]
     _memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
+    _stranded_memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
     _cpu_levels: tuple[int, ...] = field(default=(), init=False, repr=False)
 
     MEMO_LIMIT = 200_000
@@ -141,6 +150,38 @@ class Demand:
                 self._memo.clear()
             self._memo[key] = hit
         return hit
+
+    def stranded(self, state: GpuState, cpu_free: int) -> float:
+        """Expected free milli-GPU left unusable: sum over typical shapes t of p_t times the node's
+        free GPU milli minus what the most copies of t that fit (by GPUs and by CPU) would use."""
+        key = (state, cpu_free)
+        hit = self._stranded_memo.get(key)
+        if hit is None:
+            hit = self._stranded(state, cpu_free)
+            if len(self._stranded_memo) >= self.MEMO_LIMIT:
+                self._stranded_memo.clear()
+            self._stranded_memo[key] = hit
+        return hit
+
+    def _stranded(self, state: GpuState, cpu_free: int) -> float:
+        total = sum(free for _, _, free in state)
+        if total == 0:
+            return 0.0
+        out = 0.0
+        for shape, p in self.shapes:
+            if shape.milli == 0:
+                out += p * total  # work without a GPU uses none of it
+                continue
+            need = TAKES_WHOLE if shape.milli >= MILLI_PER_GPU else TAKES_SHARES
+            fits_gpu = 0
+            for model, kind, free in state:
+                if kind & need and (not shape.models or model in shape.models):
+                    fits_gpu += free // shape.milli
+            if need == TAKES_WHOLE:
+                fits_gpu //= shape.gpus
+            fits = min(fits_gpu, cpu_free // shape.cpu_mhz) if shape.cpu_mhz > 0 else fits_gpu
+            out += p * (total - max(0, fits) * shape.gpus * shape.milli)
+        return out
 
     def _compute(self, state: GpuState, cpu_free: int) -> float:
         frees = [free for _, _, free in state]

@@ -57,6 +57,8 @@ class TracePod:
     gpu_milli: int
     """Per GPU, clipped to 1000 (as the paper does); 0 for CPU-only tasks."""
     models: frozenset[str] = frozenset()
+    spec: str = ""
+    """`gpu_spec` as written (empty entries dropped): the paper counts typical tasks by it."""
     creation_time: float = 0.0
     deletion_time: float | None = None
     scheduled_time: float | None = None
@@ -174,7 +176,7 @@ def _pods(path: Path) -> Iterator[TracePod]:
             raise TraceError(f"{path}:{line}: empty task name")
         num_gpu = _int(path, line, row, "num_gpu")
         milli = min(_int(path, line, row, "gpu_milli"), MILLI_PER_GPU) if num_gpu else 0
-        spec = frozenset(m for m in (row.get("gpu_spec") or "").split("|") if m.strip())
+        spec = [m.strip() for m in (row.get("gpu_spec") or "").split("|") if m.strip()]
         yield TracePod(name, _int(path, line, row, "cpu_milli"), _int(path, line, row, "memory_mib"), num_gpu, milli,
-                       spec, _time(path, line, row, "creation_time") or 0.0, _time(path, line, row, "deletion_time"),
-                       _time(path, line, row, "scheduled_time"))
+                       frozenset(spec), "|".join(spec), _time(path, line, row, "creation_time") or 0.0,
+                       _time(path, line, row, "deletion_time"), _time(path, line, row, "scheduled_time"))

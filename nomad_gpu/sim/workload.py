@@ -18,7 +18,7 @@ The typical demand that FGD (and our frag-aware policy) expects is taken from th
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nomad_gpu.domain.fragmentation import Demand, Shape
 from nomad_gpu.domain.ids import NodeId
@@ -80,5 +80,5 @@ def typical_demand(trace: Trace, coverage: float = TYPICAL_COVERAGE) -> Demand:
     for pod in trace.pods:
         shape = Shape.of(pod.to_ask())
         if shape is not None:
-            counts[shape] += 1
+            counts[replace(shape, label=pod.spec) if shape.gpus else shape] += 1
     return Demand.from_shapes(counts, coverage)
