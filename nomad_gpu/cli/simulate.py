@@ -211,10 +211,10 @@ def replay(nodes_csv: Path | None, pods_csv: Path | None, policies: tuple[str, .
         click.echo(json.dumps(objects[0] if len(objects) == 1 else objects))
         return
     table(f"replay: {pods_path.stem}, speedup {speedup:g}, nodes x{node_fraction:g}",
-          ["policy", "tasks", "unplaceable", "GPU util mean %", "wait p50 s", "wait p95 s", "wait p99 s",
-           "makespan h"],
-          [(r.policy, r.started, r.never_started, r.mean_util_pct, r.wait_pct(50), r.wait_pct(95), r.wait_pct(99),
-            round(r.makespan_s / 3600, 2)) for r in results])
+          ["policy", "tasks", "never ran", "GPU % while arriving", "wait p50 s", "wait p95 s", "wait p99 s",
+           "last start h", "makespan h"],
+          [(r.policy, r.started, r.never_started, r.mean_util_arrivals_pct, r.wait_pct(50), r.wait_pct(95),
+            r.wait_pct(99), round(r.last_start_s / 3600, 2), round(r.makespan_s / 3600, 2)) for r in results])
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -77,6 +77,7 @@ def plot_packing(path: Path, summaries: Sequence[PackingSummary], title: str,
 def plot_replay(path: Path, results: Sequence[ReplayResult], title: str) -> None:
     plt = _pyplot()
     fig, (util, queue, waits) = plt.subplots(1, 3, figsize=(14, 4.0))
+    horizon = max((max(r.arrivals_s, r.last_start_s) for r in results), default=0.0) * 1.1 / 3600
     for r in results:
         colour = _colour(r.policy)
         hours = [t / 3600 for t in r.times]
@@ -85,6 +86,9 @@ def plot_replay(path: Path, results: Sequence[ReplayResult], title: str) -> None
         ws = sorted(w / 3600 for w in r.waits)
         if ws:
             waits.plot(ws, [(i + 1) / len(ws) * 100 for i in range(len(ws))], lw=1.5, color=colour, label=r.policy)
+    if horizon > 0:
+        util.set_xlim(0, horizon)
+        queue.set_xlim(0, horizon)
     util.set_xlabel("time (hours)")
     util.set_ylabel("GPU allocated (%)")
     util.set_title(title)

@@ -64,6 +64,9 @@ class ReplayResult:
     never_started: int = 0
     left_out: int = 0
     makespan_s: float = 0.0
+    arrivals_s: float = 0.0
+    """From the first arrival to the last."""
+    last_start_s: float = 0.0
 
     @property
     def started(self) -> int:
@@ -72,27 +75,34 @@ class ReplayResult:
     @property
     def mean_util_pct(self) -> float:
         """Time-weighted mean GPU allocation over the makespan."""
-        if len(self.times) < 2:
+        return self.mean_util_until(float("inf"))
+
+    @property
+    def mean_util_arrivals_pct(self) -> float:
+        """Time-weighted mean GPU allocation while tasks arrive (long tasks stretch the makespan)."""
+        return self.mean_util_until(self.arrivals_s)
+
+    def mean_util_until(self, until: float) -> float:
+        t = np.minimum(np.array(self.times), until)
+        if len(t) < 2 or t[-1] <= t[0]:
             return 0.0
-        t = np.array(self.times)
         u = np.array(self.gpu_util_pct[:-1])
-        span = t[-1] - t[0]
-        return round(float((u * np.diff(t)).sum() / span), 2) if span > 0 else 0.0
+        return round(float((u * np.diff(t)).sum() / (t[-1] - t[0])), 2)
 
     def wait_pct(self, q: float) -> float:
         return round(float(np.percentile(self.waits, q)), 1) if self.waits else 0.0
 
     def to_json(self) -> dict[str, Any]:
         step = max(1, len(self.times) // 2000)
+        waits = {"mean": round(float(np.mean(self.waits)), 1) if self.waits else 0.0,
+                 "p50": self.wait_pct(50), "p95": self.wait_pct(95), "p99": self.wait_pct(99)}
         return {
             "policy": self.policy, "speedup": self.config.speedup, "node_fraction": self.config.node_fraction,
             "seed": self.config.seed, "gpus": self.gpus, "tasks_started": self.started,
             "tasks_never_started": self.never_started, "tasks_left_out": self.left_out,
-            "gpu_util_mean_pct": self.mean_util_pct, "wait_s": {"mean": round(float(np.mean(self.waits)), 1)
-                                                                if self.waits else 0.0,
-                                                                "p50": self.wait_pct(50), "p95": self.wait_pct(95),
-                                                                "p99": self.wait_pct(99)},
-            "makespan_s": round(self.makespan_s, 1),
+            "gpu_util_mean_pct": self.mean_util_pct, "gpu_util_mean_while_arriving_pct": self.mean_util_arrivals_pct,
+            "arrivals_span_s": round(self.arrivals_s, 1), "last_start_s": round(self.last_start_s, 1),
+            "wait_s": waits, "makespan_s": round(self.makespan_s, 1),
             "series": {"time_s": self.times[::step], "gpu_util_pct": self.gpu_util_pct[::step],
                        "queue_len": self.queue_len[::step]},
         }
@@ -124,6 +134,7 @@ def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig())
     used = 0
     start = arrivals[0][0] if arrivals else 0.0
     end = start
+    result.arrivals_s = (arrivals[-1][0] - start) if arrivals else 0.0
     while arrivals or running:
         now = min(arrivals[0][0] if arrivals else float("inf"), running[0][0] if running else float("inf"))
         while running and running[0][0] <= now:
@@ -151,6 +162,7 @@ def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig())
                     heapq.heappush(running, (now + runtime, decision.entry, pod.gpu_milli_total))
                     used += pod.gpu_milli_total
                     result.waits.append(now - at)
+                    result.last_start_s = now - start
         result.times.append(now - start)
         result.gpu_util_pct.append(round(100.0 * used / max(1, gpus * MILLI_PER_GPU), 3))
         result.queue_len.append(len(queue))
