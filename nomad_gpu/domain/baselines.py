@@ -109,6 +109,7 @@ class Fgd(BasePolicy):
     """The paper's FGD: the truncated sigmoid of the fragmentation the placement removes."""
 
     name = "fgd"
+    uses_demand = True
 
     def score(self, nf: NodeFree, ask: AllocAsk, opt: Option, demand: Demand | None) -> float:
         if demand is None or not demand.shapes:

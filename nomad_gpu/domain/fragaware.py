@@ -55,6 +55,7 @@ def _fill(nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
 
 class FragAware(BasePolicy):
     name = "frag-aware"
+    uses_demand = True
 
     def score(self, nf: NodeFree, ask: AllocAsk, opt: Option, demand: Demand | None) -> float:
         tertiary = -_fill(nf, ask, opt) * _TERTIARY_SCALE

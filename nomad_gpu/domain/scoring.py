@@ -78,6 +78,8 @@ class Policy(Protocol):
     pure: bool
     """True: `score` depends only on the node's free state, the ask and the demand, so the fitter
     may memoise it per node state (`prefer` and `normalise` may still draw from a seeded source)."""
+    uses_demand: bool
+    """True: scores depend on the typical demand (`Demand`); a caller without one should build it."""
 
     def score(self, nf: NodeFree, ask: AllocAsk, opt: Option, demand: Demand | None) -> float:
         """Higher is better."""
@@ -98,6 +100,7 @@ class BasePolicy:
     name = "base"
     exhaustive = False
     pure = True
+    uses_demand = False
 
     @classmethod
     def create(cls, *, seed: int = 0) -> BasePolicy:
