@@ -114,9 +114,3 @@ class Inventory:
 
     def __len__(self) -> int:
         return len(self.nodes)
-
-    def with_node(self, node: Node) -> Inventory:
-        return Inventory.of([*(n for n in self.nodes.values() if n.id != node.id), node])
-
-    def without_node(self, node_id: NodeId) -> Inventory:
-        return Inventory.of(n for n in self.nodes.values() if n.id != node_id)

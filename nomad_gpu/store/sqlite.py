@@ -156,12 +156,6 @@ class SqliteStore:
                 raise
         return moved
 
-    def set_reason(self, entry_id: str, reason: str) -> None:
-        """The latest wait reason of a queued entry (no state change, no history line)."""
-        with self._lock:
-            self._db.execute("UPDATE entries SET reason=? WHERE id=? AND state=?",
-                             (reason, entry_id, EntryState.QUEUED.value))
-
     def set_reasons(self, reasons: Mapping[str, str]) -> None:
         with self._lock:
             self._db.execute("BEGIN")
