@@ -133,8 +133,8 @@ def packing(nodes_csv: Path | None, pods_csv: Path | None, policies: tuple[str, 
     published = {}
     for name in ("random", "best-fit", "fgd"):
         found = published_summary(published_path, workload, name) if published_path.is_file() else None
-        if found is not None:
-            published[name] = found
+        if found is not None and found.only(seeds).by_seed:
+            published[name] = found.only(seeds)  # compared over the seeds that ran
     fgd_pub = published.get("fgd")
     ours = {s.policy: s for s in summaries}
 

@@ -42,6 +42,10 @@ class PackingSummary:
             out.append(round(statistics.fmean(v for v in values if v is not None), 2) if values else None)
         return out
 
+    def only(self, seeds: Sequence[int]) -> PackingSummary:
+        """The same summary over the given seeds (those it has)."""
+        return PackingSummary(self.policy, {s: v for s, v in self.by_seed.items() if s in set(seeds)})
+
     def at(self, x: int) -> float | None:
         return self.mean[x]
 
