@@ -17,6 +17,7 @@ from nomad_gpu.domain.ids import MILLI_PER_GPU, NodeId
 from nomad_gpu.domain.placement import AllocPlacement, NoFit, WaitReason
 from nomad_gpu.domain.policies import Option, Policy, options
 from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, MigSlices, WholeGpus
+from nomad_gpu.domain.scoring import ScoreMemo, best_option, best_score
 from nomad_gpu.domain.units import split_mig_device_name
 
 SCAN_CAP_PER_CLASS = 256
@@ -40,57 +41,6 @@ class FitContext:
     memo: ScoreMemo | None = None
     """Scores of pure policies by node state, kept across decisions (the simulator's speed-up);
     valid for one policy and one demand only."""
-
-
-class ScoreMemo:
-    """(ask, node free state) -> the node's score (`best_score`) for a policy whose `pure` is set.
-
-    Two nodes in the same free state score the same, whichever node they are, so a long run
-    scores each state once per ask shape instead of once per node per decision."""
-
-    LIMIT = 1_000_000
-
-    def __init__(self) -> None:
-        self._tables: dict[tuple[int, int, object], dict[str, float | None]] = {}
-        self._size = 0
-
-    def table(self, ask: AllocAsk) -> dict[str, float | None]:
-        """The memo for one ask shape, keyed by `NodeFree.signature()`."""
-        if self._size >= self.LIMIT:
-            self._tables.clear()
-            self._size = 0
-        key = (ask.cpu_mhz, ask.memory_mb, ask.gpu)
-        found = self._tables.get(key)
-        if found is None:
-            found = self._tables[key] = {}
-        return found
-
-    def note(self, added: int) -> None:
-        self._size += added
-
-
-def best_score(policy: Policy, nf: NodeFree, ask: AllocAsk, demand: Demand | None) -> float | None:
-    """The node's score for `ask`: the best over its options; None when it has no GPU option."""
-    best: float | None = None
-    for opt in options(nf, ask):
-        score = policy.score(nf, ask, opt, demand)
-        if best is None or score > best:
-            best = score
-    return best
-
-
-def best_option(policy: Policy, nf: NodeFree, ask: AllocAsk, demand: Demand | None) -> Option | None:
-    """The node's option for `ask`: highest score, then the policy's preference, then device
-    order. Asked only of the node that won, so preferences cost nothing on the others."""
-    best: tuple[float, float, Option] | None = None
-    for opt in options(nf, ask):
-        score = policy.score(nf, ask, opt, demand)
-        if best is not None and score < best[0]:
-            continue
-        prefer = policy.prefer(nf, ask, opt)
-        if best is None or (score, prefer) > best[:2]:
-            best = (score, prefer, opt)
-    return None if best is None else best[2]
 
 
 @dataclass

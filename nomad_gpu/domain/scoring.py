@@ -1,7 +1,9 @@
-"""What a placement policy sees and returns: options on a node, and the `Policy` contract.
+"""What a placement policy sees and returns: options on a node, the `Policy` contract, and how a
+node's score and best option follow from them (`best_score`, `best_option`, `ScoreMemo`).
 
 Split from `policies` (the registry) so that policy modules (`baselines`, `fragaware`) can build on
-it without importing the registry that lists them.
+it without importing the registry that lists them, and from `fit` so that the fitter keeps to
+candidates and verdicts.
 """
 
 from __future__ import annotations
@@ -115,3 +117,54 @@ class BasePolicy:
 
     def normalise(self, scores: Sequence[float]) -> Sequence[float]:
         return scores
+
+
+class ScoreMemo:
+    """(ask, node free state) -> the node's score (`best_score`) for a policy whose `pure` is set.
+
+    Two nodes in the same free state score the same, whichever node they are, so a long run
+    scores each state once per ask shape instead of once per node per decision."""
+
+    LIMIT = 1_000_000
+
+    def __init__(self) -> None:
+        self._tables: dict[tuple[int, int, object], dict[str, float | None]] = {}
+        self._size = 0
+
+    def table(self, ask: AllocAsk) -> dict[str, float | None]:
+        """The memo for one ask shape, keyed by `NodeFree.signature()`."""
+        if self._size >= self.LIMIT:
+            self._tables.clear()
+            self._size = 0
+        key = (ask.cpu_mhz, ask.memory_mb, ask.gpu)
+        found = self._tables.get(key)
+        if found is None:
+            found = self._tables[key] = {}
+        return found
+
+    def note(self, added: int) -> None:
+        self._size += added
+
+
+def best_score(policy: Policy, nf: NodeFree, ask: AllocAsk, demand: Demand | None) -> float | None:
+    """The node's score for `ask`: the best over its options; None when it has no GPU option."""
+    best: float | None = None
+    for opt in options(nf, ask):
+        score = policy.score(nf, ask, opt, demand)
+        if best is None or score > best:
+            best = score
+    return best
+
+
+def best_option(policy: Policy, nf: NodeFree, ask: AllocAsk, demand: Demand | None) -> Option | None:
+    """The node's option for `ask`: highest score, then the policy's preference, then device
+    order. Asked only of the node that won, so preferences cost nothing on the others."""
+    best: tuple[float, float, Option] | None = None
+    for opt in options(nf, ask):
+        score = policy.score(nf, ask, opt, demand)
+        if best is not None and score < best[0]:
+            continue
+        prefer = policy.prefer(nf, ask, opt)
+        if best is None or (score, prefer) > best[:2]:
+            best = (score, prefer, opt)
+    return None if best is None else best[2]
