@@ -84,13 +84,19 @@ def simulate() -> None:
     """Placement experiments on real cluster traces (the same core the service runs)."""
 
 
+
+def _trace_options(fn: F) -> F:
+    """--nodes, --pods and --policy, shared by both experiments."""
+    fn = click.option("--policy", "policies", multiple=True, default=("frag-aware",), show_default=True,
+                      help="Placement policy; repeat to compare several.")(fn)
+    fn = click.option("--pods", "pods_csv", type=click.Path(path_type=Path), default=None,
+                      help="Task list CSV (default: the bundled openb default trace).")(fn)
+    return click.option("--nodes", "nodes_csv", type=click.Path(path_type=Path), default=None,
+                        help="Node list CSV (default: the bundled openb cluster).")(fn)
+
+
 @simulate.command()
-@click.option("--nodes", "nodes_csv", type=click.Path(path_type=Path), default=None,
-              help="Node list CSV (default: the bundled openb cluster).")
-@click.option("--pods", "pods_csv", type=click.Path(path_type=Path), default=None,
-              help="Task list CSV (default: the bundled openb default trace).")
-@click.option("--policy", "policies", multiple=True, default=("frag-aware",), show_default=True,
-              help="Placement policy; repeat to compare several.")
+@_trace_options
 @click.option("--tune", type=float, default=1.3, show_default=True,
               help="Inflate (or trim) the workload to this multiple of GPU capacity.")
 @click.option("--seeds", "seeds_text", default="42-51", show_default=True, help="Seeds: 42-51 or 42,43.")
@@ -175,12 +181,7 @@ def packing(nodes_csv: Path | None, pods_csv: Path | None, policies: tuple[str, 
 
 
 @simulate.command()
-@click.option("--nodes", "nodes_csv", type=click.Path(path_type=Path), default=None,
-              help="Node list CSV (default: the bundled openb cluster).")
-@click.option("--pods", "pods_csv", type=click.Path(path_type=Path), default=None,
-              help="Task list CSV (default: the bundled openb default trace).")
-@click.option("--policy", "policies", multiple=True, default=("frag-aware",), show_default=True,
-              help="Placement policy; repeat to compare several.")
+@_trace_options
 @click.option("--speedup", type=float, default=1.0, show_default=True,
               help="Divide arrival times by this (runtimes unchanged): more load on the same cluster.")
 @click.option("--node-fraction", type=float, default=1.0, show_default=True,

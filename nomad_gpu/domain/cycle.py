@@ -120,7 +120,7 @@ def run_cycle(
         if j.entry not in ledger:
             unique.setdefault(j.entry, j)
     queue = list(unique.values())
-    if demand is None and policy.name == "frag-aware":
+    if demand is None and policy.uses_demand:
         demand = Demand.from_jobs(queue)
     queued = {j.entry: j for j in queue}
     holds = _live_holds(ledger, holds or {}, queued)
