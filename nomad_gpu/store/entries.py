@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import enum
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -64,11 +65,15 @@ class QueueEntry:
     sweep: str | None = None
     idempotency_key: str | None = None
     history: tuple[Mapping[str, Any], ...] = field(default_factory=tuple)
+    job_prefix: str = ""
+    """The database's instance prefix: two databases (a lost container volume) never share a job ID."""
+    namespace: str = "default"
+    """The Nomad namespace the entry's job lives in (its spec's, or the service's default)."""
 
     @property
     def nomad_job_id(self) -> str:
         """Derived, never stored apart: the same entry and attempt always give the same Nomad job."""
-        return f"ngpu-{self.id}-{self.attempts}" if self.attempts else f"ngpu-{self.id}"
+        return job_id_of(self.id, self.attempts, self.job_prefix)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -77,7 +82,35 @@ class QueueEntry:
             "max_retries": self.max_retries, "reason": self.reason, "nomad_job_id": self.nomad_job_id,
             "placements": list(self.placements), "admitted_at": self.admitted_at,
             "finished_at": self.finished_at, "sweep": self.sweep, "spec": dict(self.spec),
+            "namespace": self.namespace,
         }
+
+
+JOB_PREFIX = "ngpu-"
+_JOB_ID = re.compile(r"^ngpu-(?:(?P<inst>[0-9a-f]{6})-)?(?P<entry>q\d{6,})(?:-(?P<attempt>\d+))?$")
+
+
+def job_id_of(entry_id: str, attempts: int, prefix: str = "") -> str:
+    """`ngpu-<instance>-q000012[-attempt]`; entries stored before instance prefixes keep `ngpu-q000012`."""
+    base = f"{JOB_PREFIX}{prefix}-{entry_id}" if prefix else f"{JOB_PREFIX}{entry_id}"
+    return f"{base}-{attempts}" if attempts else base
+
+
+@dataclass(frozen=True)
+class JobRef:
+    """What a Nomad job ID says about its owner: which database (instance), entry and attempt."""
+
+    instance: str
+    entry: str
+    attempt: int
+
+
+def parse_job_id(job_id: str) -> JobRef | None:
+    """None for jobs that are not ours. `instance` is "" for the prefix-less IDs of older databases."""
+    m = _JOB_ID.match(job_id)
+    if m is None:
+        return None
+    return JobRef(m.group("inst") or "", m.group("entry"), int(m.group("attempt") or 0))
 
 
 def dumps(value: Any) -> str:

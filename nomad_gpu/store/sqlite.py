@@ -1,50 +1,50 @@
 """The queue in one SQLite file (WAL), behind the `Store` interface a replicated store can replace.
 
-Every write is one transaction: a submission is either wholly stored or not at all, and a state
-change is a compare-and-set against the states it may come from, so two writers (the cycle and a
-cancel, say) can never both win. Parameterised SQL only.
+Every write is one transaction: a submission is either wholly stored or not at all, a cycle's
+admissions commit or roll back together, and a state change is a compare-and-set against the states
+it may come from, so two writers (the cycle and a cancel, say) can never both win. An entry's end and
+the intent to stop its Nomad job are written in the same transaction, so a crash between the two
+cannot leave a job running that nobody will stop. Acknowledged writes are fsynced
+(`synchronous=FULL`): an entry the API acknowledged survives a power loss, and its ID is never reused.
+Parameterised SQL only.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from nomad_gpu.domain.errors import NomadGpuError, UnknownEntry
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS entries (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  id TEXT NOT NULL UNIQUE,
-  name TEXT NOT NULL,
-  team TEXT NOT NULL,
-  priority INTEGER NOT NULL,
-  spec TEXT NOT NULL,
-  submitted_at REAL NOT NULL,
-  state TEXT NOT NULL,
-  attempts INTEGER NOT NULL DEFAULT 0,
-  max_retries INTEGER NOT NULL DEFAULT 0,
-  reason TEXT NOT NULL DEFAULT '',
-  placements TEXT NOT NULL DEFAULT '[]',
-  admitted_at REAL,
-  finished_at REAL,
-  sweep TEXT,
-  idempotency_key TEXT UNIQUE,
-  history TEXT NOT NULL DEFAULT '[]'
-);
-CREATE INDEX IF NOT EXISTS entries_state ON entries(state);
-CREATE INDEX IF NOT EXISTS entries_sweep ON entries(sweep);
-CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-"""
+from nomad_gpu.store.lock import DatabaseLock
+from nomad_gpu.store.schema import migrate
 
 
 class StaleTransition(NomadGpuError):
     """The entry was not in a state the change may start from (someone else moved it first)."""
+
+
+@dataclass(frozen=True)
+class StopIntent:
+    """A Nomad job that must be stopped; kept until Nomad confirms, retried with backoff."""
+
+    job_id: str
+    namespace: str
+    reason: str
+    created_at: float = 0.0
+    attempts: int = 0
+    next_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Admission:
+    entry_id: str
+    placements: tuple[Mapping[str, Any], ...]
 
 
 class Store(Protocol):
@@ -59,52 +59,69 @@ class Store(Protocol):
 
 
 class SqliteStore:
-    """Thread-safe (one connection, one lock): the service's loops and API threads share it."""
+    """Thread-safe (one connection, one lock): the service's loops and API threads share it.
 
-    def __init__(self, path: str = ":memory:") -> None:
+    `exclusive=True` (the service) takes the database's lock first: a second service on the same file
+    fails with StoreLocked before it reads anything.
+    """
+
+    def __init__(self, path: str = ":memory:", *, exclusive: bool = False) -> None:
         self.path = path
         self._lock = threading.RLock()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+        self._file_lock: DatabaseLock | None = None
+        if exclusive and path != ":memory:":
+            self._file_lock = DatabaseLock(path)
+            self._file_lock.acquire()
+        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5.0)
         self._db.row_factory = sqlite3.Row
         if path != ":memory:":
             self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.executescript(SCHEMA)
+        self._db.execute("PRAGMA synchronous=FULL")
+        migrate(self._db)
+        self.instance = self._instance()
+
+    def _instance(self) -> str:
+        """This database's job ID prefix, made once; kept in the file so it survives restarts."""
+        found = self.get_meta("instance")
+        if found:
+            return found
+        self._db.execute("INSERT OR IGNORE INTO kv (key, value) VALUES ('instance', ?)", (secrets.token_hex(3),))
+        return str(self.get_meta("instance"))
 
     def close(self) -> None:
         with self._lock:
             self._db.close()
+        if self._file_lock is not None:
+            self._file_lock.release()
 
+    def _tx(self) -> _Transaction:
+        return _Transaction(self._db)
+
+    # ---- entries -----------------------------------------------------------------------------
     def add(self, entries: Sequence[QueueEntry]) -> list[QueueEntry]:
-        """Store all or nothing. Entries with an empty id get a fresh, sortable one (`q000123`).
-        An entry whose idempotency key is already stored returns the stored one instead."""
+        """Store all or nothing. Entries with an empty id get a fresh, sortable one (`q000123`) and this
+        database's job prefix. An entry whose idempotency key is already stored returns the stored one."""
         out: list[QueueEntry] = []
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                for e in entries:
-                    if e.idempotency_key:
-                        found = self._db.execute("SELECT * FROM entries WHERE idempotency_key = ?",
-                                                 (e.idempotency_key,)).fetchone()
-                        if found is not None:
-                            out.append(_row(found))
-                            continue
-                    if not e.id:
-                        seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM entries").fetchone()[0]
-                        e = replace(e, id=f"q{int(seq):06d}")
-                    self._db.execute(
-                        "INSERT INTO entries (id, name, team, priority, spec, submitted_at, state, attempts,"
-                        " max_retries, reason, placements, sweep, idempotency_key, history)"
-                        " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                        (e.id, e.name, e.team, e.priority, dumps(e.spec), e.submitted_at, e.state.value,
-                         e.attempts, e.max_retries, e.reason, dumps(list(e.placements)), e.sweep,
-                         e.idempotency_key, dumps(list(e.history))),
-                    )
-                    out.append(e)
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self._lock, self._tx():
+            for e in entries:
+                if e.idempotency_key:
+                    found = self._db.execute("SELECT * FROM entries WHERE idempotency_key = ?",
+                                             (e.idempotency_key,)).fetchone()
+                    if found is not None:
+                        out.append(_row(found))
+                        continue
+                if not e.id:
+                    seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM entries").fetchone()[0]
+                    e = replace(e, id=f"q{int(seq):06d}", job_prefix=e.job_prefix or self.instance)
+                self._db.execute(
+                    "INSERT INTO entries (id, name, team, priority, spec, submitted_at, state, attempts,"
+                    " max_retries, reason, placements, sweep, idempotency_key, history, job_prefix, namespace)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (e.id, e.name, e.team, e.priority, dumps(e.spec), e.submitted_at, e.state.value,
+                     e.attempts, e.max_retries, e.reason, dumps(list(e.placements)), e.sweep,
+                     e.idempotency_key, dumps(list(e.history)), e.job_prefix, e.namespace),
+                )
+                out.append(e)
         return out
 
     def get(self, entry_id: str) -> QueueEntry:
@@ -115,7 +132,7 @@ class SqliteStore:
         return _row(row)
 
     def list(self, states: Iterable[EntryState] | None = None, sweep: str | None = None,
-             limit: int | None = None) -> list[QueueEntry]:
+             limit: int | None = None, offset: int = 0) -> list[QueueEntry]:
         sql = "SELECT * FROM entries WHERE 1=1"
         args: list[object] = []
         if states is not None:
@@ -126,52 +143,121 @@ class SqliteStore:
             sql += " AND sweep = ?"
             args.append(sweep)
         sql += " ORDER BY seq"
-        if limit is not None:
-            sql += " LIMIT ?"
-            args.append(limit)
+        if limit is not None or offset:
+            sql += " LIMIT ? OFFSET ?"
+            args.extend([-1 if limit is None else limit, offset])
         with self._lock:
             return [_row(r) for r in self._db.execute(sql, args).fetchall()]
 
-    def transition(self, entry_id: str, to: EntryState, **fields: Any) -> QueueEntry:
-        """Move an entry along `TRANSITIONS` and set fields, atomically. StaleTransition if not allowed."""
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                current = self.get(entry_id)
-                if to is not current.state and to not in TRANSITIONS[current.state]:
-                    raise StaleTransition(f"{entry_id}: {current.state.value} -> {to.value} is not allowed")
-                event = {"from": current.state.value, "to": to.value, "at": fields.get("at"),
-                         "reason": fields.get("reason", "")}
-                fields.pop("at", None)
-                moved = replace(current, state=to, history=(*current.history, event)[-20:], **fields)
-                self._db.execute(
-                    "UPDATE entries SET state=?, attempts=?, reason=?, placements=?, admitted_at=?, finished_at=?,"
-                    " history=? WHERE id=?",
-                    (moved.state.value, moved.attempts, moved.reason, dumps(list(moved.placements)),
-                     moved.admitted_at, moved.finished_at, dumps(list(moved.history)), entry_id),
-                )
-                self._db.execute("COMMIT")
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+    def transition(self, entry_id: str, to: EntryState, *, expect: Iterable[EntryState] | None = None,
+                   stop: StopIntent | None = None, **fields: Any) -> QueueEntry:
+        """Move an entry along `TRANSITIONS` and set fields, atomically; with `stop`, record the intent to
+        stop a Nomad job in the same transaction. StaleTransition when the entry is not in `expect` (or the
+        table forbids the move)."""
+        with self._lock, self._tx():
+            moved = self._move(entry_id, to, expect, fields)
+            if stop is not None:
+                self._put_stop(stop)
+        return moved
+
+    def admit_many(self, admissions: Sequence[Admission], at: float) -> list[QueueEntry]:
+        """A cycle's admissions, all or none: a failure leaves every entry queued (and raises)."""
+        with self._lock, self._tx():
+            return [self._move(a.entry_id, EntryState.ADMITTED, (EntryState.QUEUED,),
+                               {"admitted_at": at, "at": at, "reason": "", "placements": a.placements})
+                    for a in admissions]
+
+    def _move(self, entry_id: str, to: EntryState, expect: Iterable[EntryState] | None,
+              fields: dict[str, Any]) -> QueueEntry:
+        current = self.get(entry_id)
+        if expect is not None and current.state not in tuple(expect):
+            raise StaleTransition(f"{entry_id}: is {current.state.value}, expected {_names(expect)}")
+        if to is current.state:
+            if "placements" in fields and tuple(fields["placements"]) != current.placements:
+                raise StaleTransition(f"{entry_id}: already {to.value} with another placement")
+        elif to not in TRANSITIONS[current.state]:
+            raise StaleTransition(f"{entry_id}: {current.state.value} -> {to.value} is not allowed")
+        at = fields.pop("at", None)
+        event = {"from": current.state.value, "to": to.value, "at": at, "reason": fields.get("reason", "")}
+        moved = replace(current, state=to, history=(*current.history, event)[-20:], **fields)
+        self._db.execute(
+            "UPDATE entries SET state=?, attempts=?, reason=?, placements=?, admitted_at=?, finished_at=?,"
+            " history=? WHERE id=?",
+            (moved.state.value, moved.attempts, moved.reason, dumps(list(moved.placements)),
+             moved.admitted_at, moved.finished_at, dumps(list(moved.history)), entry_id),
+        )
         return moved
 
     def set_reasons(self, reasons: Mapping[str, str]) -> None:
-        with self._lock:
-            self._db.execute("BEGIN")
+        with self._lock, self._tx():
             self._db.executemany("UPDATE entries SET reason=? WHERE id=? AND state=?",
                                  [(r, e, EntryState.QUEUED.value) for e, r in reasons.items()])
-            self._db.execute("COMMIT")
 
+    def purge_finished(self, before: float) -> int:
+        """Drop finished entries that ended before `before` (retention); returns how many."""
+        terminal = [s.value for s in EntryState if s.is_terminal()]
+        with self._lock, self._tx():
+            cur = self._db.execute(
+                f"DELETE FROM entries WHERE state IN ({','.join('?' * len(terminal))}) AND finished_at < ?"
+                " AND seq < (SELECT MAX(seq) FROM entries)",  # the newest row keeps IDs from being reused
+                (*terminal, before))
+            return int(cur.rowcount)
+
+    # ---- stop intents ------------------------------------------------------------------------
+    def add_stop(self, stop: StopIntent) -> None:
+        with self._lock, self._tx():
+            self._put_stop(stop)
+
+    def _put_stop(self, stop: StopIntent) -> None:
+        self._db.execute("INSERT OR IGNORE INTO stops (job_id, namespace, reason, created_at, attempts, next_at)"
+                         " VALUES (?, ?, ?, ?, 0, ?)",
+                         (stop.job_id, stop.namespace, stop.reason, stop.created_at, stop.next_at))
+
+    def stops(self, due_by: float | None = None) -> list[StopIntent]:
+        sql, args = "SELECT * FROM stops", ()
+        if due_by is not None:
+            sql, args = sql + " WHERE next_at <= ?", (due_by,)
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY next_at, job_id", args).fetchall()
+        return [StopIntent(r["job_id"], r["namespace"], r["reason"], r["created_at"], r["attempts"], r["next_at"])
+                for r in rows]
+
+    def stop_done(self, job_id: str, namespace: str) -> None:
+        with self._lock, self._tx():
+            self._db.execute("DELETE FROM stops WHERE job_id=? AND namespace=?", (job_id, namespace))
+
+    def stop_retry(self, job_id: str, namespace: str, next_at: float) -> None:
+        with self._lock, self._tx():
+            self._db.execute("UPDATE stops SET attempts = attempts + 1, next_at=? WHERE job_id=? AND namespace=?",
+                             (next_at, job_id, namespace))
+
+    # ---- meta --------------------------------------------------------------------------------
     def get_meta(self, key: str) -> str | None:
         with self._lock:
             row = self._db.execute("SELECT value FROM kv WHERE key = ?", (key,)).fetchone()
         return None if row is None else str(row[0])
 
     def set_meta(self, key: str, value: str) -> None:
-        with self._lock:
+        with self._lock, self._tx():
             self._db.execute("INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value="
                              "excluded.value", (key, value))
+
+
+class _Transaction:
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception (the caller holds the store's lock)."""
+
+    def __init__(self, db: sqlite3.Connection) -> None:
+        self._db = db
+
+    def __enter__(self) -> None:
+        self._db.execute("BEGIN IMMEDIATE")
+
+    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
+        self._db.execute("COMMIT" if kind is None else "ROLLBACK")
+
+
+def _names(states: Iterable[EntryState]) -> str:
+    return "/".join(s.value for s in states)
 
 
 def _row(r: sqlite3.Row) -> QueueEntry:
@@ -181,4 +267,5 @@ def _row(r: sqlite3.Row) -> QueueEntry:
         max_retries=r["max_retries"], reason=r["reason"], placements=tuple(json.loads(r["placements"])),
         admitted_at=r["admitted_at"], finished_at=r["finished_at"], sweep=r["sweep"],
         idempotency_key=r["idempotency_key"], history=tuple(json.loads(r["history"])),
+        job_prefix=r["job_prefix"], namespace=r["namespace"],
     )
