@@ -5,15 +5,22 @@ A user who gets a spec wrong should see where and why in one line, e.g.
 traceback. So YAML is composed into nodes first (to keep line numbers), duplicate
 keys are refused (PyYAML silently keeps the last one), and pydantic's errors are
 translated into short, located messages.
+
+This is the one reader of spec text, for the CLI and the HTTP API alike, so it is
+also where hostile text stops: aliases and anchors are refused (nested aliases
+expand exponentially, so no byte limit bounds what they build), nesting is capped
+at :data:`MAX_DEPTH`, and JSON gets the same rules (duplicate keys, depth).
 """
 
 from __future__ import annotations
 
 import difflib
+import json
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from pydantic import ValidationError
@@ -21,6 +28,7 @@ from pydantic_core import ErrorDetails
 
 from nomad_gpu.render.spec import (
     GROUP_FIELDS,
+    MAX_TRIALS_CONTEXT,
     DevSpec,
     GpuSpec,
     GroupSpec,
@@ -34,10 +42,12 @@ from nomad_gpu.render.spec import (
     TaskSpec,
 )
 
-__all__ = ["MAX_SPEC_BYTES", "format_location", "load_spec", "parse_spec"]
+__all__ = ["MAX_DEPTH", "MAX_SPEC_BYTES", "SpecDocument", "decode_spec", "format_location", "load_spec", "parse_spec"]
 
 MAX_SPEC_BYTES = 1 << 20
-"""Larger specs are refused before parsing (YAML aliases can expand without bound)."""
+"""Larger specs are refused before parsing."""
+MAX_DEPTH = 32
+"""Deepest nesting of mappings and lists a spec may use (a real one needs about 6)."""
 
 _MODELS = (JobSpec, SweepSpec, GroupSpec, TaskSpec, ResourcesSpec, GpuSpec, MigSpec, ShareSpec, DevSpec, SweepConfig)
 _KNOWN_FIELDS = sorted({name for model in _MODELS for name in model.model_fields})
@@ -53,7 +63,28 @@ _BOUNDS = {
 
 
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key written twice in one mapping."""
+    """SafeLoader that refuses aliases, anchors, deep nesting and a key written twice in one mapping."""
+
+    def __init__(self, stream: str) -> None:
+        super().__init__(stream)
+        self._depth = 0
+
+    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
+        event = self.peek_event()
+        if isinstance(event, yaml.AliasEvent):
+            raise _refused(f"aliases (*{event.anchor}) are not allowed in a spec", event)
+        if isinstance(event, yaml.NodeEvent) and event.anchor is not None:
+            raise _refused(f"anchors (&{event.anchor}) are not allowed in a spec", event)
+        collection = isinstance(event, yaml.CollectionStartEvent)
+        if collection:
+            self._depth += 1
+            if self._depth > MAX_DEPTH:
+                raise _refused(f"nested deeper than {MAX_DEPTH} levels", event)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            if collection:
+                self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: set[object] = set()
@@ -66,7 +97,87 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def load_spec(path_or_text: str | os.PathLike[str]) -> JobSpec | SweepSpec:
+def _refused(problem: str, event: yaml.Event) -> yaml.composer.ComposerError:
+    return yaml.composer.ComposerError(None, None, problem, cast(yaml.error.Mark, event.start_mark))
+
+
+@dataclass(frozen=True)
+class SpecDocument:
+    """Spec text decoded into plain data; ``node`` (YAML only) lets errors carry line numbers."""
+
+    data: Any
+    node: yaml.Node | None = None
+    source: str = ""
+
+    def parse(self, *, max_trials: int | None = None) -> JobSpec | SweepSpec:
+        """Validate the data into a model (see :func:`parse_spec`)."""
+        return parse_spec(self.data, source=self.source, node=self.node, max_trials=max_trials)
+
+
+def decode_spec(text: str, *, source: str = "", json_text: bool = False) -> SpecDocument:
+    """Decode spec text (YAML, or JSON when ``json_text``) under the same rules, or raise SpecError.
+
+    Both refuse duplicate keys and nesting deeper than :data:`MAX_DEPTH`; YAML also refuses
+    aliases and anchors. An empty document is an error.
+    """
+    prefix = f"{source}: " if source else ""
+    if len(text.encode("utf-8", "surrogatepass")) > MAX_SPEC_BYTES:
+        raise SpecError(f"{prefix}the spec is larger than {MAX_SPEC_BYTES} bytes")
+    if json_text:
+        return SpecDocument(_decode_json(text, prefix), None, source)
+    loader = _StrictLoader(text)
+    try:
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{prefix}{_yaml_message(exc)}") from exc
+    except (ValueError, RecursionError) as exc:  # e.g. an integer longer than Python converts
+        raise SpecError(f"{prefix}invalid YAML: {str(exc).split(';')[0]}") from exc
+    finally:
+        loader.dispose()
+    if data is None:
+        raise SpecError(f"{prefix}the spec is empty")
+    return SpecDocument(data, node, source)
+
+
+def _decode_json(text: str, prefix: str) -> Any:
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        for key, value in items:
+            if key in out:
+                raise SpecError(f"{prefix}invalid JSON: duplicate key {key!r}")
+            out[key] = value
+        return out
+
+    if not text.strip():
+        raise SpecError(f"{prefix}the spec is empty")
+    try:
+        data = json.loads(text, object_pairs_hook=pairs)
+    except RecursionError as exc:
+        raise SpecError(f"{prefix}invalid JSON: nested deeper than {MAX_DEPTH} levels") from exc
+    except ValueError as exc:
+        if isinstance(exc, SpecError):
+            raise
+        raise SpecError(f"{prefix}invalid JSON: {exc}") from exc
+    if _depth(data) > MAX_DEPTH:
+        raise SpecError(f"{prefix}invalid JSON: nested deeper than {MAX_DEPTH} levels")
+    return data
+
+
+def _depth(value: Any) -> int:
+    """Nesting depth of decoded JSON, without recursion (the input may be hostile)."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            if deepest > MAX_DEPTH:
+                return deepest
+            stack.extend((child, level + 1) for child in (item.values() if isinstance(item, dict) else item))
+    return deepest
+
+
+def load_spec(path_or_text: str | os.PathLike[str], *, max_trials: int | None = None) -> JobSpec | SweepSpec:
     """Load a job or sweep spec from a file or from YAML text.
 
     A ``Path`` (any ``os.PathLike``) is read as a file, and so is a one-line ``str``
@@ -89,30 +200,17 @@ def load_spec(path_or_text: str | os.PathLike[str]) -> JobSpec | SweepSpec:
             raise SpecError(f"{source}: not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     else:
         text = str(path_or_text)
-        if len(text.encode("utf-8", "surrogatepass")) > MAX_SPEC_BYTES:
-            raise SpecError(f"the spec is larger than {MAX_SPEC_BYTES} bytes")
-    return _load_text(text, source)
+    return decode_spec(text, source=source).parse(max_trials=max_trials)
 
 
-def _load_text(text: str, source: str) -> JobSpec | SweepSpec:
-    loader = _StrictLoader(text)
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{source}: {_yaml_message(exc)}" if source else _yaml_message(exc)) from exc
-    finally:
-        loader.dispose()
-    if data is None:
-        raise SpecError(f"{source}: the spec is empty" if source else "the spec is empty")
-    return parse_spec(data, source=source, node=node)
-
-
-def parse_spec(data: object, *, source: str = "", node: yaml.Node | None = None) -> JobSpec | SweepSpec:
+def parse_spec(
+    data: object, *, source: str = "", node: yaml.Node | None = None, max_trials: int | None = None
+) -> JobSpec | SweepSpec:
     """Validate an already decoded spec (a YAML or JSON mapping) into a model.
 
     ``kind`` picks the model: ``job`` (the default) or ``sweep``. ``node``, when the
-    data came from YAML, lets errors carry line numbers.
+    data came from YAML, lets errors carry line numbers. ``max_trials`` caps a sweep's
+    trial count, computed before anything is expanded (default: ``TRIALS_CEILING``).
     """
     if not isinstance(data, Mapping):
         prefix = f"{source}: " if source else ""
@@ -127,7 +225,8 @@ def parse_spec(data: object, *, source: str = "", node: yaml.Node | None = None)
         where = _where(source, node, ("kind",))
         raise SpecError(f"{where}kind: must be 'job' or 'sweep', got {kind!r}")
     try:
-        return model.model_validate(dict(data))
+        context = {MAX_TRIALS_CONTEXT: max_trials} if max_trials is not None else None
+        return model.model_validate(dict(data), context=context)
     except ValidationError as exc:
         shorthand = "task" in data
         messages = tuple(_message(error, source, node, shorthand) for error in exc.errors())

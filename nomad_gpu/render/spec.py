@@ -29,6 +29,7 @@ from pydantic import (
 
 __all__ = [
     "MAX_TRIALS",
+    "MAX_TRIALS_CONTEXT",
     "META_SWEEP",
     "META_TRIAL",
     "META_TRIAL_PREFIX",
@@ -45,6 +46,7 @@ __all__ = [
     "SweepConfig",
     "SweepSpec",
     "SweepValue",
+    "TRIALS_CEILING",
     "TaskSpec",
 ]
 
@@ -57,7 +59,11 @@ SHORTHAND_GROUP = "main"
 GROUP_FIELDS = ("count", "task", "resources", "gpu", "mig", "share")
 """Group fields that may sit at the top level together with ``task:``."""
 MAX_TRIALS = 10_000
-"""The most trials one sweep may expand to."""
+"""The service's default cap on the trials of one sweep (``max_trials`` in its config)."""
+TRIALS_CEILING = 100_000
+"""The most trials any sweep may expand to, whatever is configured: the bound when no cap is given."""
+MAX_TRIALS_CONTEXT = "max_trials"
+"""Validation context key that carries the cap (``model_validate(..., context={...})``)."""
 META_SWEEP = "nomad_gpu_sweep"
 """Job meta of a sweep trial: the sweep's name."""
 META_TRIAL = "nomad_gpu_trial"
@@ -336,23 +342,27 @@ class SweepConfig(_Model):
         Annotated[list[SweepValue], Field(min_length=1)],
     ] = Field(min_length=1)
     mode: Literal["grid", "random"] = "grid"
-    trials: Annotated[StrictInt, Field(ge=1, le=MAX_TRIALS)] | None = None
+    trials: Annotated[StrictInt, Field(ge=1)] | None = None
     seed: StrictInt = 0
     max_parallel: Annotated[StrictInt, Field(ge=1)] | None = None
 
     @model_validator(mode="after")
-    def _trials_fit_mode(self) -> SweepConfig:
+    def _trials_fit_mode(self, info: ValidationInfo) -> SweepConfig:
         upper = [name.upper() for name in self.parameters]
         if len(set(upper)) != len(upper):
             raise ValueError("parameter names must differ in more than case (they become TRIAL_<NAME>)")
-        size = self.grid_size
+        cap = (info.context or {}).get(MAX_TRIALS_CONTEXT) or TRIALS_CEILING
+        limit = min(int(cap), TRIALS_CEILING)
+        size = self.grid_size  # a product of list lengths: known before anything is expanded
         if self.mode == "grid":
             if self.trials is not None:
                 raise ValueError("trials is only used with mode: random (a grid runs every combination)")
-            if size > MAX_TRIALS:
-                raise ValueError(f"the grid has {size} combinations, more than the limit of {MAX_TRIALS}")
+            if size > limit:
+                raise ValueError(f"the grid has {size} combinations, more than the limit of {limit}")
         elif self.trials is None:
             raise ValueError("trials is required with mode: random")
+        elif self.trials > limit:
+            raise ValueError(f"trials ({self.trials}) is more than the limit of {limit}")
         elif self.trials > size:
             raise ValueError(f"trials ({self.trials}) is more than the {size} distinct combinations; use mode: grid")
         return self

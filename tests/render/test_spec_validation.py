@@ -266,9 +266,9 @@ def test_kind_sweep_selects_the_sweep_model() -> None:
             id="more-trials-than-combinations",
         ),
         pytest.param(
-            "{parameters: {a: [1,2,3,4,5,6,7,8,9,10], b: [1,2,3,4,5,6,7,8,9,10], "
-            "c: [1,2,3,4,5,6,7,8,9,10], d: [1,2,3,4,5,6,7,8,9,10], e: [1, 2]}}",
-            "sweep: the grid has 20000 combinations, more than the limit of 10000",
+            "{parameters: {a: [1,2,3,4,5,6,7,8,9,10], b: [1,2,3,4,5,6,7,8,9,10], c: [1,2,3,4,5,6,7,8,9,10], "
+            "d: [1,2,3,4,5,6,7,8,9,10], e: [1,2,3,4,5,6,7,8,9,10], f: [1, 2]}}",
+            "sweep: the grid has 200000 combinations, more than the limit of 100000",
             id="grid-too-large",
         ),
         pytest.param(
