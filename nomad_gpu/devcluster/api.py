@@ -28,7 +28,14 @@ from starlette.routing import Route
 from . import queries
 from .events import EventBroker
 from .hcl import HclError, parse_job_hcl
-from .jobs import JobRequestError, JobValidationError, canonicalize, check_register_body
+from .jobs import (
+    JobRequestError,
+    JobValidationError,
+    RegisterConflict,
+    canonicalize,
+    check_register_body,
+    register_options,
+)
 from .state import ClusterState, NotFound
 from .stream import stream_endpoint
 
@@ -88,8 +95,10 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
             return await run_in_threadpool(lambda: reply(queries.list_jobs(
                 state, namespace=_namespace(request), prefix=q.get("prefix", ""), with_meta=_flag(request, "meta"),
                 filter_expr=q.get("filter", ""))))
-        job, submission = check_register_body(await _body(request))
-        return reply(await run_in_threadpool(state.register, job, submission, _namespace(request)))
+        body = await _body(request)
+        job, submission = check_register_body(body)
+        return reply(await run_in_threadpool(state.register, job, submission, _namespace(request),
+                                             register_options(body)))
 
     async def parse(request: Request) -> Response:
         body = await _body(request)
@@ -106,10 +115,12 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         if request.method == "DELETE":
             return reply(await run_in_threadpool(state.deregister, _namespace(request), job_id,
                                                  _flag(request, "purge")))
-        job_json, submission = check_register_body(await _body(request))
+        body = await _body(request)
+        job_json, submission = check_register_body(body)
         if job_json["ID"] != job_id:
             raise JobRequestError("Job ID does not match name")
-        return reply(await run_in_threadpool(state.register, job_json, submission, _namespace(request)))
+        return reply(await run_in_threadpool(state.register, job_json, submission, _namespace(request),
+                                             register_options(body)))
 
     def job_submission(request: Request) -> Response:
         return reply(queries.job_submission(state, _namespace(request), request.path_params["job_id"],
@@ -188,6 +199,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         JobRequestError: lambda _, exc: PlainTextResponse(str(exc), status_code=400),
         HclError: lambda _, exc: PlainTextResponse(f"Failed to parse job: {exc}", status_code=400),
         JobValidationError: lambda _, exc: PlainTextResponse(str(exc), status_code=500),
+        RegisterConflict: lambda _, exc: PlainTextResponse(str(exc), status_code=500),
         HTTPException: _http_error,
     }
     return Starlette(routes=routes, exception_handlers=handlers)

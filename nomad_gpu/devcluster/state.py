@@ -27,13 +27,25 @@ from .allocs import Alloc, ClientStatus
 from .config import ClusterSpec
 from .events import Event, EventBroker
 from .inventory import SHARED_TYPE, Node, build_nodes
-from .jobs import JSON, GroupAsk, canonicalize, group_asks, job_event, stamp_version, validate
+from .jobs import (
+    JSON,
+    GroupAsk,
+    RegisterOptions,
+    canonicalize,
+    enforce_index,
+    group_asks,
+    job_event,
+    spec_changed,
+    stamp_version,
+    validate,
+)
 from .ledger import DeviceLedger
 from .placement import DeviceChoice, node_view, place
 from .runner import TimerHeap
 
 logger = logging.getLogger(__name__)
 
+DEFAULT_NOMAD_VERSION = "2.0.5"
 MAX_SUBMISSION_BYTES = 1 << 20  # job_max_source_size default (reference section 6)
 KEPT_SUBMISSIONS = 6
 
@@ -77,10 +89,11 @@ class Pending:
 
 class ClusterState:
     def __init__(self, cluster: ClusterSpec, broker: EventBroker, timers: TimerHeap, *, speed: float,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, nomad_version: str = DEFAULT_NOMAD_VERSION) -> None:
         if speed <= 0:
             raise ValueError("speed must be positive")
         self.lock = threading.RLock()
+        self.nomad_version = nomad_version  # the Nomad release whose behaviour is played
         self.cluster = cluster
         self.broker = broker
         self.timers = timers
@@ -128,7 +141,10 @@ class ClusterState:
 
     # -- jobs --------------------------------------------------------------------------------------
 
-    def register(self, raw_job: JSON, submission: JSON | None, namespace: str) -> JSON:
+    def register(self, raw_job: JSON, submission: JSON | None, namespace: str,
+                 options: RegisterOptions | None = None) -> JSON:
+        """`Job.Register` (`nomad/job_endpoint.go`, v2.0.5): validate, check `EnforceIndex`, and
+        upsert the job only when its spec changed; every register creates an evaluation."""
         now = self.clock()
         raw_job = {**raw_job, "Namespace": raw_job.get("Namespace") or namespace}
         job = canonicalize(raw_job)
@@ -137,17 +153,23 @@ class ClusterState:
         with self.lock:
             key = (job["Namespace"], job["ID"])
             old = self.jobs.get(key)
-            index = self._next_index()
-            stamp_version(job, old.job if old else None, index, now)
-            record = JobRecord(job, asks, dict(old.submissions) if old else {}, now)
-            warnings = "" if submission is None else record.keep_submission(job["Version"], submission)
-            self.jobs[key] = record
+            if options is not None and options.enforce_index:
+                enforce_index(old.job if old else None, options.job_modify_index)  # RegisterConflict -> 500
             self.register_log.setdefault(key, []).append(now)
-            self._emit(index, [job_event("JobRegistered", job, index)])
+            index = self._next_index()
+            if old is not None and not spec_changed(old.job, job):
+                record, warnings, job_index = old, "", old.job["ModifyIndex"]
+            else:
+                stamp_version(job, old.job if old else None, index, now)
+                record = JobRecord(job, asks, dict(old.submissions) if old else {}, now)
+                warnings = "" if submission is None else record.keep_submission(job["Version"], submission)
+                self.jobs[key] = record
+                self._emit(index, [job_event("JobRegistered", job, index)])
+                job_index = index
             eval_id = str(uuid.uuid4())
             self._replan(key, record, eval_id, now)
             self._schedule()
-            return {"EvalID": eval_id, "EvalCreateIndex": index, "JobModifyIndex": index,
+            return {"EvalID": eval_id, "EvalCreateIndex": index, "JobModifyIndex": job_index,
                     "Warnings": warnings, "Index": index, "LastContact": 0, "KnownLeader": False}
 
     def _replan(self, key: tuple[str, str], record: JobRecord, eval_id: str, now: float) -> None:

@@ -50,13 +50,18 @@ def test_reregister_does_not_start_a_second_copy(seed: DevCluster, client: nomad
     hcl = jobspec("again", gpus=2, duration=3600)
     submit(client, hcl)
     wait_until(lambda: [a for a in job_allocs(seed.audit(), "again") if a["client_status"] == "running"])
+    first_index = client.job.get_job("again")["JobModifyIndex"]
     second = submit(client, hcl)
-    assert client.job.get_job("again")["Version"] == 1
+    # An unchanged spec is no new version (`Job.SpecChanged`, nomad/structs/structs.go v2.0.5).
+    assert client.job.get_job("again")["Version"] == 0
+    assert second["JobModifyIndex"] == first_index and second["EvalID"]
     assert len(job_allocs(seed.audit(), "again")) == 1
+    changed = submit(client, jobspec("again", gpus=2, duration=3600, meta={"v": "2"}))
+    assert client.job.get_job("again")["Version"] == 1
     assert requests.get(f"{seed.url}/v1/job/again/submission", params={"version": 1}).json()["JobModifyIndex"] == (
-        second["JobModifyIndex"])
+        changed["JobModifyIndex"])
     audit_jobs = {j["job_id"]: j for j in seed.audit()["jobs"]}
-    assert len(audit_jobs["again"]["registered_at"]) == 2
+    assert len(audit_jobs["again"]["registered_at"]) == 3
 
 
 def test_reregister_after_completion_does_not_run_again(seed: DevCluster, client: nomad.Nomad) -> None:
