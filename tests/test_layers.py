@@ -22,7 +22,8 @@ ALLOWED: dict[str, set[str]] = {
     "nvml": {"domain", "nvml"},
     "devcluster": {"devcluster"},
     "service": {"domain", "nomad", "store", "render", "service"},
-    "cli": {"domain", "nomad", "store", "render", "service", "sim", "devcluster", "cli"},
+    "plugin": {"domain", "nvml", "plugin"},
+    "cli": {"domain", "nomad", "store", "render", "service", "sim", "devcluster", "nvml", "cli"},
 }
 DOMAIN_FORBIDDEN = {"os", "time", "datetime", "socket", "sqlite3", "requests", "nomad", "urllib", "http", "subprocess",
                     "threading", "asyncio", "pathlib", "yaml", "jinja2", "starlette", "uvicorn"}

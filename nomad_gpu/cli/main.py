@@ -372,6 +372,11 @@ def _register_optional_groups() -> None:
     main.add_command(simulate)
 
 
+from nomad_gpu.cli.node import node  # noqa: E402
+
+main.add_command(node)
+
+
 _register_optional_groups()
 
 if __name__ == "__main__":  # pragma: no cover

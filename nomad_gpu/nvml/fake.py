@@ -1,0 +1,335 @@
+"""A fake NVML: the same function names pynvml has, answering from a described node, for tests and demos.
+
+The reader and the device plugin take NVML as a constructor parameter; this object stands in for the
+`pynvml` module on machines without a GPU. It behaves the way the real library does where the
+difference matters: "not supported" for utilisation on MIG-enabled GPUs and for MIG mode on GPUs
+without MIG, NotFound for empty MIG slots, GPU_IS_LOST on every call to a GPU that fell off the bus,
+XID events only after registration, a Timeout from a non-blocking event wait with nothing pending.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid as uuidlib
+from collections import deque
+from dataclasses import dataclass, field, replace
+from types import SimpleNamespace
+from typing import Any
+
+from nomad_gpu.nvml import codes
+
+MIB = 1 << 20
+_NS = uuidlib.UUID("6f1c1a52-3a0e-4d4b-9f59-0d6b3c2b7a11")
+
+
+def fake_uuid(prefix: str, *parts: object) -> str:
+    """A stable UUID per described device, so IDs survive a plugin restart as real ones do."""
+    return f"{prefix}-{uuidlib.uuid5(_NS, '/'.join(map(str, parts)))}"
+
+
+@dataclass(frozen=True)
+class FakeProcess:
+    pid: int
+    used_mib: int | None
+    gpu_instance_id: int | None = None
+    compute_instance_id: int | None = None
+
+
+@dataclass(frozen=True)
+class FakeMig:
+    profile: str
+    start: int
+    size: int
+    memory_mib: int
+    gpu_instance_id: int
+    compute_instance_id: int = 0
+    used_mib: int = 0
+    uuid: str = ""
+
+
+@dataclass(frozen=True)
+class FakeGpu:
+    name: str
+    memory_mib: int
+    bus_id: str
+    uuid: str = ""
+    mig: tuple[bool, bool] | None = None
+    """(current, pending); None: the GPU does not support MIG."""
+    migs: tuple[FakeMig, ...] = ()
+    utilisation: tuple[int, int] = (0, 0)
+    used_mib: int = 0
+    processes: tuple[FakeProcess, ...] = ()
+    lost: bool = False
+    numa: int = 0
+    pcie_switch: int = 0
+    nvlink_peers: tuple[str, ...] = ()
+    """Bus ids of GPUs reached by direct NVLink, one entry per link."""
+    nvswitch_links: int = 0
+    xids: tuple[int, ...] = ()
+    """Critical XIDs this GPU raises as soon as someone registers for them."""
+
+
+@dataclass(frozen=True)
+class FakeNode:
+    gpus: tuple[FakeGpu, ...]
+    driver_version: str = "550.90.07"
+    cuda_driver_version: int = 12040
+    init_error: int | None = None
+    """An NVML code `nvmlInit` fails with, e.g. 12 (no library) or 18 (driver/library mismatch)."""
+
+    def with_ids(self) -> FakeNode:
+        """Fill in stable UUIDs where the description left them out."""
+        gpus = []
+        for i, g in enumerate(self.gpus):
+            gid = g.uuid or fake_uuid("GPU", g.name, g.bus_id, i)
+            migs = tuple(replace(m, uuid=m.uuid or fake_uuid("MIG", gid, m.gpu_instance_id, m.compute_instance_id))
+                         for m in g.migs)
+            gpus.append(replace(g, uuid=gid, migs=migs))
+        return replace(self, gpus=tuple(gpus))
+
+
+class NVMLError(Exception):
+    """pynvml's error: one type with the NVML return code in `value`."""
+
+    def __init__(self, value: int) -> None:
+        super().__init__(value)
+        self.value = value
+
+    def __str__(self) -> str:
+        return f"NVML error {self.value}"
+
+
+@dataclass(frozen=True)
+class _Handle:
+    gpu: int
+    mig: int | None = None
+
+
+@dataclass
+class _EventSet:
+    watched: set[int] = field(default_factory=set)
+    events: deque[Any] = field(default_factory=deque)
+
+
+class FakeNvml:
+    """Stand-in for the `pynvml` module. Safe to share between threads (one lock, like NVML's own)."""
+
+    NVMLError = NVMLError
+
+    def __init__(self, node: FakeNode) -> None:
+        self.node = node.with_ids()
+        self._lock = threading.Lock()
+        self._sets: list[_EventSet] = []
+        self._raised: set[int] = set()
+        self.initialised = 0
+
+    # ---- what tests change ----------------------------------------------------------------------
+    def inject_xid(self, gpu_uuid: str, code: int, gpu_instance_id: int | None = None) -> None:
+        index = self._index(gpu_uuid)
+        with self._lock:
+            for s in self._sets:
+                if index in s.watched:
+                    s.events.append(self._event(index, code, gpu_instance_id))
+
+    def set_gpu(self, gpu_uuid: str, **changes: Any) -> None:
+        index = self._index(gpu_uuid)
+        gpus = list(self.node.gpus)
+        gpus[index] = replace(gpus[index], **changes)
+        self.node = replace(self.node, gpus=tuple(gpus))
+
+    # ---- the pynvml surface ---------------------------------------------------------------------
+    def nvmlInit(self) -> None:
+        self.nvmlInitWithFlags(0)
+
+    def nvmlInitWithFlags(self, flags: int) -> None:
+        if self.node.init_error is not None:
+            raise NVMLError(self.node.init_error)
+        if not self.node.gpus and not flags & codes.INIT_FLAG_NO_GPUS:
+            raise NVMLError(codes.NOT_FOUND)
+        self.initialised += 1
+
+    def nvmlShutdown(self) -> None:
+        self._need_init()
+        self.initialised -= 1
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        self._need_init()
+        return self.node.driver_version
+
+    def nvmlSystemGetCudaDriverVersion(self) -> int:
+        self._need_init()
+        return self.node.cuda_driver_version
+
+    def nvmlDeviceGetCount(self) -> int:
+        self._need_init()
+        return len(self.node.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index: int) -> _Handle:
+        self._need_init()
+        if not 0 <= index < len(self.node.gpus):
+            raise NVMLError(codes.INVALID_ARGUMENT)
+        return _Handle(index)
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> _Handle:
+        self._need_init()
+        for i, g in enumerate(self.node.gpus):
+            if g.uuid == uuid:
+                return _Handle(i)
+            for k, m in enumerate(g.migs):
+                if m.uuid == uuid:
+                    return _Handle(i, k)
+        raise NVMLError(codes.NOT_FOUND)
+
+    def nvmlDeviceGetUUID(self, h: _Handle) -> str:
+        self._need_init()  # answers even for a lost GPU: NVML caches the identity
+        g = self.node.gpus[h.gpu]
+        return g.uuid if h.mig is None else g.migs[h.mig].uuid
+
+    def nvmlDeviceGetName(self, h: _Handle) -> str:
+        g = self._gpu(h)
+        return g.name if h.mig is None else f"{g.name} MIG {g.migs[h.mig].profile}"
+
+    def nvmlDeviceGetPciInfo(self, h: _Handle) -> Any:
+        g = self._gpu(h)
+        return SimpleNamespace(busId=g.bus_id, pciDeviceId=0)
+
+    def nvmlDeviceGetMemoryInfo(self, h: _Handle) -> Any:
+        g = self._gpu(h)
+        if h.mig is not None:
+            m = g.migs[h.mig]
+            total, used = m.memory_mib * MIB, m.used_mib * MIB
+        else:
+            total, used = g.memory_mib * MIB, g.used_mib * MIB
+        return SimpleNamespace(total=total, used=used, free=total - used)
+
+    def nvmlDeviceGetUtilizationRates(self, h: _Handle) -> Any:
+        g = self._gpu(h)
+        if h.mig is not None or (g.mig is not None and g.mig[0]):
+            raise NVMLError(codes.NOT_SUPPORTED)  # nvml.h: not supported on MIG-enabled GPUs
+        return SimpleNamespace(gpu=g.utilisation[0], memory=g.utilisation[1])
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h: _Handle) -> list[Any]:
+        g = self._gpu(h)
+        out = []
+        for p in g.processes:
+            out.append(SimpleNamespace(
+                pid=p.pid, usedGpuMemory=p.used_mib * MIB if p.used_mib is not None else None,
+                gpuInstanceId=codes.INVALID_INSTANCE_ID if p.gpu_instance_id is None else p.gpu_instance_id,
+                computeInstanceId=codes.INVALID_INSTANCE_ID if p.compute_instance_id is None
+                else p.compute_instance_id))
+        return out
+
+    def nvmlDeviceGetMigMode(self, h: _Handle) -> list[int]:
+        g = self._gpu(h)
+        if g.mig is None or h.mig is not None:
+            raise NVMLError(codes.NOT_SUPPORTED)
+        return [int(g.mig[0]), int(g.mig[1])]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h: _Handle) -> int:
+        g = self._gpu(h)
+        if g.mig is None:
+            raise NVMLError(codes.NOT_SUPPORTED)
+        return 7 if g.mig[0] else 0
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h: _Handle, index: int) -> _Handle:
+        g = self._gpu(h)
+        if not g.mig or not g.mig[0] or not 0 <= index < 7:
+            raise NVMLError(codes.INVALID_ARGUMENT)
+        if index >= len(g.migs):
+            raise NVMLError(codes.NOT_FOUND)
+        return _Handle(h.gpu, index)
+
+    def nvmlDeviceGetGpuInstanceId(self, h: _Handle) -> int:
+        return self._mig(h).gpu_instance_id
+
+    def nvmlDeviceGetComputeInstanceId(self, h: _Handle) -> int:
+        return self._mig(h).compute_instance_id
+
+    def nvmlDeviceGetGpuInstanceById(self, h: _Handle, gi: int) -> Any:
+        g = self._gpu(h)
+        for m in g.migs:
+            if m.gpu_instance_id == gi:
+                return SimpleNamespace(id=gi, start=m.start, size=m.size)
+        raise NVMLError(codes.NOT_FOUND)
+
+    def nvmlGpuInstanceGetInfo(self, gi: Any) -> Any:
+        self._need_init()
+        return SimpleNamespace(id=gi.id, placement=SimpleNamespace(start=gi.start, size=gi.size))
+
+    def nvmlDeviceGetNvLinkState(self, h: _Handle, link: int) -> int:
+        g = self._gpu(h)
+        if link >= len(g.nvlink_peers) + g.nvswitch_links:
+            raise NVMLError(codes.NOT_SUPPORTED if link == 0 else codes.INVALID_ARGUMENT)
+        return codes.FEATURE_ENABLED
+
+    def nvmlDeviceGetNvLinkRemoteDeviceType(self, h: _Handle, link: int) -> int:
+        g = self._gpu(h)
+        return codes.NVLINK_DEVICE_TYPE_GPU if link < len(g.nvlink_peers) else codes.NVLINK_DEVICE_TYPE_SWITCH
+
+    def nvmlDeviceGetNvLinkRemotePciInfo(self, h: _Handle, link: int) -> Any:
+        g = self._gpu(h)
+        if link >= len(g.nvlink_peers):
+            raise NVMLError(codes.NOT_SUPPORTED)
+        return SimpleNamespace(busId=g.nvlink_peers[link])
+
+    def nvmlDeviceGetTopologyCommonAncestor(self, a: _Handle, b: _Handle) -> int:
+        ga, gb = self._gpu(a), self._gpu(b)
+        if ga.numa != gb.numa:
+            return 50
+        return 10 if ga.pcie_switch == gb.pcie_switch else 40
+
+    def nvmlEventSetCreate(self) -> _EventSet:
+        self._need_init()
+        s = _EventSet()
+        with self._lock:
+            self._sets.append(s)
+        return s
+
+    def nvmlDeviceRegisterEvents(self, h: _Handle, event_types: int, s: _EventSet) -> None:
+        g = self._gpu(h)
+        with self._lock:
+            s.watched.add(h.gpu)
+            if event_types & codes.EVENT_TYPE_XID_CRITICAL and h.gpu not in self._raised:
+                self._raised.add(h.gpu)
+                s.events.extend(self._event(h.gpu, code, None) for code in g.xids)
+
+    def nvmlEventSetWait(self, s: _EventSet, timeout_ms: int) -> Any:
+        self._need_init()
+        with self._lock:
+            if not s.events:
+                raise NVMLError(codes.TIMEOUT)
+            return s.events.popleft()
+
+    def nvmlEventSetFree(self, s: _EventSet) -> None:
+        with self._lock:
+            if s in self._sets:
+                self._sets.remove(s)
+
+    # ---- helpers --------------------------------------------------------------------------------
+    def _need_init(self) -> None:
+        if self.initialised <= 0:
+            raise NVMLError(codes.UNINITIALIZED)
+
+    def _gpu(self, h: _Handle) -> FakeGpu:
+        self._need_init()
+        g = self.node.gpus[h.gpu]
+        if g.lost:
+            raise NVMLError(codes.GPU_IS_LOST)
+        return g
+
+    def _mig(self, h: _Handle) -> FakeMig:
+        g = self._gpu(h)
+        if h.mig is None:
+            raise NVMLError(codes.INVALID_ARGUMENT)
+        return g.migs[h.mig]
+
+    def _index(self, gpu_uuid: str) -> int:
+        for i, g in enumerate(self.node.gpus):
+            if g.uuid == gpu_uuid:
+                return i
+        raise KeyError(gpu_uuid)
+
+    def _event(self, index: int, code: int, gi: int | None) -> Any:
+        return SimpleNamespace(device=_Handle(index), eventType=codes.EVENT_TYPE_XID_CRITICAL, eventData=code,
+                               gpuInstanceId=codes.INVALID_INSTANCE_ID if gi is None else gi,
+                               computeInstanceId=codes.INVALID_INSTANCE_ID)
