@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import nomad
 import nomad.api.exceptions as nomad_exc
 import requests
+import urllib3
 from requests.adapters import HTTPAdapter
 
 from nomad_gpu.domain.errors import NomadGpuError
@@ -177,13 +178,20 @@ class NomadClient:
         _translate(lambda: self.api.allocation.stop_allocation(alloc_id), f"stop allocation {alloc_id}")
 
     # ---- the event stream --------------------------------------------------------------------
-    def event_stream(self, index: int, topics: Sequence[str], read_timeout_s: float = 75.0,
+    def event_stream(self, index: int, topics: Sequence[str], read_timeout_s: float = 60.0,
                      opened: Callable[[requests.Response], None] | None = None) -> Iterator[dict[str, Any]]:
-        """Frames of `/v1/event/stream` as they arrive (heartbeats included, as `{}`).
+        """Frames of `/v1/event/stream` the moment each line arrives (heartbeats included, as `{}`).
 
         Written on the session rather than python-nomad's `get_stream`, which replays from the first
-        index after a reconnect and dies silently on errors (reference section 10). Ends when the
-        server closes the stream; raises NomadError on anything else.
+        index after a reconnect and dies silently on errors (reference section 10). Nomad frames the
+        body two ways (`command/agent/event_endpoint.go`): up to 1.11.1 chunked, and from 1.11.2 a
+        hijacked connection whose body ends only when it closes. `iter_content` waits for the end of
+        such a body before it hands anything over, so the bytes are taken as the socket delivers them
+        (`read1`), decoded (1.x gzips the stream when asked), and split into lines here.
+
+        Ends when the body ends: from 1.11.2 that is also how a late error (ACL, token expiry,
+        "subscription closed by server") shows. `read_timeout_s` is the longest silence allowed, not
+        even a heartbeat; beyond it NomadUnavailable is raised. Raises NomadError on anything else.
         """
         params: list[tuple[str, str | int]] = [("index", index), *(("topic", t) for t in topics)]
         if self.settings.namespace:
@@ -204,9 +212,30 @@ class NomadClient:
                 err = NomadRejected if 400 <= resp.status_code < 500 else NomadUnavailable
                 raise err(f"event stream: HTTP {resp.status_code}: {resp.text.strip()}")
             try:
-                yield from _ndjson(resp.iter_content(chunk_size=None))
-            except (requests.RequestException, AttributeError, OSError) as exc:  # closed under us: same thing
+                yield from _ndjson(_arrivals(resp))
+            except urllib3.exceptions.ReadTimeoutError as exc:
+                raise NomadUnavailable(f"event stream: no data for {read_timeout_s:g} s, "
+                                       "not even a heartbeat") from exc
+            except (urllib3.exceptions.HTTPError, requests.RequestException, AttributeError, ValueError,
+                    OSError) as exc:  # closed under us, reset, undecodable: the stream is gone either way
                 raise NomadUnavailable(f"event stream broke off ({type(exc).__name__})") from exc
+
+
+_READ_MAX = 64 * 1024
+
+
+def _arrivals(resp: requests.Response) -> Iterator[bytes]:
+    """The body's bytes, decoded, as soon as the socket has any; ends at the end of the body.
+
+    `read1` returns what one read of the socket (or of the current chunk) gives, so a heartbeat is
+    seen when it arrives, in either framing; b"" only at the end of the body.
+    """
+    raw = resp.raw
+    while True:
+        data = raw.read1(_READ_MAX, decode_content=True)
+        if not data:
+            return
+        yield data
 
 
 def _ndjson(chunks: Iterator[bytes]) -> Iterator[dict[str, Any]]:
@@ -224,3 +253,6 @@ def _ndjson(chunks: Iterator[bytes]) -> Iterator[dict[str, Any]]:
                     yield json.loads(line)
                 except ValueError:
                     logger.warning("event stream: skipped a line that is not JSON (%d bytes)", len(line))
+    if buf.strip():
+        # up to 1.11.1 a late error is written into the body after the last frame, without a newline
+        logger.info("event stream ended with: %s", buf.strip()[:200].decode(errors="replace"))

@@ -1,7 +1,15 @@
 """Follows Nomad's event stream and tells the service what changed, never missing or repeating.
 
 - resumes from the last index seen (the index is inclusive, so frames are also deduplicated);
-- reconnects with capped exponential backoff when the stream breaks or the server closes it;
+- handles each frame the moment its line arrives, whichever way Nomad frames the body (chunked up to
+  1.11.1, a hijacked connection that ends only at close from 1.11.2: `command/agent/event_endpoint.go`);
+- reconnects with capped exponential backoff when the stream breaks or the server closes it. From
+  1.11.2 an error after the 200 (token expired, ACL denied) is a plain end of the body, so an end is
+  no sign of health: the backoff resets only once a data frame arrived, never on a heartbeat or a
+  clean end, and a stream that answers 200 and closes at once is retried ever more slowly;
+- a watchdog gives up on a connection that delivered no bytes at all (not even the `{}` heartbeat
+  Nomad sends every 30 s) for two heartbeat periods: a half-open TCP connection or a stuck proxy
+  would otherwise hold the watcher forever;
 - after every (re)connect, re-lists nodes and allocations over REST and hands the full picture to
   the service to reconcile, because an index older than the server's buffer silently skips events
   (reference/nomad-api.md section 1).
@@ -26,6 +34,7 @@ from nomad_gpu.nomad.decode import AllocInfo, SharingConfig, decode_alloc, decod
 logger = logging.getLogger(__name__)
 
 TOPICS = ("Allocation:*", "Node:*", "Job:*")
+HEARTBEAT_S = 30.0
 NODE_TYPES = frozenset({"NodeRegistration", "NodeStreamEvent", "NodeDrain", "NodeEligibility", "NodeEvent"})
 ALLOC_TYPES = frozenset({"PlanResult", "AllocationUpdated", "AllocationUpdateDesiredStatus"})
 
@@ -55,16 +64,22 @@ class Backoff:
 
 
 class Watcher:
-    """Runs in its own thread; `stop()` ends it at the next frame, heartbeat or backoff."""
+    """Runs in its own thread; `stop()` ends it at the next frame, heartbeat or backoff.
+
+    `heartbeat_s` is Nomad's stream heartbeat (30 s, `nomad/event_endpoint.go`); the watchdog fires
+    after two of them without a byte.
+    """
 
     def __init__(self, client: NomadClient, handler: WatchHandler, sharing: SharingConfig,
-                 *, start_index: int = 0, read_timeout_s: float = 75.0,
+                 *, start_index: int = 0, heartbeat_s: float = HEARTBEAT_S,
                  sleep: Callable[[float], bool] | None = None) -> None:
+        if heartbeat_s <= 0:
+            raise ValueError("heartbeat_s must be positive")
         self.client = client
         self.handler = handler
         self.sharing = sharing
         self.last_index = start_index
-        self.read_timeout_s = read_timeout_s
+        self.silence_limit_s = 2 * heartbeat_s
         self._stop = threading.Event()
         self._sleep = sleep or self._stop.wait
         self._seen: deque[tuple[int, str, str, str]] = deque(maxlen=4096)
@@ -94,7 +109,8 @@ class Watcher:
             try:
                 self.resync()
                 self._follow()
-                self.backoff.reset()
+                if not self._stop.is_set():
+                    logger.info("event stream ended at index %d; reconnecting", self.last_index)
             except NomadError as exc:
                 if self._stop.is_set():
                     break
@@ -105,7 +121,9 @@ class Watcher:
             if self._stop.is_set():
                 break
             self.reconnects += 1
-            self._sleep(self.backoff.next())
+            delay = self.backoff.next()
+            logger.debug("event stream: reconnect %d in %.2f s", self.reconnects, delay)
+            self._sleep(delay)
 
     # ---- one connection ----------------------------------------------------------------------
     def resync(self) -> None:
@@ -118,14 +136,15 @@ class Watcher:
     def _follow(self) -> None:
         # the index is inclusive: ask for the next one and still dedupe (a too-new index replays)
         frames = self.client.event_stream(self.last_index + 1 if self.last_index else 0, TOPICS,
-                                          read_timeout_s=self.read_timeout_s, opened=self._opened)
+                                          read_timeout_s=self.silence_limit_s, opened=self._opened)
         for frame in frames:
             self.connected.set()
             if self._stop.is_set():
                 return
             if not frame or (not frame.get("Index") and not frame.get("Events")):
-                continue  # heartbeat
+                continue  # heartbeat (`api/event_stream.go`: no index, no events)
             self.handle_frame(frame)
+            self.backoff.reset()  # only data shows the stream works: 1.11.2+ sends a heartbeat, then EOF on error
 
     def _opened(self, resp: requests.Response) -> None:
         self._response = resp

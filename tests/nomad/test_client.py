@@ -1,11 +1,15 @@
-"""The Nomad client edge against the dev cluster: plain-text errors become our own error types."""
+"""The Nomad client edge: plain-text errors become our own error types; the event stream in both framings."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from rawnomad import FRAMINGS, Conn, ScriptedNomad, alloc_event_frame
 
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.nomad.client import NomadClient, NomadNotFound, NomadRejected, NomadSettings, NomadUnavailable
@@ -53,3 +57,73 @@ def test_unreachable_nomad_is_retryable() -> None:
     with pytest.raises(NomadUnavailable) as info:
         client.nodes()
     assert info.value.retryable
+
+
+# ---- the event stream, in the framing of each Nomad version ------------------------------------------------
+
+
+def _consume(frames: Iterator[dict[str, Any]], into: list[dict[str, Any]], done: threading.Event) -> None:
+    try:
+        for frame in frames:
+            into.append(frame)
+    except NomadUnavailable:
+        pass
+    finally:
+        done.set()
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_each_frame_is_handed_over_the_moment_its_line_arrives(framing: str) -> None:
+    """Nomad 1.11.2+ ends the body only at close: a reader that waits for the end gets nothing.
+
+    (`command/agent/event_endpoint.go`, v2.0.5, hijacked and close-delimited; v1.11.1, chunked.)
+    """
+    def script(conn: Conn, n: int) -> None:
+        conn.head()
+        conn.frame({})
+        conn.frame(alloc_event_frame(7))
+        nomad.release.wait(10)  # the connection stays open, as a healthy stream does
+        conn.end()
+
+    with ScriptedNomad(framing, script) as nomad:
+        got: list[dict[str, Any]] = []
+        done = threading.Event()
+        client = NomadClient(NomadSettings(address=nomad.url))
+        threading.Thread(target=_consume, args=(client.event_stream(0, ["Allocation:*"]), got, done),
+                         daemon=True).start()
+        deadline = time.monotonic() + 5
+        while len(got) < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not done.is_set(), "the stream must still be open"
+        assert got == [{}, alloc_event_frame(7)]
+        nomad.release.set()
+        assert done.wait(5), "the end of the body ends the frames"
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_a_stream_that_ends_ends_the_frames_without_error(framing: str) -> None:
+    def script(conn: Conn, n: int) -> None:
+        conn.head()
+        conn.frame({})
+        if framing != "hijacked":  # 1.11.1: a late error is written into the body, without a newline
+            conn.write(b"subscription closed by server, client should resubscribe")
+        conn.end()
+
+    with ScriptedNomad(framing, script) as nomad:
+        client = NomadClient(NomadSettings(address=nomad.url))
+        assert list(client.event_stream(0, ["Allocation:*"])) == [{}]
+
+
+def test_silence_longer_than_the_read_timeout_is_unavailable() -> None:
+    """No byte at all (not even a heartbeat) within the read timeout: the stream is given up."""
+    def script(conn: Conn, n: int) -> None:
+        conn.head()
+        conn.frame({})
+        nomad.release.wait(10)
+
+    with ScriptedNomad("hijacked", script) as nomad:
+        client = NomadClient(NomadSettings(address=nomad.url))
+        frames = client.event_stream(0, ["Allocation:*"], read_timeout_s=0.2)
+        assert next(frames) == {}
+        with pytest.raises(NomadUnavailable, match="no data"):
+            next(frames)

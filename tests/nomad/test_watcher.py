@@ -1,10 +1,17 @@
-"""The watcher: inclusive-index dedupe, resume, resync after reconnect, prompt stop."""
+"""The watcher: inclusive-index dedupe, resume, resync after reconnect, prompt stop; frames handled as they
+arrive in both of Nomad's framings, the silence watchdog and the backoff rule."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+import pytest
+import requests
+from rawnomad import FRAMINGS, Conn, ScriptedNomad, alloc_event_frame
 
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.inventory import Node
@@ -43,8 +50,15 @@ def alloc_frame(index: int, status: str, alloc_id: str = "a1") -> dict[str, Any]
                                         "Index": index, "Payload": {"Allocation": alloc}}]}
 
 
-def watcher(handler: Recorder, url: str = "http://127.0.0.1:9") -> Watcher:
-    return Watcher(NomadClient(NomadSettings(address=url)), handler, NO_SHARING)
+def watcher(handler: Recorder, url: str = "http://127.0.0.1:9", **options: Any) -> Watcher:
+    return Watcher(NomadClient(NomadSettings(address=url)), handler, NO_SHARING, **options)
+
+
+def wait_until(condition: Callable[[], object], timeout_s: float = 5.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.01)
 
 
 def test_a_repeated_frame_is_handled_once() -> None:
@@ -89,3 +103,136 @@ def test_reconnect_resyncs_and_resumes() -> None:
         w.stop()
         assert time.monotonic() - started < 2  # no waiting for a heartbeat
         dc.stop()
+
+
+# ---- both framings, the watchdog, the backoff rule ----------------------------------------------------------
+
+EMPTY_LIST = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n[]"
+
+
+def nomad_with_stream(framing: str, stream: Callable[[Conn, int], None]) -> ScriptedNomad:
+    """Empty node and allocation lists over REST; `stream(conn, n)` serves the n-th stream request."""
+    counter = {"streams": 0}
+
+    def script(conn: Conn, n: int) -> None:
+        if not nomad.requests[-1].startswith(b"GET /v1/event/stream"):
+            conn.sock.sendall(EMPTY_LIST)
+            conn.sock.close()
+            return
+        counter["streams"] += 1
+        stream(conn, counter["streams"] - 1)
+
+    nomad = ScriptedNomad(framing, script)
+    return nomad
+
+
+def stream_requests(nomad: ScriptedNomad) -> int:
+    return sum(1 for head in list(nomad.requests) if head.startswith(b"GET /v1/event/stream"))
+
+
+@pytest.mark.parametrize("framing", FRAMINGS)
+def test_frames_are_handled_while_the_stream_stays_open(framing: str) -> None:
+    """Against 1.11.2+ (`command/agent/event_endpoint.go`, v2.0.5: hijacked, ends only at close) the
+    watcher used to wait for the close before it handled anything: 0 of 12 jobs ever completed."""
+    def stream(conn: Conn, n: int) -> None:
+        conn.head()
+        conn.frame({})
+        conn.frame(alloc_event_frame(5, status="running"))
+        conn.frame(alloc_event_frame(6, status="complete"))
+        nomad.release.wait(10)
+        conn.end()
+
+    with nomad_with_stream(framing, stream) as nomad:
+        rec = Recorder()
+        w = watcher(rec, nomad.url)
+        w.start()
+        try:
+            wait_until(lambda: len(rec.allocs) == 2)
+            assert [a.client_status.value for a in rec.allocs] == ["running", "complete"]
+            assert w.last_index == 6 and w.reconnects == 0 and stream_requests(nomad) == 1
+        finally:
+            nomad.release.set()
+            w.stop()
+
+
+def test_watchdog_reconnects_after_two_silent_heartbeat_periods() -> None:
+    """A half-open connection: the 200 and one heartbeat, then nothing at all."""
+    opened: list[float] = []
+
+    def stream(conn: Conn, n: int) -> None:
+        opened.append(time.monotonic())
+        conn.head()
+        conn.frame({})
+        nomad.release.wait(10)
+
+    with nomad_with_stream("hijacked", stream) as nomad:
+        w = watcher(Recorder(), nomad.url, heartbeat_s=0.1)
+        w.start()
+        try:
+            wait_until(lambda: len(opened) >= 2)
+            assert w.reconnects >= 1
+            assert opened[1] - opened[0] >= 0.2  # two heartbeat periods of silence, not less
+        finally:
+            w.stop()
+
+
+def test_heartbeats_keep_the_watchdog_quiet() -> None:
+    beats = threading.Event()
+
+    def stream(conn: Conn, n: int) -> None:
+        conn.head()
+        for _ in range(20):  # 1 s of heartbeats, each 0.05 s apart: well inside the 0.5 s limit
+            conn.frame({})
+            time.sleep(0.05)
+        beats.set()
+        nomad.release.wait(10)
+
+    with nomad_with_stream("chunked", stream) as nomad:
+        w = watcher(Recorder(), nomad.url, heartbeat_s=0.25)
+        w.start()
+        try:
+            assert beats.wait(5)
+            assert w.reconnects == 0 and stream_requests(nomad) == 1
+        finally:
+            w.stop()
+
+
+class ScriptedClient(NomadClient):
+    """A NomadClient whose stream plays one list of frames per connection, then ends cleanly."""
+
+    def __init__(self, streams: list[list[dict[str, Any]]]) -> None:
+        super().__init__(NomadSettings(address="http://127.0.0.1:9"))
+        self.streams = streams
+
+    def nodes(self) -> list[dict[str, Any]]:
+        return []
+
+    def allocations(self) -> list[dict[str, Any]]:
+        return []
+
+    def event_stream(self, index: int, topics: Sequence[str], read_timeout_s: float = 60.0,
+                     opened: Callable[[requests.Response], None] | None = None) -> Iterator[dict[str, Any]]:
+        yield from self.streams.pop(0)
+
+
+def test_backoff_resets_only_after_a_data_frame() -> None:
+    """1.11.2+ answers a late error with 200, a heartbeat and EOF: such ends must slow the retries down,
+    where they used to reconnect (and re-list everything) every 50 ms."""
+    heartbeat_only: list[dict[str, Any]] = [{}]
+    with_data = [{}, alloc_event_frame(9)]
+    client = ScriptedClient([heartbeat_only, heartbeat_only, heartbeat_only, with_data, heartbeat_only,
+                             heartbeat_only])
+    rec = Recorder()
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> bool:
+        slept.append(round(seconds, 3))
+        if not client.streams:
+            w.stop()
+        return False
+
+    w = Watcher(client, rec, NO_SHARING, sleep=sleep)
+    w.backoff.initial_s, w.backoff.max_s = 0.05, 5.0
+    w.run()
+    assert slept == [0.05, 0.1, 0.2, 0.05, 0.1, 0.2]
+    assert len(rec.resyncs) == 6 and [a.client_status.value for a in rec.allocs] == ["running"]
