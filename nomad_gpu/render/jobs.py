@@ -62,6 +62,12 @@ META_SHARE_GPU = "nomad_gpu_share_gpu"
 META_SHARE_MILLI = "nomad_gpu_share_milli"
 """Group meta of a time-slice share: its milli-GPU."""
 
+ENV_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
+"""What the NVIDIA container runtime reads to decide which GPUs a container sees."""
+NO_GPU = "void"
+"""``NVIDIA_VISIBLE_DEVICES`` of a group that holds no GPU: many CUDA images default it to ``all``, and on a
+node whose default Docker runtime is nvidia that would hand every GPU to a job that booked none."""
+
 _NO_META: Mapping[str, str] = types.MappingProxyType({})
 
 
@@ -124,7 +130,7 @@ class JobRenderer:
                 "node_pool": settings.node_pool,
                 "driver": settings.driver,
                 "config": config,
-                "env": dict(settings.env),
+                "env": {ENV_VISIBLE_DEVICES: NO_GPU, **settings.env},  # the service itself needs no GPU
                 "cpu": settings.cpu,
                 "memory": settings.memory,
             }
@@ -200,7 +206,7 @@ def _group_context(group: GroupSpec, placement: RenderPlacement) -> dict[str, An
     meta: dict[str, str] = {}
     device: dict[str, Any] | None = None
     if group.share is not None and placed.share_gpu is not None:
-        env["NVIDIA_VISIBLE_DEVICES"] = placed.share_gpu
+        env[ENV_VISIBLE_DEVICES] = placed.share_gpu
         if task.driver == "docker":
             # Nomad's docker driver picks the nvidia runtime only for devices it
             # reserved itself; a share is not a Nomad device, so ask for it here.
@@ -213,6 +219,8 @@ def _group_context(group: GroupSpec, placement: RenderPlacement) -> dict[str, An
             "count": group.device_count,
             "ids": ",".join(placed.device_ids),
         }
+    elif group.capacity_kind is None:
+        env[ENV_VISIBLE_DEVICES] = NO_GPU
     return {
         "name": group.name,
         "count": group.count,

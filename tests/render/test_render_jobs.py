@@ -350,7 +350,7 @@ def test_the_service_job_renders() -> None:
     group = labelled(job, "group")["nomad-gpu"]
     assert group["count"] == 1
     task = labelled(group, "task")["nomad-gpu"]
-    assert attrs(only(task, "env")) == dict(settings.env)
+    assert attrs(only(task, "env")) == {"NVIDIA_VISIBLE_DEVICES": "void", **settings.env}
     config = only(task, "config")
     assert text(config["image"]) == "ghcr.io/example/nomad-gpu:0.1"
     assert [text(arg) for arg in config["args"]] == ["serve"]
@@ -401,8 +401,29 @@ def test_every_template_resists_hostile_values() -> None:
     _, job = parse_job(render_service_job(settings))
     assert_allowed_shape("job", job)
     task = labelled(labelled(job, "group")["nomad-gpu"], "task")["nomad-gpu"]
-    assert attrs(only(task, "env")) == {"NOMAD_ADDR": evil}
+    assert attrs(only(task, "env")) == {"NOMAD_ADDR": evil, "NVIDIA_VISIBLE_DEVICES": "void"}
     assert [text(arg) for arg in only(task, "config")["args"]] == [evil]
     tested.add("nomad-gpu")
     on_disk = {path.name.removesuffix(".hcl.j2") for path in TEMPLATES.glob("*.hcl.j2")}
     assert tested == {name for name in on_disk if not name.startswith("_")}
+
+
+def test_a_group_without_a_gpu_sees_none() -> None:
+    """Images that default NVIDIA_VISIBLE_DEVICES to `all` must not get every GPU of an nvidia-runtime node."""
+    spec = _spec(
+        "name: gang\ngroups:\n"
+        "  - {name: trainer, task: {image: i}, gpu: {count: 1}}\n"
+        "  - {name: mig, task: {image: i}, mig: {profile: 3g.40gb}}\n"
+        "  - {name: notebook, task: {image: i}, share: {milli: 250}}\n"
+        "  - {name: loader, task: {image: i, env: {A: b}}}\n"
+        "  - {name: probe, task: {driver: exec, command: /bin/true}}\n"
+    )
+    _, job = parse_job(render_job(spec, job_id="gang", placement=placement_for(spec)))
+    env = {}
+    for name, group in labelled(job, "group").items():
+        task = labelled(group, "task")[name]
+        env[name] = attrs(only(task, "env")) if "env" in task else {}
+    assert env["loader"] == {"A": "b", "NVIDIA_VISIBLE_DEVICES": "void"}
+    assert env["probe"] == {"NVIDIA_VISIBLE_DEVICES": "void"}
+    assert env["notebook"] == {"NVIDIA_VISIBLE_DEVICES": "GPU-shared-0001"}
+    assert "NVIDIA_VISIBLE_DEVICES" not in env["trainer"] and "NVIDIA_VISIBLE_DEVICES" not in env["mig"]

@@ -93,6 +93,8 @@ def test_every_user_value_round_trips_exactly(
     expected_env = dict(group.task.env)
     if placed.share_gpu is not None:
         expected_env["NVIDIA_VISIBLE_DEVICES"] = placed.share_gpu
+    elif group.capacity_kind is None:
+        expected_env["NVIDIA_VISIBLE_DEVICES"] = "void"  # no GPU booked: the container must see none
     assert env == expected_env
 
     devices = labelled(only(task, "resources"), "device")
