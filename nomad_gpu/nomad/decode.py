@@ -80,10 +80,33 @@ class AllocInfo:
     modify_index: int = 0
     create_time_ns: int = 0
     modify_time_ns: int = 0
+    namespace: str = "default"
+    next_allocation: str = ""
+    """Set when Nomad placed a replacement (a migration, `alloc stop`, a reschedule)."""
+    migrate: bool = False
+    """`DesiredTransition.Migrate`: a drain asked for this allocation to move."""
+    job_version: int = 0
 
     @property
     def is_terminal(self) -> bool:
         return self.client_status.is_terminal()
+
+    @property
+    def succeeded(self) -> bool:
+        """Ended by itself, successfully. A task Nomad kills also ends `complete` (client/allocrunner,
+        v2.0.5), so success also needs desired `run`, no migration and no replacement."""
+        return (self.client_status is AllocStatus.COMPLETE and self.desired_status == "run"
+                and not self.migrate and not self.next_allocation)
+
+    def outcome(self) -> str:
+        """A short word for why it ended, for an entry's reason."""
+        if self.succeeded:
+            return "complete"
+        if self.client_status is AllocStatus.COMPLETE:
+            if self.migrate:
+                return "migrated"
+            return "replaced" if self.next_allocation else f"killed (desired {self.desired_status})"
+        return self.client_status.value
 
 
 def _number(value: Any, what: str) -> int:
@@ -229,4 +252,8 @@ def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
         modify_index=int(raw.get("ModifyIndex") or 0),
         create_time_ns=int(raw.get("CreateTime") or 0),
         modify_time_ns=int(raw.get("ModifyTime") or 0),
+        namespace=str(raw.get("Namespace") or "default"),
+        next_allocation=str(raw.get("NextAllocation") or ""),
+        migrate=bool((raw.get("DesiredTransition") or {}).get("Migrate")),
+        job_version=int(raw.get("JobVersion") or 0),
     )

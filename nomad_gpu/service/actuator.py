@@ -1,46 +1,91 @@
 """Tells Nomad what the cycle decided: render HCL -> `/v1/jobs/parse` -> register with the source.
 
-The Nomad job ID comes from the queue entry (and its attempt), so registering again after a crash
-or a timeout updates the same job instead of starting a second copy (DESIGN 3.6).
+The Nomad job ID comes from the queue entry (its database's prefix, the entry and the attempt), and
+the register is create-only: a register repeated after a lost reply or a crash finds its own job
+there and takes it as done, and a job that names another entry or database is never overwritten
+(DESIGN 3.6, 3.11). `NomadActuator` is the seam the life cycle is tested through.
 """
 
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Callable
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
-from nomad_gpu.nomad.client import NomadClient, NomadNotFound
+from nomad_gpu.nomad.client import NomadClient, NomadJobExists, NomadNotFound, NomadRejected
+from nomad_gpu.nomad.decode import AllocInfo, decode_alloc
 from nomad_gpu.render import META_ENTRY, JobRenderer, JobSpec, RenderPlacement
 from nomad_gpu.store import QueueEntry
 
 logger = logging.getLogger(__name__)
 
 META_ATTEMPT = "nomad_gpu_attempt"
+META_INSTANCE = "nomad_gpu_instance"
+
+
+@dataclass(frozen=True)
+class JobState:
+    """What Nomad says about one of our jobs, read back when events cannot tell (after a restart)."""
+
+    status: str
+    """Nomad's job status: pending, running or dead."""
+    stopped: bool
+    meta: Mapping[str, str]
+    allocs: tuple[AllocInfo, ...] = ()
+
+
+class NomadActuator(Protocol):
+    def submit(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str: ...
+    def stop(self, job_id: str, namespace: str = "default") -> None: ...
+    def job_state(self, job_id: str, namespace: str = "default") -> JobState | None: ...
 
 
 class Actuator:
-    def __init__(self, client: NomadClient, templates_dir: Path | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, client: NomadClient, templates_dir: Path | None = None) -> None:
         self.client = client
         self.renderer = JobRenderer(templates_dir) if templates_dir is not None else JobRenderer()
-        self.clock = clock
 
     def render(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str:
         return self.renderer.render_job(spec, job_id=entry.nomad_job_id, placement=placement,
-                                        extra_meta={META_ENTRY: entry.id, META_ATTEMPT: str(entry.attempts)})
+                                        extra_meta=_meta(entry))
 
     def submit(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str:
-        """Register the pinned job; returns the HCL that was sent. Raises NomadError / RenderError."""
+        """Register the pinned job, create-only; returns the HCL. Raises NomadError / RenderError."""
         hcl = self.render(entry, spec, placement)
         job = self.client.parse(hcl)
-        self.client.register(job, hcl)
+        try:
+            self.client.register(job, hcl, create_only=True, namespace=entry.namespace)
+        except NomadJobExists:
+            found = self.job_state(entry.nomad_job_id, entry.namespace)
+            if found is None or not _is_ours(found.meta, entry):
+                raise NomadRejected(f"job {entry.nomad_job_id} exists in Nomad and belongs to someone else; "
+                                    "it was not overwritten") from None
+            logger.info("register %s: already registered (an earlier reply was lost)", entry.nomad_job_id)
+            return hcl
         logger.info("registered %s for %s on node %s", entry.nomad_job_id, entry.id, placement.node_id)
         return hcl
 
-    def stop(self, job_id: str, *, purge: bool = False) -> None:
+    def stop(self, job_id: str, namespace: str = "default") -> None:
+        """Stop, not purge: the UI keeps the job's definition and status until Nomad's own GC."""
         try:
-            self.client.deregister(job_id, purge=purge)
+            self.client.deregister(job_id, purge=False, namespace=namespace)
         except NomadNotFound:
             pass
+
+    def job_state(self, job_id: str, namespace: str = "default") -> JobState | None:
+        job = self.client.job(job_id, namespace=namespace)
+        if job is None:
+            return None
+        allocs = tuple(decode_alloc(a) for a in self.client.job_allocations(job_id, namespace=namespace))
+        return JobState(status=str(job.get("Status") or ""), stopped=bool(job.get("Stop")),
+                        meta={str(k): str(v) for k, v in (job.get("Meta") or {}).items()}, allocs=allocs)
+
+
+def _meta(entry: QueueEntry) -> dict[str, str]:
+    return {META_ENTRY: entry.id, META_ATTEMPT: str(entry.attempts), META_INSTANCE: entry.job_prefix}
+
+
+def _is_ours(meta: Mapping[str, Any], entry: QueueEntry) -> bool:
+    return all(str(meta.get(k, "")) == v for k, v in _meta(entry).items())

@@ -23,6 +23,11 @@ class Metrics:
         self.decisions = Counter("nomad_gpu_decisions_total", "Decisions made by cycles", registry=r)
         self.queued = Gauge("nomad_gpu_queued", "Entries waiting in the queue", registry=r)
         self.live = Gauge("nomad_gpu_live", "Entries admitted or running", registry=r)
+        self.nomad_reachable = Gauge("nomad_gpu_nomad_reachable", "1 while Nomad answers, 0 while admissions "
+                                     "are paused because it does not", registry=r)
+        self.nomad_reachable.set(1)
+        self.nomad_errors = Counter("nomad_gpu_nomad_errors_total", "Nomad calls that failed, by kind", ["kind"],
+                                    registry=r)
         self.team_gpu = Gauge("nomad_gpu_team_gpu_in_use", "GPU-equivalents held per team", ["team"], registry=r)
 
     def observe_cycle(self, seconds: float, decisions: int) -> None:

@@ -13,7 +13,7 @@ from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId, Team
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import AllocAsk, GpuAsk, GpuShare, JobRequest, MigSlices, WholeGpus
-from nomad_gpu.render import GroupPlacement, JobSpec, RenderPlacement
+from nomad_gpu.render import GroupPlacement, JobSpec, RenderPlacement, parse_spec
 from nomad_gpu.store import QueueEntry
 
 DEVICE_PREFIX = "nvidia/gpu/"
@@ -77,3 +77,11 @@ def placement_from_json(d: Mapping[str, Any]) -> AllocPlacement:
         device_name=d.get("device_name"), share_milli=int(d.get("share_milli") or 0),
         gpu_equivalents=float(d.get("gpu_equivalents") or 0.0),
     )
+
+
+def spec_of(entry: QueueEntry) -> JobSpec:
+    """The stored spec, validated again (a newer validator may refuse it: SpecError / InvalidRequest)."""
+    spec = parse_spec(dict(entry.spec))
+    if not isinstance(spec, JobSpec):
+        raise InvalidRequest(f"entry {entry.id} does not hold a job spec")
+    return spec

@@ -69,6 +69,8 @@ class QueueEntry:
     """The database's instance prefix: two databases (a lost container volume) never share a job ID."""
     namespace: str = "default"
     """The Nomad namespace the entry's job lives in (its spec's, or the service's default)."""
+    registered_at: float | None = None
+    """When Nomad acknowledged this attempt's register; None until then (and for each new attempt)."""
 
     @property
     def nomad_job_id(self) -> str:
@@ -82,7 +84,7 @@ class QueueEntry:
             "max_retries": self.max_retries, "reason": self.reason, "nomad_job_id": self.nomad_job_id,
             "placements": list(self.placements), "admitted_at": self.admitted_at,
             "finished_at": self.finished_at, "sweep": self.sweep, "spec": dict(self.spec),
-            "namespace": self.namespace,
+            "namespace": self.namespace, "registered_at": self.registered_at,
         }
 
 

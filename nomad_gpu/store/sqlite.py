@@ -11,6 +11,7 @@ Parameterised SQL only.
 
 from __future__ import annotations
 
+import builtins
 import json
 import secrets
 import sqlite3
@@ -160,7 +161,7 @@ class SqliteStore:
                 self._put_stop(stop)
         return moved
 
-    def admit_many(self, admissions: Sequence[Admission], at: float) -> list[QueueEntry]:
+    def admit_many(self, admissions: Sequence[Admission], at: float) -> builtins.list[QueueEntry]:
         """A cycle's admissions, all or none: a failure leaves every entry queued (and raises)."""
         with self._lock, self._tx():
             return [self._move(a.entry_id, EntryState.ADMITTED, (EntryState.QUEUED,),
@@ -182,11 +183,18 @@ class SqliteStore:
         moved = replace(current, state=to, history=(*current.history, event)[-20:], **fields)
         self._db.execute(
             "UPDATE entries SET state=?, attempts=?, reason=?, placements=?, admitted_at=?, finished_at=?,"
-            " history=? WHERE id=?",
+            " history=?, registered_at=? WHERE id=?",
             (moved.state.value, moved.attempts, moved.reason, dumps(list(moved.placements)),
-             moved.admitted_at, moved.finished_at, dumps(list(moved.history)), entry_id),
+             moved.admitted_at, moved.finished_at, dumps(list(moved.history)), moved.registered_at, entry_id),
         )
         return moved
+
+    def mark_registered(self, entry_id: str, attempt: int, at: float) -> bool:
+        """Nomad acknowledged this attempt's register; False when the entry moved on meanwhile."""
+        with self._lock, self._tx():
+            cur = self._db.execute("UPDATE entries SET registered_at=? WHERE id=? AND attempts=? AND state=?",
+                                   (at, entry_id, attempt, EntryState.ADMITTED.value))
+            return cur.rowcount == 1
 
     def set_reasons(self, reasons: Mapping[str, str]) -> None:
         with self._lock, self._tx():
@@ -213,10 +221,10 @@ class SqliteStore:
                          " VALUES (?, ?, ?, ?, 0, ?)",
                          (stop.job_id, stop.namespace, stop.reason, stop.created_at, stop.next_at))
 
-    def stops(self, due_by: float | None = None) -> list[StopIntent]:
-        sql, args = "SELECT * FROM stops", ()
+    def stops(self, due_by: float | None = None) -> builtins.list[StopIntent]:
+        sql, args = "SELECT * FROM stops", []
         if due_by is not None:
-            sql, args = sql + " WHERE next_at <= ?", (due_by,)
+            sql, args = sql + " WHERE next_at <= ?", [due_by]
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY next_at, job_id", args).fetchall()
         return [StopIntent(r["job_id"], r["namespace"], r["reason"], r["created_at"], r["attempts"], r["next_at"])
@@ -267,5 +275,5 @@ def _row(r: sqlite3.Row) -> QueueEntry:
         max_retries=r["max_retries"], reason=r["reason"], placements=tuple(json.loads(r["placements"])),
         admitted_at=r["admitted_at"], finished_at=r["finished_at"], sweep=r["sweep"],
         idempotency_key=r["idempotency_key"], history=tuple(json.loads(r["history"])),
-        job_prefix=r["job_prefix"], namespace=r["namespace"],
+        job_prefix=r["job_prefix"], namespace=r["namespace"], registered_at=r["registered_at"],
     )

@@ -1,0 +1,457 @@
+"""The one home of a queue entry's life (DESIGN 3.11): its stored state, its reservation in the
+ledger and the calls to Nomad change here, together, and nowhere else.
+
+One method per event: `admit`, `registered` (inside `_register`), `on_alloc`, `cancel`, `settle`,
+`stop` and the retries in `tick`. Each is safe to repeat (events are duplicated and replayed, a crash
+can strike between any two steps), and every stored move is a compare-and-set.
+
+Rules that keep a GPU from being handed out twice:
+- An attempt that ends (completed, failed, interrupted, cancelled) stores its outcome and the intent
+  to stop its Nomad job in one transaction; the stop is then retried with backoff until Nomad
+  confirms, across restarts.
+- An attempt that did not end cleanly keeps its capacity ("draining", keyed by its Nomad job) until
+  its job is stopped and every allocation Nomad made for it is terminal, so a replacement Nomad
+  places (a migration, an `alloc stop`) can never land on GPUs given to the next job.
+- A register in flight is never raced: a cancel waits for it, and the stop follows its reply.
+- Registers are create-only and keep their pins on a retryable error; an attempt whose register
+  Nomad acknowledged is never registered again (a job gone after a restart ran and was collected).
+
+The caller holds the service lock around every public method; Nomad is called only from the
+executor, outside the lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from nomad_gpu.domain.cycle import Admit
+from nomad_gpu.domain.errors import InvalidRequest, LedgerConflict
+from nomad_gpu.domain.ids import EntryId, InstanceId, Team
+from nomad_gpu.domain.ledger import Ledger
+from nomad_gpu.domain.placement import AllocPlacement
+from nomad_gpu.domain.requests import JobRequest
+from nomad_gpu.nomad.client import NomadError
+from nomad_gpu.nomad.decode import AllocInfo
+from nomad_gpu.render import JobSpec, RenderError
+from nomad_gpu.service.actuator import NomadActuator
+from nomad_gpu.service.metrics import Metrics
+from nomad_gpu.service.outage import Outage
+from nomad_gpu.service.translate import job_request, placement_from_json, placement_json, render_placement, spec_of
+from nomad_gpu.store import EntryState, QueueEntry
+from nomad_gpu.store.entries import parse_job_id
+from nomad_gpu.store.sqlite import Admission, SqliteStore, StopIntent
+
+logger = logging.getLogger(__name__)
+
+FOREIGN = Team("_nomad")
+LIVE = (EntryState.ADMITTED, EntryState.RUNNING)
+_ALLOC_INDEX_MAX = 200_000
+
+
+class _NotSent(Exception):
+    """The register was skipped: the attempt had ended before its turn came."""
+
+
+class Executor(Protocol):
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Any: ...
+
+
+def backoff_s(failures: int, base_s: float = 0.5, cap_s: float = 30.0) -> float:
+    return min(cap_s, base_s * 2 ** max(0, failures - 1))
+
+
+@dataclass
+class Tracked:
+    """A queued, admitted or running entry, with what Nomad told us about its current attempt."""
+
+    entry: QueueEntry
+    spec: JobSpec | None
+    request: JobRequest | None
+    allocs: dict[str, AllocInfo] = field(default_factory=dict)
+    registering: bool = False
+    failures: int = 0
+    retry_at: float = 0.0
+
+
+@dataclass
+class Draining:
+    """An ended attempt whose capacity stays held until Nomad confirms its job stopped and ended."""
+
+    job_id: str
+    namespace: str
+    entry_id: str
+    allocs: dict[str, AllocInfo]
+    register_in_flight: bool
+    stopped: bool = False
+
+    @property
+    def key(self) -> EntryId:
+        return EntryId(f"job:{self.job_id}")
+
+
+class Lifecycle:
+    def __init__(self, store: SqliteStore, ledger: Ledger, actuator: NomadActuator, *, lock: threading.RLock,
+                 executor: Executor, clock: Callable[[], float], metrics: Metrics, outage: Outage,
+                 wake: Callable[[], None]) -> None:
+        self.store, self.ledger, self.actuator = store, ledger, actuator
+        self.lock, self.executor, self.clock, self.metrics = lock, executor, clock, metrics
+        self.outage, self.wake = outage, wake
+        self.instance = store.instance
+        self.entries: dict[str, Tracked] = {}
+        self.draining: dict[str, Draining] = {}
+        self.foreign: dict[str, AllocInfo] = {}
+        self._alloc_index: OrderedDict[str, int] = OrderedDict()
+        self._inflight: set[str] = set()
+
+    # ---- start-up and submissions ------------------------------------------------------------
+    def load(self) -> None:
+        for e in self.store.list([EntryState.QUEUED, *LIVE]):
+            self.track(e)
+
+    def track(self, e: QueueEntry) -> None:
+        """Follow a stored entry. A spec that a newer validator rejects fails a queued entry with the
+        reason, and leaves a live one tracked by its job (it must still end and release)."""
+        if e.id in self.entries:
+            return
+        try:
+            spec = spec_of(e)
+            self.entries[e.id] = Tracked(e, spec, job_request(e, spec) if e.state is EntryState.QUEUED else None)
+        except (InvalidRequest, ValueError) as exc:
+            reason = f"stored spec is no longer valid: {exc}"
+            logger.error("entry %s: %s", e.id, reason)
+            if e.state is EntryState.QUEUED:
+                now = self.clock()
+                self.store.transition(e.id, EntryState.FAILED, expect=(EntryState.QUEUED,), finished_at=now, at=now,
+                                      reason=reason)
+            else:
+                self.entries[e.id] = Tracked(e, None, None)
+
+    def queued(self) -> list[Tracked]:
+        return [t for t in self.entries.values() if t.entry.state is EntryState.QUEUED and t.request is not None]
+
+    # ---- admit -------------------------------------------------------------------------------
+    def admit(self, admits: Iterable[Admit], now: float) -> int:
+        """Store a cycle's admissions as one transaction, then register each. On a storage error the
+        cycle's reservations are given back and every entry stays queued."""
+        admits = list(admits)
+        if not admits:
+            return 0
+        try:
+            moved = self.store.admit_many([Admission(a.entry, tuple(placement_json(p) for p in a.placements))
+                                           for a in admits], at=now)
+        except Exception as exc:
+            for a in admits:
+                self.ledger.release(EntryId(a.entry))
+            logger.error("admissions of this cycle rolled back: %s", exc)
+            return 0
+        for e in moved:
+            t = self.entries[e.id]
+            t.entry, t.allocs, t.failures, t.retry_at = e, {}, 0, 0.0
+            self.metrics.admitted.inc()
+            self._start_register(t)
+        return len(moved)
+
+    def _start_register(self, t: Tracked) -> None:
+        key = f"register:{t.entry.id}"
+        if key in self._inflight or t.spec is None:
+            return
+        self._inflight.add(key)
+        t.registering = True
+        self.executor.submit(self._register, t.entry)
+
+    def _register(self, admitted: QueueEntry) -> None:
+        """Executor: register one attempt (create-only), then apply the reply under the lock. The stored
+        state is checked first: an attempt cancelled before its turn is never sent."""
+        with self.lock:
+            t = self.entries.get(admitted.id)
+            if (t is None or t.entry.state is not EntryState.ADMITTED or t.entry.attempts != admitted.attempts
+                    or t.spec is None):
+                self._register_done(admitted.id, admitted.nomad_job_id)
+                self._registered(admitted, _NotSent())
+                return
+            entry, spec = t.entry, t.spec
+            entry_id = entry.id
+        failure: Exception | None = None
+        try:
+            placements = [placement_from_json(p) for p in entry.placements]
+            self.actuator.submit(entry, spec, render_placement(spec, placements))
+        except (NomadError, RenderError, InvalidRequest) as exc:
+            failure = exc
+        with self.lock:
+            self._register_done(entry_id, entry.nomad_job_id)
+            self._registered(entry, failure)
+
+    def _register_done(self, entry_id: str, job_id: str | None) -> None:
+        self._inflight.discard(f"register:{entry_id}")
+        t = self.entries.get(entry_id)
+        if t is not None:
+            t.registering = False
+        d = self.draining.get(job_id or "")
+        if d is not None:
+            d.register_in_flight = False
+
+    def _registered(self, entry: QueueEntry, failure: Exception | None) -> None:
+        job_id, now = entry.nomad_job_id, self.clock()
+        retryable = isinstance(failure, NomadError) and failure.retryable
+        d = self.draining.get(job_id)
+        if d is not None:  # cancelled (or ended) while the register was in flight
+            if failure is None or retryable:
+                self._start_stop(d.job_id, d.namespace)  # the job may exist now: stop it after the register
+            else:
+                self.store.stop_done(d.job_id, d.namespace)
+                d.stopped = True
+                self._maybe_release(d)
+            return
+        t = self.entries.get(entry.id)
+        if t is None or t.entry.state is not EntryState.ADMITTED or t.entry.attempts != entry.attempts:
+            return
+        if failure is None:
+            self.outage.reachable()
+            self.metrics.registered.inc()
+            if self.store.mark_registered(entry.id, entry.attempts, now):
+                t.entry = self.store.get(entry.id)
+            return
+        if retryable:
+            t.failures += 1
+            t.retry_at = now + backoff_s(t.failures)
+            self.outage.unreachable(str(failure))
+            logger.debug("register %s failed (%s); retry in %.1f s with the same pins", job_id, failure,
+                         t.retry_at - now)
+            return
+        logger.warning("register %s refused: %s", job_id, failure)
+        self._end(t, EntryState.FAILED, f"Nomad refused the job: {failure}", stop_job=False)
+
+    # ---- Nomad's allocations -----------------------------------------------------------------
+    def on_alloc(self, a: AllocInfo, *, force: bool = False) -> bool:
+        """Apply one allocation update; True when capacity was freed."""
+        last = self._alloc_index.get(a.id)
+        if last is not None and a.modify_index and a.modify_index < last and not force:
+            return False  # a stale replay (the stream's index is inclusive and may rewind)
+        self._alloc_index[a.id] = max(a.modify_index, last or 0)
+        self._alloc_index.move_to_end(a.id)
+        if len(self._alloc_index) > _ALLOC_INDEX_MAX:
+            self._alloc_index.popitem(last=False)
+        d = self.draining.get(a.job_id)
+        if d is not None:
+            d.allocs[a.id] = a
+            return self._maybe_release(d)
+        ref = parse_job_id(a.job_id)
+        t = self.entries.get(ref.entry) if ref is not None and ref.instance in ("", self.instance) else None
+        if t is None or t.entry.nomad_job_id != a.job_id or t.entry.state not in LIVE:
+            if ref is not None and ref.instance == self.instance and not a.is_terminal:
+                self._stop_orphan(a)
+            return self._foreign_alloc(a)
+        t.allocs[a.id] = a
+        if not a.is_terminal and t.entry.state is EntryState.ADMITTED:
+            t.entry = self.store.transition(t.entry.id, EntryState.RUNNING, expect=(EntryState.ADMITTED,),
+                                            at=self.clock())
+            if EntryId(t.entry.id) in self.ledger:
+                self.ledger.confirm(EntryId(t.entry.id))
+        if not a.is_terminal:
+            return False
+        if not a.succeeded:  # one member failed, was lost or was interrupted: the attempt ends
+            self._retry_or_fail(t, f"allocation {a.outcome()}")
+            return EntryId(t.entry.id) not in self.ledger
+        done = [x for x in t.allocs.values() if x.is_terminal]
+        if len(done) >= max(len(t.entry.placements), 1):
+            self._end(t, EntryState.COMPLETE, "", release_now=True)
+            self.metrics.finished.labels("complete").inc()
+            return True
+        return False
+
+    def _foreign_alloc(self, a: AllocInfo) -> bool:
+        """Allocations of plain Nomad jobs (or of ours no entry claims) hold GPUs too."""
+        key = EntryId(f"nomad:{a.id}")
+        if a.is_terminal:
+            self.foreign.pop(a.id, None)
+            return self.ledger.release(key) is not None
+        if key in self.ledger or not a.device_ids or self.ledger.node_free(a.node_id) is None:
+            return False
+        p = AllocPlacement(group=a.task_group, index=0, node=a.node_id, cpu_mhz=a.cpu_mhz, memory_mb=a.memory_mb,
+                           instance_ids=tuple(InstanceId(i) for i in a.device_ids), device_name=a.device_name,
+                           gpu_equivalents=float(len(a.device_ids)))
+        self.foreign[a.id] = a
+        self.reserve(key, FOREIGN, [p])
+        return False
+
+    def _stop_orphan(self, a: AllocInfo) -> None:
+        """A job of this database that no live entry claims (it ended, or the entry is gone): stop it."""
+        if not any(s.job_id == a.job_id for s in self.store.stops()):
+            now = self.clock()
+            self.store.add_stop(StopIntent(a.job_id, a.namespace, "no live entry claims it", now, 0, now))
+        self._start_stop(a.job_id, a.namespace)
+
+    def reserve(self, entry: EntryId, team: Team, placements: Iterable[AllocPlacement]) -> None:
+        try:
+            self.ledger.reserve(entry, team, placements)
+        except LedgerConflict as exc:
+            logger.error("reconcile: %s cannot be booked as Nomad reports it: %s", entry, exc)
+
+    # ---- ends --------------------------------------------------------------------------------
+    def cancel(self, entry_id: str) -> QueueEntry:
+        entry = self.store.get(entry_id)
+        if entry.state.is_terminal():
+            return entry
+        t = self.entries.get(entry_id)
+        if entry.state is EntryState.QUEUED or t is None:
+            now = self.clock()
+            moved = self.store.transition(entry_id, EntryState.CANCELLED, expect=(EntryState.QUEUED,),
+                                          finished_at=now, at=now, reason="cancelled by user")
+            self.entries.pop(entry_id, None)
+            return moved
+        return self._end(t, EntryState.CANCELLED, "cancelled by user")
+
+    def on_job_gone(self, t: Tracked) -> None:
+        """A live attempt's job was deregistered by someone else before any allocation."""
+        self._retry_or_fail(t, "its Nomad job was stopped outside nomad-gpu")
+
+    def _retry_or_fail(self, t: Tracked, why: str) -> None:
+        if t.entry.attempts < t.entry.max_retries:
+            self._end(t, EntryState.QUEUED, f"retrying after {why}")
+            self.metrics.finished.labels("retried").inc()
+        else:
+            self._end(t, EntryState.FAILED, why)
+            self.metrics.finished.labels("failed").inc()
+
+    def _end(self, t: Tracked, to: EntryState, reason: str, *, release_now: bool = False,
+             stop_job: bool = True) -> QueueEntry:
+        """End the current attempt: store the outcome and the stop intent together, then stop the job.
+        Capacity moves to a draining record unless the attempt ended cleanly (`release_now`)."""
+        e, now = t.entry, self.clock()
+        job_id, registering = e.nomad_job_id, t.registering
+        fields: dict[str, Any] = {"at": now, "reason": reason}
+        if to is EntryState.QUEUED:
+            fields.update(attempts=e.attempts + 1, placements=(), registered_at=None)
+        else:
+            fields["finished_at"] = now
+        stop = StopIntent(job_id, e.namespace, reason or to.value, now, 0, now) if stop_job else None
+        moved = self.store.transition(e.id, to, expect=LIVE, stop=stop, **fields)
+        held = self.ledger.release(EntryId(e.id))
+        if held is not None and not release_now and stop_job:
+            d = Draining(job_id, e.namespace, e.id, dict(t.allocs), register_in_flight=registering)
+            self.draining[job_id] = d
+            self.reserve(d.key, held.team, held.placements)
+            self._maybe_release(d)
+        if to is EntryState.QUEUED and t.spec is not None:
+            t.entry, t.allocs, t.request, t.registering = moved, {}, job_request(moved, t.spec), False
+        else:
+            self.entries.pop(e.id, None)
+        if stop_job and not registering:  # else the register's reply starts the stop
+            self._start_stop(job_id, e.namespace)
+        self.wake()
+        return moved
+
+    def _maybe_release(self, d: Draining) -> bool:
+        if d.stopped and not d.register_in_flight and all(a.is_terminal for a in d.allocs.values()):
+            del self.draining[d.job_id]
+            if self.ledger.release(d.key) is not None:
+                self.wake()
+                return True
+        return False
+
+    # ---- stops -------------------------------------------------------------------------------
+    def _start_stop(self, job_id: str, namespace: str) -> None:
+        key = f"stop:{namespace}/{job_id}"
+        if key not in self._inflight:
+            self._inflight.add(key)
+            self.executor.submit(self._stop, job_id, namespace)
+
+    def _stop(self, job_id: str, namespace: str) -> None:
+        """Executor: stop a job; when its capacity is draining, read back its allocations too."""
+        with self.lock:
+            confirm = job_id in self.draining
+        allocs: tuple[AllocInfo, ...] = ()
+        try:
+            self.actuator.stop(job_id, namespace)
+            if confirm:
+                state = self.actuator.job_state(job_id, namespace)
+                allocs = state.allocs if state is not None else ()
+        except NomadError as exc:
+            with self.lock:
+                self._inflight.discard(f"stop:{namespace}/{job_id}")
+                intent = next((s for s in self.store.stops() if s.job_id == job_id and s.namespace == namespace), None)
+                tries = (intent.attempts if intent else 0) + 1
+                self.store.stop_retry(job_id, namespace, self.clock() + backoff_s(tries))
+                if exc.retryable:
+                    self.outage.unreachable(str(exc))
+                logger.debug("stop %s failed (%s); retrying", job_id, exc)
+            return
+        with self.lock:
+            self._inflight.discard(f"stop:{namespace}/{job_id}")
+            self.outage.reachable()
+            self.store.stop_done(job_id, namespace)
+            d = self.draining.get(job_id)
+            if d is not None:
+                d.stopped = True
+                for a in allocs:
+                    d.allocs.setdefault(a.id, a)
+                self._maybe_release(d)
+
+    # ---- retries and settling ----------------------------------------------------------------
+    def tick(self, now: float) -> None:
+        """Retry what is due: registers whose reply failed (same pins), stops not yet confirmed."""
+        for t in list(self.entries.values()):
+            if (t.entry.state is EntryState.ADMITTED and t.entry.registered_at is None and not t.registering
+                    and 0 < t.retry_at <= now):
+                self._start_register(t)
+        for s in self.store.stops(due_by=now):
+            self._start_stop(s.job_id, s.namespace)
+
+    def after_resync(self, seen_jobs: set[str], first: bool) -> None:
+        """What the stream could not say: attempts whose allocations are gone, registers to resume."""
+        for d in list(self.draining.values()):
+            if d.stopped and d.job_id not in seen_jobs:
+                d.allocs.clear()
+                self._maybe_release(d)
+        for t in list(self.entries.values()):
+            if t.entry.state not in LIVE or t.entry.nomad_job_id in seen_jobs:
+                continue
+            if t.entry.state is EntryState.ADMITTED and t.entry.registered_at is None:
+                if first or t.retry_at:
+                    self._start_register(t)  # create-only: finds its own job if the reply was lost
+            else:
+                self._start_settle(t)
+        if first:
+            for s in self.store.stops():
+                self._start_stop(s.job_id, s.namespace)
+
+    def _start_settle(self, t: Tracked) -> None:
+        key = f"settle:{t.entry.id}"
+        if key not in self._inflight:
+            self._inflight.add(key)
+            self.executor.submit(self._settle, t.entry.id, t.entry.attempts)
+
+    def _settle(self, entry_id: str, attempt: int) -> None:
+        """Executor: a live attempt with no allocation in Nomad's listing; ask Nomad about its job."""
+        with self.lock:
+            t = self.entries.get(entry_id)
+            entry = t.entry if t is not None else None
+        try:
+            state = self.actuator.job_state(entry.nomad_job_id, entry.namespace) if entry is not None else None
+        except NomadError as exc:
+            with self.lock:
+                self._inflight.discard(f"settle:{entry_id}")
+                self.outage.unreachable(str(exc))
+            return
+        with self.lock:
+            self._inflight.discard(f"settle:{entry_id}")
+            t = self.entries.get(entry_id)
+            if entry is None or t is None or t.entry.attempts != attempt or t.entry.state not in LIVE:
+                return
+            if state is None:
+                # registered, then gone: it ran while unseen and was collected (or purged); never run it twice
+                self._end(t, EntryState.FAILED, "its Nomad job is gone (garbage-collected or purged while "
+                          "unobserved); outcome unknown", stop_job=False)
+                return
+            for a in state.allocs:
+                self.on_alloc(a, force=True)
+            t2 = self.entries.get(entry_id)
+            if t2 is t and not state.allocs and state.status == "dead":
+                self._end(t, EntryState.FAILED, "its Nomad job is dead without allocations")
+
+

@@ -1,0 +1,238 @@
+"""The life cycle, replayed deterministically with a fake Nomad, a manual executor and a clock.
+
+Each scenario is one of the crash windows and races found in the service (the faults issue, items
+1-8, and interruptions from the real-Nomad issue); each checks what Nomad was told, not only what
+the service believes.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service, spec
+
+from nomad_gpu.nomad.client import NomadUnavailable
+from nomad_gpu.store import EntryState, SqliteStore
+
+N1 = gpu_node("n1", 1)  # one GPU: a second job can only ever land on the first one's GPU
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+def ex() -> ManualExecutor:
+    return ManualExecutor()
+
+
+def started(store: SqliteStore, nomad: FakeNomad, clock: Clock, ex: ManualExecutor):  # type: ignore[no-untyped-def]
+    svc = service(store, nomad, clock, ex)
+    svc.on_resync([N1], [])
+    return svc
+
+
+def test_a_cancel_during_the_register_stops_the_job_after_it_and_keeps_the_gpu(clock: Clock,
+                                                                               ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    (b,) = svc.submit(spec("b"))
+    svc.run_cycle()
+    nomad.during_submit = lambda: svc.cancel(a.id)  # the click lands while the register is on the wire
+    ex.run_all()
+    job = store.get(a.id).nomad_job_id
+    assert nomad.calls.index(("register", job)) < nomad.calls.index(("stop", job))
+    assert nomad.jobs[job].stopped
+    assert store.get(a.id).state is EntryState.CANCELLED
+    svc.run_cycle()
+    assert store.get(b.id).state is EntryState.QUEUED, "the GPU went to b while a's job may still run"
+    svc.on_alloc(alloc(job, "complete", desired="stop"))
+    svc.run_cycle()
+    ex.run_all()
+    assert store.get(b.id).state is EntryState.ADMITTED
+
+
+def test_a_cancel_before_the_register_ran_sends_nothing(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    svc.cancel(a.id)
+    ex.run_all()
+    assert nomad.registers() == []
+    assert not svc.life.draining and not list(svc.ledger.reservations())
+
+
+def test_a_lost_register_reply_keeps_the_pins_and_never_registers_twice(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(lose_reply=1), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    (b,) = svc.submit(spec("b"))
+    svc.run_cycle()
+    ex.run_all()
+    pins = store.get(a.id).placements
+    assert store.get(a.id).state is EntryState.ADMITTED and svc.outage.down
+    clock.now += 60
+    svc.run_cycle()  # the retry is due: same attempt, same pins, create-only finds its own job
+    ex.run_all()
+    assert store.get(a.id).placements == pins and store.get(a.id).registered_at is not None
+    assert len(nomad.jobs) == 1 and store.get(b.id).state is EntryState.QUEUED
+    assert not svc.outage.down
+
+
+def test_restart_after_the_job_was_collected_never_runs_it_again(tmp_path: Path, clock: Clock,
+                                                                 ex: ManualExecutor) -> None:
+    nomad, path = FakeNomad(), str(tmp_path / "q.db")
+    store = SqliteStore(path)
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    job = store.get(a.id).nomad_job_id
+    svc.on_alloc(alloc(job, "running"))
+    assert store.get(a.id).state is EntryState.RUNNING
+    store.close()  # the service dies; the job completes and Nomad's GC removes it
+    del nomad.jobs[job]
+    ex2 = ManualExecutor()
+    svc2 = service(SqliteStore(path), nomad, clock, ex2)
+    svc2.on_resync([N1], [])
+    ex2.run_all()
+    assert nomad.registers() == [job]
+    e = svc2.store.get(a.id)
+    assert e.state is EntryState.FAILED and "outcome unknown" in e.reason
+
+
+def test_restart_with_an_unacknowledged_register_registers_create_only(tmp_path: Path, clock: Clock,
+                                                                       ex: ManualExecutor) -> None:
+    nomad, path = FakeNomad(), str(tmp_path / "q.db")
+    store = SqliteStore(path)
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()  # killed before the pool ran the register
+    store.close()
+    ex2 = ManualExecutor()
+    svc2 = service(SqliteStore(path), nomad, clock, ex2)
+    svc2.on_resync([N1], [])
+    ex2.run_all()
+    assert len(nomad.registers()) == 1 and svc2.store.get(a.id).registered_at is not None
+
+
+def test_a_database_error_mid_cycle_rolls_the_cycle_back(clock: Clock, ex: ManualExecutor,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+
+    def locked(*args: object, **kwargs: object) -> None:
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(store, "admit_many", locked)
+    svc.run_cycle()
+    ex.run_all()
+    assert nomad.registers() == [] and not list(svc.ledger.reservations())
+    monkeypatch.undo()
+    svc.run_cycle()
+    ex.run_all()
+    assert store.get(a.id).state is EntryState.ADMITTED and len(nomad.registers()) == 1
+
+
+def test_a_failed_stop_is_retried_with_backoff_and_after_a_restart(tmp_path: Path, clock: Clock,
+                                                                    ex: ManualExecutor) -> None:
+    nomad, path = FakeNomad(), str(tmp_path / "q.db")
+    store = SqliteStore(path)
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    job = store.get(a.id).nomad_job_id
+    nomad.fail = NomadUnavailable("stop: cannot reach Nomad")
+    svc.cancel(a.id)
+    ex.run_all()
+    assert [s.job_id for s in store.stops()] == [job] and not nomad.jobs[job].stopped
+    svc.run_cycle()
+    ex.run_all()
+    assert nomad.calls.count(("stop", job)) == 1, "retried before its backoff"
+    store.close()  # and the service dies before Nomad comes back
+    nomad.fail = None
+    ex2 = ManualExecutor()
+    svc2 = service(SqliteStore(path), nomad, clock, ex2)
+    svc2.on_resync([N1], [])
+    ex2.run_all()
+    assert nomad.jobs[job].stopped and svc2.store.stops() == []
+
+
+def test_with_nomad_down_admissions_pause_and_requests_stay_few(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(fail=NomadUnavailable("cannot reach Nomad")), SqliteStore()
+    svc = service(store, nomad, clock, ex)
+    svc.on_resync([gpu_node("n1", 8)], [])
+    for i in range(8):
+        svc.submit(spec(f"j{i}"))
+    for _ in range(200):  # 2 s of cycles every 10 ms
+        svc.run_cycle()
+        ex.run_all()
+        clock.now += 0.01
+    assert len(nomad.calls) <= 8 * 3, nomad.calls
+    assert svc.outage.down
+
+
+@pytest.mark.parametrize(("client", "desired", "migrate", "next_alloc"), [
+    pytest.param("complete", "stop", False, "", id="killed-by-stop"),
+    pytest.param("complete", "evict", False, "", id="evicted"),
+    pytest.param("complete", "run", True, "", id="drain-migrate"),
+    pytest.param("complete", "run", False, "a-next", id="replaced"),
+    pytest.param("lost", "run", False, "", id="lost"),
+])
+def test_an_interrupted_allocation_is_not_success(client: str, desired: str, migrate: bool, next_alloc: str,
+                                                  clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a", retries=1))
+    (b,) = svc.submit(spec("b"))
+    svc.run_cycle()
+    ex.run_all()
+    job = store.get(a.id).nomad_job_id
+    svc.on_alloc(alloc(job, "running", index=10))
+    svc.on_alloc(alloc(job, client, desired=desired, migrate=migrate, next_alloc=next_alloc, index=11))
+    e = store.get(a.id)
+    assert e.state is EntryState.QUEUED and e.attempts == 1 and "retrying" in e.reason
+    # its job is stopped first; meanwhile a replacement Nomad placed holds the GPU
+    svc.on_alloc(alloc(job, "pending", alloc_id="a-next", index=12))
+    ex.run_all()
+    assert nomad.jobs[job].stopped
+    svc.run_cycle()
+    assert store.get(b.id).state is EntryState.QUEUED and store.get(a.id).state is EntryState.QUEUED
+    svc.on_alloc(alloc(job, "complete", desired="stop", alloc_id="a-next", index=13))
+    svc.run_cycle()
+    ex.run_all()
+    admitted = [x for x in (a.id, b.id) if store.get(x).state is EntryState.ADMITTED]
+    assert len(admitted) == 1
+
+
+def test_success_needs_desired_run_and_no_replacement(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    job = store.get(a.id).nomad_job_id
+    svc.on_alloc(alloc(job, "running", index=10))
+    svc.on_alloc(alloc(job, "complete", index=11))
+    assert store.get(a.id).state is EntryState.COMPLETE
+    assert not list(svc.ledger.reservations()), "a clean end releases at once"
+    ex.run_all()
+    assert nomad.jobs[job].stopped, "an ended entry's job is stopped (not purged)"
+
+
+def test_a_job_of_this_database_that_no_entry_claims_is_stopped(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = service(store, nomad, clock, ex)
+    orphan = f"ngpu-{store.instance}-q000042"
+    other = "ngpu-abcdef-q000042" if store.instance != "abcdef" else "ngpu-fedcba-q000042"
+    svc.on_resync([N1], [alloc(orphan, "running", alloc_id="x1"), alloc(other, "running", alloc_id="x2",
+                                                                         devices=("GPU-n1-0",))])
+    ex.run_all()
+    assert ("stop", orphan) in nomad.calls and ("stop", other) not in nomad.calls
