@@ -49,6 +49,14 @@ class NomadNotFound(NomadRejected):
     """The object does not exist (404)."""
 
 
+class NomadJobExists(NomadRejected):
+    """A create-only register found the job already there (`EnforceIndex` with index 0)."""
+
+
+# the text of Nomad's refusal: RegisterEnforceIndexErrPrefix + " 0: job already exists" (nomad/job_endpoint.go, v2.0.5)
+_JOB_EXISTS = "job already exists"
+
+
 @dataclass(frozen=True)
 class NomadSettings:
     address: str = "http://127.0.0.1:4646"
@@ -155,24 +163,49 @@ class NomadClient:
         return list(_translate(lambda: self.api.allocations.get_allocations(resources=True),
                                "list allocations"))
 
-    def job(self, job_id: str) -> dict[str, Any] | None:
+    def job(self, job_id: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
-            return dict(_translate(lambda: self.api.job.get_job(job_id), f"read job {job_id}"))
+            return dict(_translate(lambda: self.api.job.get_job(job_id, namespace=namespace), f"read job {job_id}"))
         except NomadNotFound:
             return None
+
+    def job_allocations(self, job_id: str, namespace: str | None = None) -> list[dict[str, Any]]:
+        """Every allocation of one job (stubs: enough to tell whether all have ended)."""
+        try:
+            return list(_translate(lambda: self.api.job.get_allocations(job_id, namespace=namespace),
+                                   f"list allocations of {job_id}"))
+        except NomadNotFound:
+            return []
 
     # ---- writes ------------------------------------------------------------------------------
     def parse(self, hcl: str) -> dict[str, Any]:
         """HCL2 -> Job JSON through Nomad's own parser (`POST /v1/jobs/parse`)."""
         return dict(_translate(lambda: self.api.jobs.parse(hcl, canonicalize=False), "parse job"))
 
-    def register(self, job: Mapping[str, Any], hcl: str) -> dict[str, Any]:
-        """Register with the HCL source, so the UI's Definition tab shows what we rendered."""
-        body = {"Job": dict(job), "Submission": {"Source": hcl, "Format": "hcl2"}}
-        return dict(_translate(lambda: self.api.jobs.register_job(body), f"register job {job.get('ID')}"))
+    def register(self, job: Mapping[str, Any], hcl: str, *, create_only: bool = False,
+                 namespace: str | None = None) -> dict[str, Any]:
+        """Register with the HCL source, so the UI's Definition tab shows what we rendered.
 
-    def deregister(self, job_id: str, purge: bool = False) -> None:
-        _translate(lambda: self.api.job.deregister_job(job_id, purge=purge), f"stop job {job_id}")
+        `create_only` sends `EnforceIndex` with `JobModifyIndex` 0, which Nomad refuses when the job
+        already exists (`nomad/job_endpoint.go` Register, v2.0.5): a retried register whose first reply
+        was lost can never replace the allocation the first one started. Raises NomadJobExists then.
+        """
+        body: dict[str, Any] = {"Job": dict(job), "Submission": {"Source": hcl, "Format": "hcl2"}}
+        if create_only:
+            body.update(EnforceIndex=True, JobModifyIndex=0)
+        params = {"namespace": namespace} if namespace else {}
+        what = f"register job {job.get('ID')}"
+        try:
+            return dict(_translate(lambda: self.api.jobs.request(method="post", json=body, params=params).json(),
+                                   what))
+        except NomadError as exc:
+            if create_only and _JOB_EXISTS in str(exc):
+                raise NomadJobExists(f"{what}: the job already exists") from exc
+            raise
+
+    def deregister(self, job_id: str, purge: bool = False, namespace: str | None = None) -> None:
+        _translate(lambda: self.api.job.deregister_job(job_id, purge=purge, namespace=namespace),
+                   f"stop job {job_id}")
 
     def stop_alloc(self, alloc_id: str) -> None:
         _translate(lambda: self.api.allocation.stop_allocation(alloc_id), f"stop allocation {alloc_id}")
