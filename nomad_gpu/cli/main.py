@@ -234,12 +234,18 @@ def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path |
 @click.option("--db", "db_path", default="nomad-gpu.db", show_default=True, help="SQLite queue file (WAL).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML: teams, quotas, sharing, policy.")
 @click.option("--listen", default=None, help="API address (default NOMAD_GPU_ADDR or http://127.0.0.1:4690).")
+@click.option("--tls-cert", type=click.Path(dir_okay=False), help="PEM certificate, for an https:// address.")
+@click.option("--tls-key", type=click.Path(dir_okay=False), help="PEM private key, for an https:// address.")
 @friendly
-def serve(db_path: str, config_path: str | None, listen: str | None) -> None:
-    """Run the service against NOMAD_ADDR."""
+def serve(db_path: str, config_path: str | None, listen: str | None, tls_cert: str | None,
+          tls_key: str | None) -> None:
+    """Run the service against NOMAD_ADDR (a non-loopback address needs a token; https needs --tls-*)."""
+    from dataclasses import replace
+
     from nomad_gpu.service.app import ServiceRuntime
 
-    runtime = ServiceRuntime(_service_settings(db_path, config_path, listen))
+    settings = replace(_service_settings(db_path, config_path, listen), tls_cert=tls_cert, tls_key=tls_key)
+    runtime = ServiceRuntime(settings)
     addr = runtime.start()
     click.echo(f"nomad-gpu {__version__} serving on {addr}, Nomad at {runtime.settings.nomad.address}")
     _wait_for_signal()
@@ -249,12 +255,13 @@ def serve(db_path: str, config_path: str | None, listen: str | None) -> None:
 def _service_settings(db_path: str, config_path: str | None, listen: str | None,
                       nomad_addr: str | None = None) -> Any:
     from nomad_gpu.nomad.client import NomadSettings
-    from nomad_gpu.service.settings import ServiceSettings, load_scheduling
+    from nomad_gpu.service.settings import ServiceSettings, load_config
 
     env = dict(os.environ)
     if nomad_addr:
         env["NOMAD_ADDR"] = nomad_addr
-    return ServiceSettings(nomad=NomadSettings.from_env(env), scheduling=load_scheduling(config_path),
+    scheduling, access = load_config(config_path)
+    return ServiceSettings(nomad=NomadSettings.from_env(env), scheduling=scheduling, access=access,
                            db_path=db_path, listen=listen or env.get("NOMAD_GPU_ADDR") or DEFAULT_GPU_ADDR,
                            token=env.get("NOMAD_GPU_TOKEN") or None)
 

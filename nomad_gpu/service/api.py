@@ -8,65 +8,72 @@
     GET    /v1/inventory       nodes with GPU, MIG and share capacity, free and total
     GET    /v1/status          service health and counts
     GET    /metrics            Prometheus
+
+The event loop only moves bytes: the body is read with its limit enforced as it arrives, and every
+call that parses, takes the scheduler's lock or touches SQLite runs in the thread pool, so one slow
+submission (a large spec, a lock held by a cycle) never stalls the other requests. Who may see what
+is :mod:`nomad_gpu.service.access`.
 """
 
 from __future__ import annotations
 
-import hmac
-import json
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Mapping
 from typing import Any
 
-import yaml
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.middleware import Middleware
-from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from nomad_gpu.domain.errors import InvalidRequest, UnknownEntry
-from nomad_gpu.render import SpecError
+from nomad_gpu.render import JobSpec, SpecError, SweepSpec
+from nomad_gpu.render.loading import MAX_SPEC_BYTES, decode_spec
+from nomad_gpu.service.access import Caller, TokenGate, caller_of, metrics_view, status_view
 from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.store import EntryState
+from nomad_gpu.service.settings import AccessSettings
+from nomad_gpu.store import EntryState, QueueEntry
 
-MAX_BODY = 1 << 20
+logger = logging.getLogger(__name__)
+
+MAX_BODY = MAX_SPEC_BYTES
+
+
+class ApiError(Exception):
+    """A request refused with a status and one line (raised by helpers, answered by the app)."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def error(status: int, message: str) -> JSONResponse:
     return JSONResponse({"error": message}, status_code=status)
 
 
-class _TokenAuth(BaseHTTPMiddleware):
-    def __init__(self, app: Any, token: str) -> None:
-        super().__init__(app)
-        self.token = token
+def create_app(service: SchedulerService, token: str | None = None,
+               access: AccessSettings | None = None) -> Starlette:
+    """The API over ``service``; ``token`` (NOMAD_GPU_TOKEN) is an admin token added to ``access``."""
+    rules = (access or AccessSettings()).with_admin(token)
 
-    async def dispatch(self, request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
-        if request.url.path == "/metrics":
-            return await call_next(request)
-        given = request.headers.get("x-nomad-gpu-token") or ""
-        auth = request.headers.get("authorization") or ""
-        if auth.lower().startswith("bearer "):
-            given = auth[7:]
-        if not hmac.compare_digest(given.encode(), self.token.encode()):
-            return error(401, "missing or wrong token (set NOMAD_GPU_TOKEN)")
-        return await call_next(request)
-
-
-def create_app(service: SchedulerService, token: str | None = None) -> Starlette:
     async def submit(request: Request) -> Response:
-        body = await request.body()
-        if len(body) > MAX_BODY:
-            return error(413, f"spec larger than {MAX_BODY} bytes")
+        caller = caller_of(request.scope)
+        body = await read_body(request, MAX_BODY)
+        data = await run_in_threadpool(check_submission, body, request.headers.get("content-type", ""), rules,
+                                       caller)
+        key = request.headers.get("idempotency-key")
+        if key and caller.team is not None:
+            key = f"{caller.team}/{key}"  # one team's key never answers with another team's entries
         try:
-            data = _decode_body(body, request.headers.get("content-type", ""))
-            entries = service.submit(data, idempotency_key=request.headers.get("idempotency-key"))
+            entries = await run_in_threadpool(lambda: service.submit(data, idempotency_key=key))
         except (SpecError, InvalidRequest) as exc:
             return error(400, str(exc))
         return JSONResponse({"entries": [e.to_json() for e in entries]}, status_code=201)
 
     async def list_jobs(request: Request) -> Response:
+        caller = caller_of(request.scope)
         states = None
         if raw := request.query_params.get("state"):
             try:
@@ -74,48 +81,77 @@ def create_app(service: SchedulerService, token: str | None = None) -> Starlette
             except ValueError:
                 return error(400, f"unknown state in {raw!r}; known: {', '.join(s.value for s in EntryState)}")
         limit = request.query_params.get("limit")
-        if limit is not None and not limit.isdigit():
+        if limit is not None and not (limit.isascii() and limit.isdigit()):
             return error(400, "limit must be a non-negative integer")
-        entries = service.store.list(states, sweep=request.query_params.get("sweep"),
-                                     limit=int(limit) if limit else None)
+        sweep = request.query_params.get("sweep")
+        n = int(limit) if limit else None
+
+        def read() -> list[QueueEntry]:
+            if caller.admin:
+                return service.store.list(states, sweep=sweep, limit=n)
+            return caller.visible(service.store.list(states, sweep=sweep))[:n]
+
+        entries = await run_in_threadpool(read)
         return JSONResponse({"entries": [e.to_json() for e in entries]})
 
     async def get_job(request: Request) -> Response:
-        try:
-            return JSONResponse(service.store.get(request.path_params["id"]).to_json())
-        except UnknownEntry as exc:
-            return error(404, str(exc.args[0]))
+        entry = await run_in_threadpool(visible_entry, service, caller_of(request.scope), request.path_params["id"])
+        return JSONResponse(entry.to_json())
 
     async def cancel_job(request: Request) -> Response:
-        try:
-            return JSONResponse(service.cancel(request.path_params["id"]).to_json())
-        except UnknownEntry as exc:
-            return error(404, str(exc.args[0]))
+        caller, entry_id = caller_of(request.scope), request.path_params["id"]
+
+        def cancel() -> QueueEntry:
+            visible_entry(service, caller, entry_id)
+            return service.cancel(entry_id)
+
+        return JSONResponse((await run_in_threadpool(cancel)).to_json())
 
     async def sweep(request: Request) -> Response:
-        entries = service.store.list(sweep=request.path_params["id"])
+        caller, sweep_id = caller_of(request.scope), request.path_params["id"]
+        entries = caller.visible(await run_in_threadpool(service.store.list, None, sweep_id))
         if not entries:
-            return error(404, f"no sweep {request.path_params['id']!r}")
+            return error(404, f"no sweep {sweep_id!r}")
         counts: dict[str, int] = {}
         for e in entries:
             counts[e.state.value] = counts.get(e.state.value, 0) + 1
-        return JSONResponse({"sweep": request.path_params["id"], "total": len(entries), "states": counts,
+        return JSONResponse({"sweep": sweep_id, "total": len(entries), "states": counts,
                              "trials": [e.to_json() for e in entries]})
 
     async def inventory(request: Request) -> Response:
-        return JSONResponse({"nodes": service.inventory()})
+        return JSONResponse({"nodes": await run_in_threadpool(service.inventory)})
 
     async def status(request: Request) -> Response:
-        return JSONResponse(service.status())
+        caller = caller_of(request.scope)
+
+        def read() -> dict[str, Any]:
+            raw = service.status()
+            holds = raw.get("holds")
+            teams = {} if caller.admin or not isinstance(holds, Mapping) else _teams_of(service, holds)
+            return status_view(raw, caller, teams)
+
+        return JSONResponse(await run_in_threadpool(read))
 
     async def metrics(request: Request) -> Response:
-        return Response(service.metrics.render(), media_type="text/plain; version=0.0.4")
+        text = await run_in_threadpool(metrics_view, service.metrics.registry, caller_of(request.scope))
+        return Response(text, media_type="text/plain; version=0.0.4")
+
+    async def refused(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ApiError)
+        return error(exc.status, str(exc))
+
+    async def unknown(request: Request, exc: Exception) -> Response:
+        return error(404, str(exc.args[0]) if exc.args else "no such entry")
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return error(404, f"no such endpoint: {request.method} {request.url.path}")
 
     async def bad_method(request: Request, exc: Exception) -> Response:
         return error(405, f"method {request.method} not allowed on {request.url.path}")
+
+    async def crashed(request: Request, exc: Exception) -> Response:
+        logger.error("%s %s failed", request.method, request.url.path, exc_info=exc)
+        return error(500, f"internal error ({type(exc).__name__}); see the service log")
 
     routes = [
         Route("/v1/jobs", submit, methods=["POST"]),
@@ -127,17 +163,82 @@ def create_app(service: SchedulerService, token: str | None = None) -> Starlette
         Route("/v1/status", status, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
     ]
-    middleware = [Middleware(_TokenAuth, token=token)] if token else []
-    return Starlette(routes=routes, middleware=middleware, exception_handlers={404: not_found, 405: bad_method})
+    handlers = {ApiError: refused, UnknownEntry: unknown, 404: not_found, 405: bad_method, Exception: crashed}
+    return Starlette(routes=routes, middleware=[Middleware(TokenGate, access=rules)],
+                     exception_handlers=handlers)  # type: ignore[arg-type]
 
 
-def _decode_body(body: bytes, content_type: str) -> Any:
-    text = body.decode("utf-8", errors="strict") if body else ""
-    if not text.strip():
-        raise SpecError("empty request body: send a job spec (YAML or JSON)")
+async def read_body(request: Request, limit: int) -> bytes:
+    """The request body, refused with 413 as soon as it is known to exceed ``limit`` bytes.
+
+    A declared Content-Length over the limit is refused before a byte is read; a body that
+    declares less (or nothing, when chunked) is counted as it arrives and dropped at the limit.
+    """
+    declared = request.headers.get("content-length")
+    if declared is not None:
+        if not (declared.isascii() and declared.isdigit()):
+            raise ApiError(400, "Content-Length must be a whole number of bytes")
+        if int(declared) > limit:
+            raise ApiError(413, f"spec larger than {limit} bytes")
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, f"spec larger than {limit} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def check_submission(body: bytes, content_type: str, rules: AccessSettings, caller: Caller) -> Any:
+    """Decode and validate a submitted spec for ``caller``; the data to store, or ApiError.
+
+    Runs the same loader as the CLI (aliases, nesting and the trial cap are refused here, before
+    anything is expanded), checks the task drivers, and binds the entry to the caller's team.
+    """
     try:
-        if "json" in content_type:
-            return json.loads(text)
-        return yaml.safe_load(text)
-    except (ValueError, yaml.YAMLError) as exc:
-        raise SpecError(f"body is not valid {'JSON' if 'json' in content_type else 'YAML'}: {exc}") from exc
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(400, f"the body is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+    if not text.strip():
+        raise ApiError(400, "empty request body: send a job spec (YAML or JSON)")
+    as_json = "json" in content_type.lower()
+    try:
+        document = decode_spec(text, json_text=as_json)
+        spec = document.parse(max_trials=rules.max_trials)
+    except SpecError as exc:
+        raise ApiError(400, str(exc)) from exc
+    check_drivers(spec, rules)
+    data = dict(document.data)
+    if caller.team is not None:
+        if "team" in data and data["team"] != caller.team:
+            raise ApiError(403, f"this token submits for team {caller.team!r}; the spec names team "
+                                f"{data['team']!r} (leave team out, or use that team's token)")
+        data["team"] = caller.team
+    return data
+
+
+def check_drivers(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:
+    for i, group in enumerate(spec.groups):
+        if group.task.driver not in rules.allowed_drivers:
+            raise ApiError(403, f"groups[{i}].task.driver: {group.task.driver!r} is not allowed here (allowed: "
+                                f"{', '.join(sorted(rules.allowed_drivers))}; see allowed_drivers in the service "
+                                "config)")
+
+
+def visible_entry(service: SchedulerService, caller: Caller, entry_id: str) -> QueueEntry:
+    """The entry, or UnknownEntry when it does not exist or belongs to another team (the same answer)."""
+    entry = service.store.get(entry_id)
+    if not caller.sees(entry):
+        raise UnknownEntry(f"no queue entry {entry_id!r}")
+    return entry
+
+
+def _teams_of(service: SchedulerService, entry_ids: Mapping[str, Any]) -> dict[str, str]:
+    teams: dict[str, str] = {}
+    for entry_id in entry_ids:
+        try:
+            teams[entry_id] = service.store.get(entry_id).team
+        except UnknownEntry:
+            continue
+    return teams

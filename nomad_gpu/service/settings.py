@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import re
+import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.fairshare import FairShareConfig, TeamPolicy
@@ -15,8 +15,17 @@ from nomad_gpu.domain.ids import Team
 from nomad_gpu.domain.policies import DEFAULT_POLICY, POLICIES
 from nomad_gpu.nomad.client import NomadSettings
 from nomad_gpu.nomad.decode import NO_SHARING, ShareRule, SharingConfig
+from nomad_gpu.render import SpecError
+from nomad_gpu.render.loading import decode_spec
+from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
 
 DEFAULT_ADDR = "http://127.0.0.1:4690"
+DEFAULT_DRIVERS = frozenset({"docker", "exec"})
+"""Task drivers a spec may use unless the config lists others (``raw_exec`` runs unisolated on the host)."""
+MIN_TOKEN_CHARS = 16
+"""A token written in the config file must be at least this long (e.g. ``openssl rand -hex 16``)."""
+_TEAM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_DRIVER = re.compile(r"[a-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -31,6 +40,40 @@ class SchedulingSettings:
 
 
 @dataclass(frozen=True)
+class AccessSettings:
+    """Who may do what through the API (DESIGN 12), and how much one submission may ask for.
+
+    ``tokens`` maps a token to the team it acts for, or to None for an admin token that sees
+    every team. With no token at all, every caller is the admin: fine on loopback only, which
+    ``serve`` enforces.
+    """
+
+    tokens: Mapping[str, str | None] = field(default_factory=lambda: types.MappingProxyType({}))
+    allowed_drivers: frozenset[str] = DEFAULT_DRIVERS
+    max_trials: int = MAX_TRIALS
+    metrics_open: bool = False
+    """Serve ``/metrics`` without a token (e.g. for a Prometheus that cannot send one)."""
+
+    @property
+    def required(self) -> bool:
+        """Whether a request needs a token."""
+        return bool(self.tokens)
+
+    def with_admin(self, token: str | None) -> AccessSettings:
+        """These settings plus one admin token (``NOMAD_GPU_TOKEN``)."""
+        if not token:
+            return self
+        return AccessSettings(types.MappingProxyType({**self.tokens, token: None}), self.allowed_drivers,
+                              self.max_trials, self.metrics_open)
+
+    def __repr__(self) -> str:
+        teams = sorted({t or "admin" for t in self.tokens.values()})
+        return (f"AccessSettings(tokens={len(self.tokens)} for {teams}, "
+                f"allowed_drivers={sorted(self.allowed_drivers)}, max_trials={self.max_trials}, "
+                f"metrics_open={self.metrics_open})")
+
+
+@dataclass(frozen=True)
 class ServiceSettings:
     nomad: NomadSettings = field(default_factory=NomadSettings)
     scheduling: SchedulingSettings = field(default_factory=SchedulingSettings)
@@ -38,6 +81,9 @@ class ServiceSettings:
     listen: str = DEFAULT_ADDR
     token: str | None = None
     templates_dir: Path | None = None
+    access: AccessSettings = field(default_factory=AccessSettings)
+    tls_cert: str | None = None
+    tls_key: str | None = None
 
     def __repr__(self) -> str:
         return f"ServiceSettings(nomad={self.nomad!r}, db_path={self.db_path!r}, listen={self.listen!r})"
@@ -45,23 +91,70 @@ class ServiceSettings:
 
 def load_scheduling(path: str | None) -> SchedulingSettings:
     """Read the optional YAML config (teams, sharing rules, policy); errors name the file and key."""
+    return load_config(path)[0]
+
+
+def load_config(path: str | None) -> tuple[SchedulingSettings, AccessSettings]:
+    """The optional YAML config file: scheduling settings and its ``api:`` section (tokens, drivers)."""
     if not path:
-        return SchedulingSettings()
+        return SchedulingSettings(), AccessSettings()
     try:
         with open(path, encoding="utf-8") as fh:
-            raw = yaml.safe_load(fh) or {}
+            text = fh.read()
     except OSError as exc:
         raise InvalidRequest(f"{path}: cannot read config ({exc.strerror})") from exc
-    except yaml.YAMLError as exc:
+    except UnicodeDecodeError as exc:
+        raise InvalidRequest(f"{path}: not UTF-8 text") from exc
+    try:  # the spec reader's rules: a token written twice must not silently keep the last team
+        raw = decode_spec(text).data if text.strip() else {}
+    except SpecError as exc:
         raise InvalidRequest(f"{path}: not valid YAML ({exc})") from exc
     if not isinstance(raw, Mapping):
         raise InvalidRequest(f"{path}: the config must be a mapping")
-    return scheduling_from_mapping(raw, where=path)
+    return scheduling_from_mapping(raw, where=path), access_from_mapping(raw.get("api") or {}, where=f"{path}: api")
+
+
+def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
+    """``api: {tokens: {<token>: {team: vision} | {admin: true}}, allowed_drivers, max_trials, metrics_open}``."""
+    if not isinstance(raw, Mapping):
+        raise InvalidRequest(f"{where}: must be a mapping")
+    unknown = sorted(set(raw) - {"tokens", "allowed_drivers", "max_trials", "metrics_open"})
+    if unknown:
+        raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
+    tokens: dict[str, str | None] = {}
+    grants = raw.get("tokens") or {}
+    if not isinstance(grants, Mapping):
+        raise InvalidRequest(f"{where}: tokens: must map each token to {{team: NAME}} or {{admin: true}}")
+    for i, (token, grant) in enumerate(grants.items()):
+        at = f"{where}: tokens: entry {i + 1}"  # never echo the token itself
+        if not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS or not token.isprintable() or " " in token:
+            raise InvalidRequest(f"{at}: a token must be at least {MIN_TOKEN_CHARS} printable characters, no spaces")
+        if not isinstance(grant, Mapping) or set(grant) not in ({"team"}, {"admin"}):
+            raise InvalidRequest(f"{at}: must be {{team: NAME}} or {{admin: true}}")
+        if "admin" in grant:
+            if grant["admin"] is not True:
+                raise InvalidRequest(f"{at}: admin must be true (leave the token out to revoke it)")
+            tokens[token] = None
+        elif not isinstance(grant["team"], str) or not _TEAM.fullmatch(grant["team"]):
+            raise InvalidRequest(f"{at}: team must be a team name (1-64 of A-Z, a-z, 0-9, '_', '.', '-')")
+        else:
+            tokens[token] = grant["team"]
+    drivers = raw.get("allowed_drivers", sorted(DEFAULT_DRIVERS))
+    if not isinstance(drivers, list) or not drivers or not all(isinstance(d, str) and _DRIVER.fullmatch(d)
+                                                                  for d in drivers):
+        raise InvalidRequest(f"{where}: allowed_drivers: must be a non-empty list of Nomad driver names")
+    max_trials = raw.get("max_trials", MAX_TRIALS)
+    if isinstance(max_trials, bool) or not isinstance(max_trials, int) or not 1 <= max_trials <= TRIALS_CEILING:
+        raise InvalidRequest(f"{where}: max_trials: must be an integer from 1 to {TRIALS_CEILING}")
+    metrics_open = raw.get("metrics_open", False)
+    if not isinstance(metrics_open, bool):
+        raise InvalidRequest(f"{where}: metrics_open: must be true or false")
+    return AccessSettings(types.MappingProxyType(tokens), frozenset(drivers), max_trials, metrics_open)
 
 
 def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> SchedulingSettings:
     known = {"policy", "hol_threshold_s", "tick_s", "half_life_s", "teams", "default_team", "sharing",
-             "actuator_workers", "model_weights"}
+             "actuator_workers", "model_weights", "api"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")

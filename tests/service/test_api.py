@@ -10,7 +10,7 @@ from starlette.testclient import TestClient
 
 from nomad_gpu.service.api import create_app
 from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.settings import AccessSettings, SchedulingSettings
 from nomad_gpu.store import SqliteStore
 
 SPEC = """
@@ -43,7 +43,7 @@ def test_submit_list_get_cancel(service: SchedulerService) -> None:
     r = client.post("/v1/jobs", content=SPEC, headers={"Content-Type": "application/yaml"})
     assert r.status_code == 201, r.text
     (entry,) = r.json()["entries"]
-    assert entry["state"] == "queued" and entry["nomad_job_id"] == f"ngpu-{entry['id']}"
+    assert entry["state"] == "queued" and entry["nomad_job_id"].endswith(f"-{entry['id']}")
     assert [e["id"] for e in client.get("/v1/jobs?state=queued").json()["entries"]] == [entry["id"]]
     assert client.get(f"/v1/jobs/{entry['id']}").json()["name"] == "api-job"
     assert client.delete(f"/v1/jobs/{entry['id']}").json()["state"] == "cancelled"
@@ -93,7 +93,11 @@ def test_token_auth(service: SchedulerService) -> None:
     client = TestClient(create_app(service, token="s3cret"))
     assert client.get("/v1/status").status_code == 401
     assert client.get("/v1/status", headers={"Authorization": "Bearer s3cret"}).status_code == 200
-    assert client.get("/metrics").status_code == 200  # scraped without a token
+    assert client.get("/metrics").status_code == 401  # the same rule as every other route
+    assert client.get("/metrics", headers={"X-Nomad-Gpu-Token": "s3cret"}).status_code == 200
+    opened = TestClient(create_app(service, token="s3cret", access=AccessSettings(metrics_open=True)))
+    assert opened.get("/metrics").status_code == 200  # configured open for a scraper without a token
+    assert opened.get("/v1/status").status_code == 401
 
 
 def test_metrics_count_submissions(service: SchedulerService) -> None:

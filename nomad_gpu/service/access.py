@@ -1,0 +1,161 @@
+"""Who is calling the API, and what of the queue they may see (DESIGN 12).
+
+A request carries a token (``Authorization: Bearer`` or ``X-Nomad-Gpu-Token``); the token names a
+team, or is an admin token. A team's caller sees, submits and cancels only its own team's entries:
+another team's entry does not exist for it (404, the same words as for an unknown ID), so neither
+its name nor its spec (with its env values) ever leaves the service. Views that every team shares
+(status, metrics) keep the totals but fold every other team into ``another team``. The scheduler
+and the store know nothing of callers: the API filters what they return.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.metrics_core import Metric
+from prometheus_client.samples import Sample
+from starlette.types import ASGIApp, Receive, Scope, Send
+
+from nomad_gpu.service.settings import AccessSettings
+from nomad_gpu.store import QueueEntry
+
+OTHER_TEAM = "another team"
+"""What a team's caller sees in place of any other team's name."""
+CALLER_KEY = "nomad_gpu.caller"
+"""Where the gate leaves the caller in the ASGI scope."""
+
+
+@dataclass(frozen=True)
+class Caller:
+    """The caller of one request: ``team`` None is the admin (or no token is configured)."""
+
+    team: str | None = None
+
+    @property
+    def admin(self) -> bool:
+        return self.team is None
+
+    def sees(self, entry: QueueEntry) -> bool:
+        return self.team is None or entry.team == self.team
+
+    def visible(self, entries: Iterable[QueueEntry]) -> list[QueueEntry]:
+        return [e for e in entries if self.sees(e)]
+
+    def team_name(self, team: str) -> str:
+        """A team as this caller may see it: its own, a non-team account (``_nomad``), or OTHER_TEAM."""
+        if self.team is None or team == self.team or team.startswith("_"):
+            return team
+        return OTHER_TEAM
+
+
+ADMIN = Caller()
+
+
+def caller_of(scope: Scope) -> Caller:
+    caller = scope.get(CALLER_KEY)
+    return caller if isinstance(caller, Caller) else ADMIN
+
+
+class TokenGate:
+    """ASGI middleware: 401 without a known token (when any is configured), else the caller in the scope."""
+
+    def __init__(self, app: ASGIApp, access: AccessSettings) -> None:
+        self.app = app
+        self.access = access
+        # compare digests, not tokens: equal lengths, and every token is compared on every request
+        self._grants = [(hashlib.sha256(t.encode()).digest(), team) for t, team in access.tokens.items()]
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        caller: Caller | None = ADMIN
+        open_metrics = scope.get("path") == "/metrics" and self.access.metrics_open
+        if self.access.required and not open_metrics:
+            caller = self.resolve(_token(scope))
+        if caller is None:
+            body = json.dumps({"error": "missing or wrong token (set NOMAD_GPU_TOKEN)"}).encode()
+            await send({"type": "http.response.start", "status": 401,
+                        "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
+                                    (b"content-length", str(len(body)).encode())]})
+            await send({"type": "http.response.body", "body": body})
+            return
+        scope[CALLER_KEY] = caller
+        await self.app(scope, receive, send)
+
+    def resolve(self, token: str | None) -> Caller | None:
+        if not token:
+            return None
+        given = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+        found: Caller | None = None
+        for digest, team in self._grants:
+            if hmac.compare_digest(given, digest):
+                found = Caller(team)
+        return found
+
+
+def _token(scope: Scope) -> str | None:
+    headers: Mapping[bytes, bytes] = dict(scope.get("headers") or [])
+    auth = headers.get(b"authorization", b"").decode("latin-1")
+    if auth[:7].lower() == "bearer ":
+        return auth[7:].strip()
+    given = headers.get(b"x-nomad-gpu-token")
+    return given.decode("latin-1") if given else None
+
+
+def status_view(status: Mapping[str, Any], caller: Caller, teams_of: Mapping[str, str]) -> dict[str, Any]:
+    """The service status for ``caller``: other teams' usage summed, their held entries unnamed.
+
+    ``teams_of`` maps the entry IDs in ``holds`` to their teams.
+    """
+    out = dict(status)
+    if caller.admin:
+        return out
+    if isinstance(status.get("team_usage_gpu"), Mapping):
+        usage: dict[str, float] = {}
+        for team, value in status["team_usage_gpu"].items():
+            key = caller.team_name(str(team))
+            usage[key] = usage.get(key, 0.0) + float(value)
+        out["team_usage_gpu"] = usage
+    if isinstance(status.get("holds"), Mapping):
+        holds: dict[str, list[str]] = {}
+        for entry_id, nodes in status["holds"].items():
+            key = entry_id if teams_of.get(entry_id) == caller.team else OTHER_TEAM
+            holds[key] = sorted({*holds.get(key, []), *nodes})
+        out["holds"] = holds
+    return out
+
+
+def metrics_view(registry: CollectorRegistry, caller: Caller) -> bytes:
+    """Prometheus text for ``caller``: series labelled with another team are summed under OTHER_TEAM."""
+    if caller.admin:
+        return generate_latest(registry)
+    view = CollectorRegistry(auto_describe=False)
+    view.register(_TeamFold(registry, caller))  # type: ignore[arg-type]
+    return generate_latest(view)
+
+
+class _TeamFold:
+    def __init__(self, registry: CollectorRegistry, caller: Caller) -> None:
+        self.registry = registry
+        self.caller = caller
+
+    def collect(self) -> Iterator[Metric]:
+        for family in self.registry.collect():
+            folded: dict[tuple[str, tuple[tuple[str, str], ...]], Sample] = {}
+            for s in family.samples:
+                labels = dict(s.labels)
+                if "team" in labels:
+                    labels["team"] = self.caller.team_name(labels["team"])
+                key = (s.name, tuple(sorted(labels.items())))
+                prior = folded.get(key)
+                value = s.value + (prior.value if prior is not None else 0.0)
+                folded[key] = Sample(s.name, labels, value, s.timestamp, s.exemplar)
+            family.samples = list(folded.values())
+            yield family
