@@ -37,7 +37,8 @@ from .jobs import (
     register_options,
 )
 from .state import ClusterState, NotFound
-from .stream import stream_endpoint
+from .stream import EventStreamEndpoint
+from .version import DEFAULT_NOMAD_VERSION, NomadVersion
 
 logger = logging.getLogger(__name__)
 
@@ -69,7 +70,10 @@ async def _body(request: Request) -> Any:
         raise queries.BadRequest(f"Request decode failed: {exc}") from exc
 
 
-def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 30.0) -> Starlette:
+def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 30.0,
+              nomad_version: NomadVersion | None = None) -> Starlette:
+    version = nomad_version or NomadVersion.parse(DEFAULT_NOMAD_VERSION)
+
     def reply(data: Any) -> JSONResponse:
         return JSONResponse(data, headers={"X-Nomad-Index": str(state.index), "X-Nomad-KnownLeader": "true",
                                            "X-Nomad-LastContact": "0"})
@@ -180,7 +184,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         Route("/v1/allocations", allocations, methods=["GET"]),
         Route("/v1/allocation/{alloc_id}", allocation, methods=["GET"]),
         Route("/v1/allocation/{alloc_id}/stop", stop_allocation, methods=["POST", "PUT"]),
-        Route("/v1/event/stream", stream_endpoint(broker, heartbeat_s), methods=["GET"]),
+        Route("/v1/event/stream", EventStreamEndpoint(broker, heartbeat_s, version), methods=["GET"]),
         Route("/v1/status/leader", leader, methods=["GET"]),
         Route("/_dev/audit", audit, methods=["GET"]),
         Route("/_dev/streams/drop", drop_streams, methods=["POST"]),

@@ -23,8 +23,10 @@ from . import hcl, queries
 from .api import build_app
 from .config import ClusterSpec, load_cluster_file, parse_cluster
 from .events import EventBroker
+from .hijack import HijackingH11Protocol
 from .runner import TimerHeap
 from .state import ClusterState
+from .version import DEFAULT_NOMAD_VERSION, NomadVersion
 
 logger = logging.getLogger(__name__)
 
@@ -37,11 +39,16 @@ class DevCluster:
     `cluster` is a ClusterSpec, a mapping in the cluster-file format, or a path to a YAML file.
     `speed` compresses task time (a 60 s task runs 2 s at speed 30); `event_buffer` is the number of
     raft indexes the event stream keeps (Nomad: 100); `heartbeat_s` is the stream heartbeat (30).
+    `nomad_version` is the Nomad release it plays (version.py): from 1.11.2 on, the event stream is a
+    hijacked, close-delimited body; 1.11.1 and earlier chunk it.
     """
 
     def __init__(self, cluster: ClusterSpec | Mapping[str, Any] | str | Path, *, speed: float = 1.0,
                  event_buffer: int = 100, heartbeat_s: float = 30.0,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 nomad_version: str | NomadVersion = DEFAULT_NOMAD_VERSION) -> None:
+        self.nomad_version = (nomad_version if isinstance(nomad_version, NomadVersion)
+                              else NomadVersion.parse(nomad_version))
         if isinstance(cluster, str | Path):
             cluster = load_cluster_file(cluster)
         elif not isinstance(cluster, ClusterSpec):
@@ -50,7 +57,7 @@ class DevCluster:
         self.broker = EventBroker(event_buffer, clock)
         self.timers = TimerHeap(clock)
         self.state = ClusterState(cluster, self.broker, self.timers, speed=speed, clock=clock)
-        self.app = build_app(self.state, self.broker, heartbeat_s=heartbeat_s)
+        self.app = build_app(self.state, self.broker, heartbeat_s=heartbeat_s, nomad_version=self.nomad_version)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -72,8 +79,11 @@ class DevCluster:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((host, port))
         sock.listen(128)
+        # the h11 protocol with hijacking, for the 1.11.2+ event stream (hijack.py); no `server` header,
+        # which Nomad does not send
         config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="off",
-                                timeout_graceful_shutdown=1, ws="none")
+                                timeout_graceful_shutdown=1, ws="none", http=HijackingH11Protocol,
+                                server_header=False)
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="devcluster-http",
                                   daemon=True)
@@ -88,7 +98,8 @@ class DevCluster:
         bound_host, bound_port = sock.getsockname()[:2]
         shown = f"[{bound_host}]" if ":" in bound_host else bound_host
         self._url = f"http://{shown}:{bound_port}"
-        logger.info("dev cluster %r serving the Nomad API on %s", self.cluster.name, self._url)
+        logger.info("dev cluster %r serving the Nomad %s API on %s", self.cluster.name, self.nomad_version,
+                    self._url)
         return self._url
 
     def stop(self) -> None:
@@ -155,15 +166,18 @@ class DevCluster:
 
 def serve_forever(cluster_path: str | Path, host: str = "127.0.0.1", port: int = 4646, speed: float = 1.0,
                   event_buffer: int = 100, heartbeat_s: float = 30.0,
-                  on_ready: Callable[[str], None] | None = None) -> None:
+                  on_ready: Callable[[str], None] | None = None,
+                  nomad_version: str | NomadVersion = DEFAULT_NOMAD_VERSION) -> None:
     """Run a dev cluster from a cluster file until Ctrl-C (for `nomad-gpu dev-cluster`).
 
     The address is logged at INFO; `on_ready(url)` lets a CLI print it as well.
     """
-    cluster = DevCluster(cluster_path, speed=speed, event_buffer=event_buffer, heartbeat_s=heartbeat_s)
+    cluster = DevCluster(cluster_path, speed=speed, event_buffer=event_buffer, heartbeat_s=heartbeat_s,
+                         nomad_version=nomad_version)
     url = cluster.start(host, port)
-    logger.info("dev cluster %r (%d nodes, speed x%g) listening on %s; export NOMAD_ADDR=%s; Ctrl-C stops it",
-                cluster.cluster.name, len(cluster.cluster.nodes), speed, url, url)
+    logger.info("dev cluster %r (Nomad %s, %d nodes, speed x%g) listening on %s; export NOMAD_ADDR=%s; "
+                "Ctrl-C stops it", cluster.cluster.name, cluster.nomad_version, len(cluster.cluster.nodes), speed,
+                url, url)
     if on_ready is not None:
         on_ready(url)
     stop = threading.Event()

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 
 import nomad
 import requests
+import urllib3
 
 T = TypeVar("T")
 
@@ -39,16 +40,22 @@ class StreamReader:
         self.status = self.response.status_code
         self.headers = self.response.headers
         self.lines: list[tuple[float, bytes]] = []
+        self.trailer = b""
         self.ended = threading.Event()
         self.error: BaseException | None = None
         self._thread = threading.Thread(target=self._read, daemon=True)
         self._thread.start()
 
     def _read(self) -> None:
+        # `iter_lines` waits for the end of a close-delimited body (Nomad 1.11.2+), so take what the socket has
+        buf = b""
         try:
-            for line in self.response.iter_lines(chunk_size=None):
-                self.lines.append((time.time(), line))
-        except (requests.RequestException, AttributeError, ValueError, OSError) as exc:
+            while data := self.response.raw.read1(65536, decode_content=True):
+                *lines, buf = (buf + data).split(b"\n")
+                self.lines.extend((time.time(), line) for line in lines)
+            self.trailer = buf  # up to 1.11.1, an error after the 200 ends the body without a newline
+        except (requests.RequestException, urllib3.exceptions.HTTPError, AttributeError, ValueError,
+                OSError) as exc:
             # An abrupt close, or `close()` from another thread, also ends the stream.
             self.error = exc
         finally:
