@@ -95,6 +95,7 @@ class Alloc:
     desired_status: str = "run"
     desired_description: str = ""
     migrate: bool | None = None
+    disable_placement: bool | None = None  # DesiredTransition.MigrateDisablePlacement (1.11+)
     client_status: ClientStatus = ClientStatus.PENDING
     modify_index: int = 0
     alloc_modify_index: int = 0
@@ -205,7 +206,7 @@ class Alloc:
             "DesiredStatus": self.desired_status,
             "DesiredDescription": self.desired_description,
             "DesiredTransition": {"Migrate": self.migrate, "Reschedule": None, "ForceReschedule": None,
-                                  "NoShutdownDelay": None, "MigrateDisablePlacement": None},
+                                  "NoShutdownDelay": None, "MigrateDisablePlacement": self.disable_placement},
             "ClientStatus": self.client_status.value,
             "ClientDescription": _DESCRIPTIONS[self.client_status],
             "TaskStates": self.task_states(),

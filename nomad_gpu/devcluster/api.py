@@ -25,7 +25,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from . import queries
+from . import gc, queries
 from .events import EventBroker
 from .hcl import HclError, parse_job_hcl
 from .jobs import (
@@ -73,6 +73,8 @@ async def _body(request: Request) -> Any:
 def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 30.0,
               nomad_version: NomadVersion | None = None) -> Starlette:
     version = nomad_version or NomadVersion.parse(DEFAULT_NOMAD_VERSION)
+    # The state plays the same release as the HTTP layer (drain and migration rules differ by version).
+    state.nomad_version = version
 
     def reply(data: Any) -> JSONResponse:
         return JSONResponse(data, headers={"X-Nomad-Index": str(state.index), "X-Nomad-KnownLeader": "true",
@@ -134,6 +136,23 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         return reply(queries.job_allocations(state, _namespace(request), request.path_params["job_id"],
                                              all_versions=_flag(request, "all")))
 
+    def job_evaluations(request: Request) -> Response:
+        return reply(queries.job_evaluations(state, _namespace(request), request.path_params["job_id"]))
+
+    def evaluations(request: Request) -> Response:
+        q = request.query_params
+        return reply(queries.list_evaluations(state, namespace=_namespace(request), prefix=q.get("prefix", ""),
+                                              filter_expr=q.get("filter", "")))
+
+    def evaluation(request: Request) -> Response:
+        return reply(queries.get_evaluation(state, request.path_params["eval_id"]))
+
+    def system_gc(request: Request) -> Response:
+        """`PUT /v1/system/gc`: enqueues a forced GC and answers 200 with no body before it runs
+        (`command/agent/system_endpoint.go`, `nomad/system_endpoint.go`, v2.0.5)."""
+        state.timers.call_soon(lambda: gc.force(state))
+        return Response(status_code=200, headers={"X-Nomad-Index": str(state.index)})
+
     def job_summary(request: Request) -> Response:
         return reply(queries.job_summary(state, _namespace(request), request.path_params["job_id"]))
 
@@ -160,6 +179,14 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     def audit(request: Request) -> Response:
         return JSONResponse(queries.audit(state))
 
+    def dev_gc(request: Request) -> Response:
+        threshold = request.query_params.get("threshold_s", str(gc.FORCE_THRESHOLD_S))
+        try:
+            threshold_s = float(threshold)
+        except ValueError:
+            raise queries.BadRequest(f"threshold_s {threshold!r} is not a number") from None
+        return JSONResponse(gc.collect(state, threshold_s))
+
     async def drop_streams(request: Request) -> Response:
         return JSONResponse({"dropped": broker.drop_all()})
 
@@ -181,6 +208,10 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         Route("/v1/job/{job_id}/submission", job_submission, methods=["GET"]),
         Route("/v1/job/{job_id}/allocations", job_allocations, methods=["GET"]),
         Route("/v1/job/{job_id}/summary", job_summary, methods=["GET"]),
+        Route("/v1/job/{job_id}/evaluations", job_evaluations, methods=["GET"]),
+        Route("/v1/evaluations", evaluations, methods=["GET"]),
+        Route("/v1/evaluation/{eval_id}", evaluation, methods=["GET"]),
+        Route("/v1/system/gc", system_gc, methods=["PUT"]),
         Route("/v1/allocations", allocations, methods=["GET"]),
         Route("/v1/allocation/{alloc_id}", allocation, methods=["GET"]),
         Route("/v1/allocation/{alloc_id}/stop", stop_allocation, methods=["POST", "PUT"]),
@@ -188,6 +219,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         Route("/v1/status/leader", leader, methods=["GET"]),
         Route("/_dev/audit", audit, methods=["GET"]),
         Route("/_dev/streams/drop", drop_streams, methods=["POST"]),
+        Route("/_dev/gc", dev_gc, methods=["POST"]),
         Route("/_dev/node/{node_id}/down", node_fault(lambda n: state.set_node_status(n, "down")), methods=["POST"]),
         Route("/_dev/node/{node_id}/up", node_fault(lambda n: state.set_node_status(n, "ready")), methods=["POST"]),
         Route("/_dev/node/{node_id}/drain", node_fault(lambda n: state.set_drain(n, True)), methods=["POST"]),

@@ -110,6 +110,10 @@ class ClusterSpec(BaseModel):
 
     name: str = Field(pattern=_NAME_RE)
     nodes: tuple[NodeSpec, ...] = Field(min_length=1)
+    # Job garbage collection (`nomad/core_sched.go`): off unless an interval is given; Nomad's server
+    # defaults are job_gc_interval 5m and job_gc_threshold 4h (`nomad/config.go`, v2.0.5).
+    job_gc_interval_s: float | None = Field(default=None, gt=0)
+    job_gc_threshold_s: float = Field(default=4 * 3600.0, ge=0)
 
     @model_validator(mode="after")
     def _check_unique(self) -> ClusterSpec:

@@ -100,6 +100,8 @@ class Node:
     status: str = "ready"
     eligibility: str = "eligible"
     drain_strategy: dict[str, Any] | None = None
+    drain_epoch: int = 0
+    last_drain: dict[str, Any] | None = None
     status_updated_at: int = field(default_factory=lambda: int(time.time()))
     create_index: int = 0
     modify_index: int = 0
@@ -120,12 +122,23 @@ class Node:
         """A Node-topic event: no namespace, no FilterKeys (reference section 1)."""
         return Event("Node", kind, self.id, "", None, self.modify_index, {"Node": self.to_json()})
 
-    def set_drain(self, drain: bool, now: float) -> None:
-        """Drain on: a DrainStrategy and `ineligible`; off: neither (`Drain` follows DrainStrategy)."""
+    def set_drain(self, drain: bool, now: float, deadline_s: float = 3600.0) -> None:
+        """Drain on: a DrainStrategy and `ineligible`; off: neither (`Drain` follows DrainStrategy).
+        Each drain gets a new epoch, so a deadline timer of an earlier drain does nothing."""
         started = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now))
-        self.drain_strategy = ({"Deadline": 3600 * 10**9, "ForceDeadline": "0001-01-01T00:00:00Z",
+        force = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now + deadline_s))
+        self.drain_strategy = ({"Deadline": int(deadline_s * 10**9), "ForceDeadline": force,
                                 "IgnoreSystemJobs": False, "StartedAt": started} if drain else None)
         self.eligibility = "ineligible" if drain else "eligible"
+        self.drain_epoch += 1
+
+    def finish_drain(self, now: float) -> None:
+        """A drain that is done: no DrainStrategy, the node stays ineligible, LastDrain says so
+        (`nomad/drainer/drainer.go`, `nomad/structs/structs.go` DrainMetadata, v2.0.5)."""
+        started = self.drain_strategy["StartedAt"] if self.drain_strategy else ""
+        self.drain_strategy = None
+        self.last_drain = {"StartedAt": started, "UpdatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
+                           "Status": "complete", "AccessorID": "", "Meta": None}
 
     def computed_key(self) -> str:
         return f"{self.datacenter}/{self.node_pool}/{self.node_class}/{[g.name for g in self.groups]}"
@@ -210,7 +223,7 @@ class Node:
             "HostNetworks": None,
             "CSIControllerPlugins": None,
             "CSINodePlugins": None,
-            "LastDrain": None,
+            "LastDrain": self.last_drain,
             "CreateIndex": self.create_index,
             "ModifyIndex": self.modify_index,
         }
@@ -233,7 +246,7 @@ class Node:
             "StatusDescription": "",
             "Drivers": self.drivers_json(),
             "HostVolumes": None,
-            "LastDrain": None,
+            "LastDrain": self.last_drain,
             "CreateIndex": self.create_index,
             "ModifyIndex": self.modify_index,
         }

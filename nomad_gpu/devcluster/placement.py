@@ -85,14 +85,33 @@ class Placement:
 
 @dataclass
 class Verdict:
-    """The chosen placement, or why there is none (reason -> number of nodes it ruled out)."""
+    """The chosen placement, or why there is none (reason -> number of nodes it ruled out).
+
+    Besides the flat `reasons`, the counters of Nomad's `AllocMetric` are kept apart: nodes outside
+    the job's datacenters and pool, or not ready, are never evaluated (`readyNodesInDCsAndPool`,
+    `scheduler/util.go` v2.0.5); feasibility checks *filter* an evaluated node (`ConstraintFiltered`,
+    `scheduler/feasible/feasible.go`), resource shortfalls *exhaust* it (`DimensionExhausted`,
+    `scheduler/feasible/rank.go`)."""
 
     placement: Placement | None = None
     reasons: dict[str, int] = field(default_factory=dict)
     pinned_held: bool = False
+    evaluated: int = 0
+    in_pool: int = 0
+    available: dict[str, int] = field(default_factory=dict)
+    filtered: dict[str, int] = field(default_factory=dict)
+    exhausted: dict[str, int] = field(default_factory=dict)
 
     def rule_out(self, reason: str) -> None:
         self.reasons[reason] = self.reasons.get(reason, 0) + 1
+
+    def filter_out(self, reason: str, *, constraint: bool = False) -> None:
+        self.rule_out(f"constraint {reason}" if constraint else reason)
+        self.filtered[reason] = self.filtered.get(reason, 0) + 1
+
+    def exhaust(self, dimension: str) -> None:
+        self.rule_out(f"resources exhausted: {dimension}" if dimension in ("cpu", "memory") else dimension)
+        self.exhausted[dimension] = self.exhausted.get(dimension, 0) + 1
 
 
 def place(ask: GroupAsk, nodes: Sequence[NodeView], is_free: Callable[[str], bool]) -> Verdict:
@@ -101,18 +120,26 @@ def place(ask: GroupAsk, nodes: Sequence[NodeView], is_free: Callable[[str], boo
     best: tuple[float, int, Placement] | None = None
     for position, view in enumerate(nodes):
         node = view.node
-        reason = _node_reason(ask, node)
+        if ask.node_pool in ("all", node.node_pool):
+            verdict.in_pool += 1
+        reason = _out_of_scope(ask, node)
         if reason is not None:
             verdict.rule_out(reason)
+            continue
+        verdict.evaluated += 1
+        verdict.available[node.datacenter] = verdict.available.get(node.datacenter, 0) + 1
+        reason = _infeasible(ask, node)
+        if reason is not None:
+            verdict.filter_out(reason, constraint=True)
             continue
         devices = _assign_devices(ask, node, is_free, verdict)
         if devices is None:
             continue
         if view.used_cpu + ask.cpu > node.usable_cpu:
-            verdict.rule_out("resources exhausted: cpu")
+            verdict.exhaust("cpu")
             continue
         if view.used_memory + ask.memory_mb > node.usable_memory:
-            verdict.rule_out("resources exhausted: memory")
+            verdict.exhaust("memory")
             continue
         score = _fill_score(ask, view, sum(len(choice.ids) for choice in devices))
         if best is None or score > best[0]:
@@ -123,7 +150,8 @@ def place(ask: GroupAsk, nodes: Sequence[NodeView], is_free: Callable[[str], boo
     return verdict
 
 
-def _node_reason(ask: GroupAsk, node: Node) -> str | None:
+def _out_of_scope(ask: GroupAsk, node: Node) -> str | None:
+    """Why the scheduler does not even look at this node (`scheduler/util.go` readyNodesInDCsAndPool)."""
     if node.status != "ready":
         return f"node {node.status}"
     if node.eligibility != "eligible":
@@ -132,9 +160,13 @@ def _node_reason(ask: GroupAsk, node: Node) -> str | None:
         return "missing compatible datacenter"
     if ask.node_pool not in ("all", node.node_pool):
         return "node pool mismatch"
+    return None
+
+
+def _infeasible(ask: GroupAsk, node: Node) -> str | None:
     for constraint in ask.constraints:
         if not _node_constraint_holds(constraint, node):
-            return f"constraint {constraint.ltarget} {constraint.operand} {constraint.rtarget}"
+            return f"{constraint.ltarget} {constraint.operand} {constraint.rtarget}"
     return None
 
 
@@ -201,7 +233,10 @@ def _assign_devices(ask: GroupAsk, node: Node, is_free: Callable[[str], bool],
             if isinstance(result, str):
                 if result == "pinned devices held":
                     verdict.pinned_held = True
-                verdict.rule_out(f"devices: {result}")
+                if result == "missing devices":  # no group can ever serve it: a feasibility filter
+                    verdict.filter_out(result)
+                else:
+                    verdict.exhaust(f"devices: {result}")
                 return None
             chosen.append(DeviceChoice(task.name, result[0], result[1]))
             taken.update(result[1])

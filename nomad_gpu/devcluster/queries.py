@@ -46,7 +46,9 @@ def node_allocations(state: ClusterState, node_id: str) -> list[JSON]:
         return [a.to_json(with_job=True) for a in state.allocs.values() if a.node_id == node_id]
 
 
-def _status(state: ClusterState, record: JobRecord) -> str:
+def job_status(state: ClusterState, record: JobRecord) -> str:
+    """`pending`, `running` or `dead` (`nomad/state/state_store.go` getJobStatus, v2.0.5): running
+    while an allocation is live, pending while placements wait (a blocked evaluation), else dead."""
     key = (record.job["Namespace"], record.job["ID"])
     if state.live_allocs(key, record.job["CreateIndex"]):
         return "running"
@@ -86,7 +88,7 @@ def list_jobs(state: ClusterState, *, namespace: str, prefix: str = "", with_met
         stubs = []
         for (ns, job_id), record in sorted(state.jobs.items()):
             if namespace in ("*", ns) and job_id.startswith(prefix):
-                job = {**record.job, "Status": _status(state, record)}
+                job = {**record.job, "Status": job_status(state, record)}
                 stubs.append(job_stub(job, _summary(state, record), with_meta=with_meta))
     return [stub for stub in stubs if keep(stub)]
 
@@ -94,7 +96,7 @@ def list_jobs(state: ClusterState, *, namespace: str, prefix: str = "", with_met
 def get_job(state: ClusterState, namespace: str, job_id: str) -> JSON:
     with state.lock:
         record = _record(state, namespace, job_id)
-        return {**record.job, "Status": _status(state, record)}
+        return {**record.job, "Status": job_status(state, record)}
 
 
 def job_summary(state: ClusterState, namespace: str, job_id: str) -> JSON:
@@ -148,13 +150,43 @@ def get_allocation(state: ClusterState, alloc_id: str) -> JSON:
         return alloc.to_json(with_job=True)
 
 
-def audit(state: ClusterState) -> JSON:
-    """`GET /_dev/audit`: every allocation ever made, register times, and the refusal counters."""
+def job_evaluations(state: ClusterState, namespace: str, job_id: str) -> list[JSON]:
+    """`GET /v1/job/:id/evaluations`: every evaluation of the job, newest first; an unknown job is an
+    empty list, not a 404 (`nomad/job_endpoint.go` Evaluations, v2.0.5)."""
     with state.lock:
+        found = [e for e in state.evals.values() if (e.namespace, e.job_id) == (namespace, job_id)]
+        return [e.to_json() for e in sorted(found, key=lambda e: e.create_index, reverse=True)]
+
+
+def list_evaluations(state: ClusterState, *, namespace: str, prefix: str = "", filter_expr: str = "") -> list[JSON]:
+    keep = compile_filter(filter_expr)
+    with state.lock:
+        found = [e.to_json() for e in state.evals.values()
+                 if namespace in ("*", e.namespace) and e.id.startswith(prefix)]
+    return [e for e in found if keep(e)]
+
+
+def get_evaluation(state: ClusterState, eval_id: str) -> JSON:
+    with state.lock:
+        evaluation = state.evals.get(eval_id)
+        if evaluation is None:
+            raise NotFound("eval not found")
+        return evaluation.to_json()
+
+
+def audit(state: ClusterState) -> JSON:
+    """`GET /_dev/audit`: every allocation ever made (garbage-collected ones included), register
+    times, the refusal counters, garbage collection and fault counters."""
+    with state.lock:
+        reaped = [{**alloc.audit(), "garbage_collected": True} for alloc in state.reaped]
         return {
             "speed": state.speed,
             "index": state.index,
-            "allocations": [alloc.audit() for alloc in state.allocs.values()],
+            "nomad_version": str(state.nomad_version),
+            "allocations": reaped + [{**alloc.audit(), "garbage_collected": False}
+                                     for alloc in state.allocs.values()],
+            "garbage_collection": dict(state.gc_counts),
+            "evaluations": {"blocked": sum(1 for i in state.open_evals if state.evals[i].status == "blocked")},
             "jobs": [{"job_id": job_id, "namespace": ns, "registered_at": list(times)}
                      for (ns, job_id), times in state.register_log.items()],
             "pending": [{"job_id": p.job_id, "namespace": p.namespace, "task_group": p.group,

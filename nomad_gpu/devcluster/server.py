@@ -19,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from . import hcl, queries
+from . import gc, hcl, nodeops, queries
 from .api import build_app
 from .config import ClusterSpec, load_cluster_file, parse_cluster
 from .events import EventBroker
@@ -145,6 +145,20 @@ class DevCluster:
     def drop_streams(self) -> int:
         """Close every open event stream; returns how many there were."""
         return self.broker.drop_all()
+
+    def collect_garbage(self, threshold_s: float = gc.FORCE_THRESHOLD_S) -> dict[str, Any]:
+        """Run Nomad's job garbage collection now, synchronously (`PUT /v1/system/gc` enqueues the
+        same pass); returns {"jobs": [{"namespace", "job_id"}...], "evals": n, "allocs": n}."""
+        return gc.collect(self.state, threshold_s)
+
+    def drain(self, node: str, deadline_s: float = nodeops.DEFAULT_DRAIN_DEADLINE_S) -> None:
+        """Drain with a deadline (seconds of the cluster's clock): service allocations migrate now,
+        batch ones are force stopped at the deadline (replaced only on 1.10.x and earlier)."""
+        self.state.set_drain(node, True, deadline_s)
+
+    def stop_alloc(self, alloc_id: str) -> dict[str, Any]:
+        """`POST /v1/allocation/:id/stop`: stop and migrate (a replacement is placed, batch too)."""
+        return self.state.stop_alloc(alloc_id)
 
     def node_down(self, node: str) -> None:
         """Node status `down`: its live allocations become `lost` (and are replaced)."""

@@ -21,10 +21,11 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
+from . import evals, gc, nodeops
 from .allocs import Alloc, ClientStatus
 from .config import ClusterSpec
+from .evals import Evaluation
 from .events import Event, EventBroker
 from .inventory import SHARED_TYPE, Node, build_nodes
 from .jobs import (
@@ -41,59 +42,20 @@ from .jobs import (
 )
 from .ledger import DeviceLedger
 from .placement import DeviceChoice, node_view, place
+from .records import JobRecord, NotFound, Pending
 from .runner import TimerHeap
+from .version import DEFAULT_NOMAD_VERSION, NomadVersion
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_NOMAD_VERSION = "2.0.5"
-MAX_SUBMISSION_BYTES = 1 << 20  # job_max_source_size default (reference section 6)
-KEPT_SUBMISSIONS = 6
-
-
-class NotFound(LookupError):
-    """404 with this text."""
-
-
-@dataclass
-class JobRecord:
-    job: JSON
-    asks: dict[str, GroupAsk]
-    submissions: dict[int, JSON] = field(default_factory=dict)
-    registered_at: float = 0.0
-
-    def keep_submission(self, version: int, submission: JSON) -> str:
-        """Store the HCL source of a version (the last 6 are kept); an oversized one is dropped
-        with a warning, not an error (reference section 6). Returns the warning, or ""."""
-        if len(str(submission.get("Source") or "")) > MAX_SUBMISSION_BYTES:
-            return "job submission source exceeds job_max_source_size; it was not stored"
-        self.submissions[version] = dict(submission)
-        for old in sorted(self.submissions)[:-KEPT_SUBMISSIONS]:
-            del self.submissions[old]
-        return ""
-
-
-@dataclass
-class Pending:
-    """A placement Nomad would hold in a blocked eval."""
-
-    namespace: str
-    job_id: str
-    group: str
-    name_index: int
-    eval_id: str
-    since: float
-    previous_alloc: str = ""
-    refusal_counted: bool = False
-    reasons: dict[str, int] = field(default_factory=dict)
-
-
 class ClusterState:
     def __init__(self, cluster: ClusterSpec, broker: EventBroker, timers: TimerHeap, *, speed: float,
-                 clock: Callable[[], float] = time.time, nomad_version: str = DEFAULT_NOMAD_VERSION) -> None:
+                 clock: Callable[[], float] = time.time,
+                 nomad_version: str | NomadVersion = DEFAULT_NOMAD_VERSION) -> None:
         if speed <= 0:
             raise ValueError("speed must be positive")
         self.lock = threading.RLock()
-        self.nomad_version = nomad_version  # the Nomad release whose behaviour is played
+        self.nomad_version: str | NomadVersion = nomad_version  # the Nomad release whose behaviour is played
         self.cluster = cluster
         self.broker = broker
         self.timers = timers
@@ -108,8 +70,14 @@ class ClusterState:
         self.by_job: dict[tuple[str, str], list[Alloc]] = {}
         self.pending: list[Pending] = []
         self.register_log: dict[tuple[str, str], list[float]] = {}
+        self.evals: dict[str, Evaluation] = {}
+        self.open_evals: set[str] = set()  # IDs of evaluations not yet terminal
+        self.reaped: list[Alloc] = []  # allocations removed by garbage collection, kept for the audit
+        self.gc_counts = {"runs": 0, "jobs": 0, "evals": 0, "allocs": 0}
         self.shared_gpu_ids: set[str] = set()
         with self.lock:
+            if cluster.job_gc_interval_s is not None:
+                gc.schedule_periodic(self, cluster.job_gc_interval_s, cluster.job_gc_threshold_s)
             for node in build_nodes(cluster):
                 index = self._next_index()
                 node.create_index = node.modify_index = index
@@ -157,6 +125,7 @@ class ClusterState:
                 enforce_index(old.job if old else None, options.job_modify_index)  # RegisterConflict -> 500
             self.register_log.setdefault(key, []).append(now)
             index = self._next_index()
+            events = []
             if old is not None and not spec_changed(old.job, job):
                 record, warnings, job_index = old, "", old.job["ModifyIndex"]
             else:
@@ -164,9 +133,11 @@ class ClusterState:
                 record = JobRecord(job, asks, dict(old.submissions) if old else {}, now)
                 warnings = "" if submission is None else record.keep_submission(job["Version"], submission)
                 self.jobs[key] = record
-                self._emit(index, [job_event("JobRegistered", job, index)])
+                events.append(job_event("JobRegistered", job, index))
                 job_index = index
-            eval_id = str(uuid.uuid4())
+            evaluation = self._new_eval(record.job, evals.JOB_REGISTER, index)
+            self._emit(index, [*events, evaluation.event(index)])
+            eval_id = evaluation.id
             self._replan(key, record, eval_id, now)
             self._schedule()
             return {"EvalID": eval_id, "EvalCreateIndex": index, "JobModifyIndex": job_index,
@@ -203,11 +174,12 @@ class ClusterState:
             self.pending = [p for p in self.pending if (p.namespace, p.job_id) != key]
             live = self.live_allocs(key, job["CreateIndex"])
             job["Status"] = "dead" if not live else "running"
-            self._emit(index, [job_event("JobDeregistered", job, index, deleted=purge)])
+            evaluation = self._new_eval(job, evals.JOB_DEREGISTER, index)
+            self._emit(index, [job_event("JobDeregistered", job, index, deleted=purge), evaluation.event(index)])
             if live:
                 self._stop_allocs(live, "alloc not needed since job was stopped")
             self._schedule()
-            return {"EvalID": str(uuid.uuid4()), "EvalCreateIndex": index, "JobModifyIndex": index, "Index": index}
+            return {"EvalID": evaluation.id, "EvalCreateIndex": index, "JobModifyIndex": index, "Index": index}
 
     def stop_alloc(self, alloc_id: str) -> JSON:
         """`/v1/allocation/:id/stop`: AllocationUpdateDesiredStatus, then PlanResult (stop), then
@@ -218,13 +190,17 @@ class ClusterState:
                 raise NotFound("allocation not found")
             index = self._next_index()
             alloc.set_desired(alloc.desired_status, alloc.desired_description, index, self.clock(), True)
-            self._emit(index, [alloc.event("AllocationUpdateDesiredStatus", index)])
+            evaluation = self._new_eval(alloc.job, evals.ALLOC_STOP, index)
+            self._emit(index, [alloc.event("AllocationUpdateDesiredStatus", index), evaluation.event(index)])
             if alloc.live:
-                self._stop_allocs([alloc], "alloc was stopped by the user", migrate=True)
-                if alloc.job_type == "service" and self._replaceable(alloc):
-                    self._requeue(alloc)
-                self._schedule()
-            return {"EvalID": str(uuid.uuid4()), "Index": index}
+                # The reconciler migrates it: stop, and place a replacement, batch jobs included
+                # (`scheduler/reconcile.go` v1.10.5; `scheduler/reconciler/reconcile_cluster.go` v2.0.5,
+                # where only Reschedule or MigrateDisablePlacement skip the placement).
+                self._stop_allocs([alloc], nodeops.STATUS_MIGRATING, migrate=True)
+                if self._replaceable(alloc):
+                    self._requeue(alloc, evals.ALLOC_STOP, evaluation)
+            self._schedule()
+            return {"EvalID": evaluation.id, "Index": index}
 
     def _stop_allocs(self, allocs: list[Alloc], why: str, migrate: bool | None = None) -> None:
         now = self.clock()
@@ -236,8 +212,26 @@ class ClusterState:
 
     # -- placement ---------------------------------------------------------------------------------
 
+    def _new_eval(self, job: JSON, trigger: str, index: int, node_id: str = "") -> Evaluation:
+        """A pending evaluation for a job; `_schedule` settles it (complete, or complete + blocked)."""
+        evaluation = Evaluation(str(uuid.uuid4()), job["Namespace"], job["ID"], job["Type"], job["Priority"],
+                                trigger, job["JobModifyIndex"], index, self.clock(), node_id=node_id)
+        self._track(evaluation)
+        return evaluation
+
+    def _track(self, evaluation: Evaluation) -> None:
+        self.evals[evaluation.id] = evaluation
+        self.open_evals.add(evaluation.id)
+
     def _schedule(self) -> None:
-        """Try every queued placement in arrival order; emit one PlanResult frame per job."""
+        """Try every queued placement in arrival order; emit one PlanResult frame per job; then
+        settle the evaluations."""
+        try:
+            self._place_pending()
+        finally:
+            evals.settle(self)
+
+    def _place_pending(self) -> None:
         if not self.pending:
             return
         on_node: dict[str, list[Alloc]] = {node_id: [] for node_id in self.nodes}
@@ -254,6 +248,8 @@ class ClusterState:
             verdict = place(ask, list(views.values()), self.ledger.is_free)
             if verdict.placement is None:
                 item.reasons = verdict.reasons
+                item.metric = evals.alloc_metric(verdict.evaluated, verdict.in_pool, verdict.available,
+                                                 verdict.filtered, verdict.exhausted, 0)
                 if verdict.pinned_held and not item.refusal_counted:
                     item.refusal_counted = True
                     self.ledger.count_refusal({"job_id": item.job_id, "task_group": item.group,
@@ -301,9 +297,13 @@ class ClusterState:
         self.by_job.setdefault((alloc.namespace, alloc.job_id), []).append(alloc)
         return alloc
 
-    def _requeue(self, alloc: Alloc) -> None:
+    def _requeue(self, alloc: Alloc, trigger: str, evaluation: Evaluation | None = None) -> None:
+        """Queue a replacement for `alloc` under an evaluation (the caller checked `_replaceable`)."""
+        if evaluation is None:
+            job = self.jobs[(alloc.namespace, alloc.job_id)].job
+            evaluation = self._new_eval(job, trigger, self.index, node_id=alloc.node_id)
         self.pending.append(Pending(alloc.namespace, alloc.job_id, alloc.task_group, alloc.name_index,
-                                    str(uuid.uuid4()), self.clock(), previous_alloc=alloc.id))
+                                    evaluation.id, self.clock(), previous_alloc=alloc.id))
 
     # -- the allocation lifecycle ------------------------------------------------------------------
 
@@ -327,7 +327,7 @@ class ClusterState:
             failed = alloc.fails
             self._finish([alloc], ClientStatus.FAILED if failed else ClientStatus.COMPLETE)
             if failed and self._replaceable(alloc) and self._reschedule_allowed(alloc):
-                self._requeue(alloc)
+                self._requeue(alloc, evals.ALLOC_FAILURE)
             self._schedule()
 
     def _finish(self, allocs: list[Alloc], status: ClientStatus, detail: str = "") -> None:
@@ -360,47 +360,16 @@ class ClusterState:
             cursor = self.allocs.get(cursor.previous_allocation)
         return ask.reschedule_unlimited or failures <= ask.reschedule_attempts
 
-    # -- nodes (fault injection) -------------------------------------------------------------------
+    # -- nodes (fault injection; the rules live in nodeops.py) ------------------------------------
 
     def set_node_status(self, id_or_name: str, status: str) -> Node:
-        with self.lock:
-            node = self.resolve_node(id_or_name)
-            if node.status == status:
-                return node
-            index = self._next_index()
-            node.status, node.modify_index, node.status_updated_at = status, index, int(self.clock())
-            # Status changes are `NodeStreamEvent`, not the documented "NodeEvent" (reference section 1).
-            self._emit(index, [node.event("NodeStreamEvent")])
-            if status == "down":
-                lost = [a for a in self.live.values() if a.node_id == node.id]
-                if lost:
-                    replace = [a for a in lost if a.desired_status == "run" and self._replaceable(a)]
-                    for alloc in lost:
-                        alloc.desired_status, alloc.desired_description = "stop", "alloc is lost since its node is down"
-                    self._finish(lost, ClientStatus.LOST)
-                    for alloc in replace:  # Nomad replaces lost allocations
-                        self._requeue(alloc)
-            self._schedule()
-            return node
+        return nodeops.set_status(self, id_or_name, status)
 
-    def set_drain(self, id_or_name: str, drain: bool) -> Node:
-        with self.lock:
-            node = self.resolve_node(id_or_name)
-            index = self._next_index()
-            node.set_drain(drain, self.clock())
-            node.modify_index = index
-            self._emit(index, [node.event("NodeDrain")])
-            self._schedule()
-            return node
+    def set_drain(self, id_or_name: str, drain: bool, deadline_s: float | None = None) -> Node:
+        return nodeops.set_drain(self, id_or_name, drain, deadline_s)
 
     def set_eligibility(self, id_or_name: str, eligible: bool) -> Node:
-        with self.lock:
-            node = self.resolve_node(id_or_name)
-            index = self._next_index()
-            node.eligibility, node.modify_index = ("eligible" if eligible else "ineligible"), index
-            self._emit(index, [node.event("NodeEligibility")])
-            self._schedule()
-            return node
+        return nodeops.set_eligibility(self, id_or_name, eligible)
 
 
 def _count(job: JSON, group: str) -> int:
