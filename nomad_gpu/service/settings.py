@@ -107,8 +107,9 @@ def load_config(path: str | None) -> tuple[SchedulingSettings, AccessSettings]:
         raise InvalidRequest(f"{path}: not UTF-8 text") from exc
     try:  # the spec reader's rules: a token written twice must not silently keep the last team
         raw = decode_spec(text).data if text.strip() else {}
-    except SpecError as exc:
-        raise InvalidRequest(f"{path}: not valid YAML ({exc})") from exc
+    except SpecError as exc:  # the line, not the key: a key written twice may be a token
+        message = re.sub(r"duplicate key .*", "a key is written twice", str(exc))
+        raise InvalidRequest(f"{path}: not valid YAML ({message})") from exc
     if not isinstance(raw, Mapping):
         raise InvalidRequest(f"{path}: the config must be a mapping")
     return scheduling_from_mapping(raw, where=path), access_from_mapping(raw.get("api") or {}, where=f"{path}: api")
