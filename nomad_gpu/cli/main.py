@@ -274,6 +274,10 @@ def _wait_for_signal() -> None:
         pass
 
 
+NOMAD_VERSION_HELP = ("Nomad release the dev cluster plays (default: the newest it models, 2.0.x): 1.11.2 and later "
+                      "write the event stream on a hijacked, close-delimited connection, 1.11.1 and earlier chunk it.")
+
+
 @main.command("dev-cluster")
 @click.option("--cluster", "cluster_path", required=True, type=click.Path(dir_okay=False, exists=True),
               help="Cluster file (YAML), e.g. clusters/seed-a800.yaml.")
@@ -281,20 +285,25 @@ def _wait_for_signal() -> None:
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--speed", default=1.0, show_default=True, type=click.FloatRange(min=0.001),
               help="Time compression: a 150 s task runs 150/speed s.")
+@click.option("--nomad-version", default=None, help=NOMAD_VERSION_HELP)
 @friendly
-def dev_cluster(cluster_path: str, port: int, host: str, speed: float) -> None:
+def dev_cluster(cluster_path: str, port: int, host: str, speed: float, nomad_version: str | None) -> None:
     """Serve the embedded, Nomad-API-compatible dev cluster (a stand-in for a real Nomad)."""
     import gc
 
     from nomad_gpu.devcluster import ClusterFileError, serve_forever
+    from nomad_gpu.devcluster.version import DEFAULT_NOMAD_VERSION, NomadVersion
+
+    version = NomadVersion.parse(nomad_version or DEFAULT_NOMAD_VERSION)  # a bad one fails before anything starts
 
     # a server process with a large, long-lived heap: collect young objects less often, and never
     # re-scan what start-up built (the HCL grammar, the cluster), so requests do not stall on GC
     gc.set_threshold(50_000, 50, 100)
     gc.freeze()
     try:
-        serve_forever(cluster_path, host=host, port=port, speed=speed,
-                      on_ready=lambda url: click.echo(f"dev cluster on {url}  (export NOMAD_ADDR={url})"))
+        serve_forever(cluster_path, host=host, port=port, speed=speed, nomad_version=version,
+                      on_ready=lambda url: click.echo(f"dev cluster (Nomad {version}) on {url}  "
+                                                      f"(export NOMAD_ADDR={url})"))
     except ClusterFileError as exc:
         raise ValueError(str(exc)) from exc
 
@@ -305,16 +314,20 @@ def dev_cluster(cluster_path: str, port: int, host: str, speed: float) -> None:
 @click.option("--speed", default=10.0, show_default=True, type=click.FloatRange(min=0.001))
 @click.option("--db", "db_path", default=None, help="SQLite queue file (default: a temporary one).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML: teams, quotas, sharing.")
+@click.option("--nomad-version", default=None, help=NOMAD_VERSION_HELP)
 @friendly
-def dev(cluster_path: str | None, speed: float, db_path: str | None, config_path: str | None) -> None:
+def dev(cluster_path: str | None, speed: float, db_path: str | None, config_path: str | None,
+        nomad_version: str | None) -> None:
     """Dev cluster and service together in the foreground, like `nomad agent -dev`."""
     import tempfile
 
     from nomad_gpu.devcluster import DevCluster
+    from nomad_gpu.devcluster.version import DEFAULT_NOMAD_VERSION
     from nomad_gpu.service.app import ServiceRuntime
     from nomad_gpu.service.demo import REPO_CLUSTERS
 
-    cluster = DevCluster(cluster_path or REPO_CLUSTERS / "mixed-fleet.yaml", speed=speed)
+    cluster = DevCluster(cluster_path or REPO_CLUSTERS / "mixed-fleet.yaml", speed=speed,
+                         nomad_version=nomad_version or DEFAULT_NOMAD_VERSION)
     nomad_url = cluster.start()
     db = db_path or str(Path(tempfile.mkdtemp(prefix="nomad-gpu-dev-")) / "queue.db")
     runtime = ServiceRuntime(_service_settings(db, config_path, None, nomad_addr=nomad_url))
@@ -334,15 +347,19 @@ def dev(cluster_path: str | None, speed: float, db_path: str | None, config_path
 @click.option("--duration", "duration_s", default=150.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds each training job runs (before compression).")
 @click.option("--speed", default=30.0, show_default=True, type=click.FloatRange(min=0.1))
+@click.option("--nomad-version", default=None, help=NOMAD_VERSION_HELP)
 @click.option("--json", "as_json", is_flag=True)
 @friendly
-def demo(jobs: int, duration_s: float, speed: float, as_json: bool) -> None:
+def demo(jobs: int, duration_s: float, speed: float, nomad_version: str | None, as_json: bool) -> None:
     """66 one-GPU jobs on 8 x A800 through the real service and a dev cluster; facts from its audit."""
+    from nomad_gpu.devcluster.version import DEFAULT_NOMAD_VERSION, NomadVersion
     from nomad_gpu.service.demo import DemoConfig, run_demo
+
+    version = str(NomadVersion.parse(nomad_version or DEFAULT_NOMAD_VERSION))
 
     if not as_json:
         click.echo(f"demo: {jobs} x {duration_s:g} s one-GPU jobs on 8 x A800-80GB, time x{speed:g} ...")
-    report = run_demo(DemoConfig(jobs=jobs, duration_s=duration_s, speed=speed))
+    report = run_demo(DemoConfig(jobs=jobs, duration_s=duration_s, speed=speed, nomad_version=version))
     if as_json:
         emit_json(report)
         return

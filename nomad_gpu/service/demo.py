@@ -40,6 +40,8 @@ class DemoConfig:
     completions are not artificially simultaneous."""
     seed: int = 0
     timeout_s: float = 300.0
+    nomad_version: str = ""
+    """The Nomad release the dev cluster plays (`--nomad-version`); empty: its default."""
 
 
 def free_port() -> int:
@@ -55,11 +57,12 @@ def job_spec(i: int, duration_s: float) -> str:
             f"gpu: {{count: 1}}\ndev: {{duration_s: {duration_s}}}\n")
 
 
-def start_dev_cluster(cluster: Path, speed: float) -> tuple[subprocess.Popen[bytes], str]:
+def start_dev_cluster(cluster: Path, speed: float, nomad_version: str = "") -> tuple[subprocess.Popen[bytes], str]:
     """The dev cluster in its own process, as a real Nomad would be."""
     port = free_port()
+    version = ["--nomad-version", nomad_version] if nomad_version else []
     proc = subprocess.Popen([sys.executable, "-m", "nomad_gpu.cli.main", "dev-cluster", "--cluster", str(cluster),
-                             "--port", str(port), "--speed", str(speed)],
+                             "--port", str(port), "--speed", str(speed), *version],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + 30
@@ -79,7 +82,7 @@ def start_dev_cluster(cluster: Path, speed: float) -> tuple[subprocess.Popen[byt
 
 def run_demo(cfg: DemoConfig) -> dict[str, Any]:
     started = time.monotonic()
-    proc, nomad_url = start_dev_cluster(cfg.cluster, cfg.speed)
+    proc, nomad_url = start_dev_cluster(cfg.cluster, cfg.speed, cfg.nomad_version)
     tmp = tempfile.mkdtemp(prefix="nomad-gpu-demo-")
     runtime = ServiceRuntime(ServiceSettings(
         nomad=NomadSettings(address=nomad_url), scheduling=SchedulingSettings(tick_s=1.0),
@@ -110,6 +113,8 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
             proc.kill()
     report = summarise(audit, gpus=gpus, jobs=cfg.jobs, duration_s=cfg.duration_s, speed=cfg.speed)
     report["wall_s"] = round(time.monotonic() - started, 2)
+    if cfg.nomad_version:
+        report["nomad_version"] = cfg.nomad_version
     return report
 
 

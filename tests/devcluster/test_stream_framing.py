@@ -223,3 +223,18 @@ def test_versions_not_modelled_are_refused(text: str) -> None:
 
 def test_default_is_the_latest_2_0() -> None:
     assert str(DevCluster(CLUSTERS / "seed-a800.yaml").nomad_version) == "2.0.5"
+
+
+@pytest.mark.parametrize("command", ["dev-cluster", "dev", "demo"])
+def test_cli_refuses_a_version_it_does_not_model_in_one_line(command: str) -> None:
+    from click.testing import CliRunner
+
+    from nomad_gpu.cli.main import main
+
+    args = [command, "--nomad-version", "2.1.0"]
+    if command == "dev-cluster":
+        args += ["--cluster", str(CLUSTERS / "seed-a800.yaml"), "--port", "0"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        "error: Nomad version 2.1.0 is not modelled: the dev cluster plays 1.9.0 to 2.0.x"]
