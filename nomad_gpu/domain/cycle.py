@@ -230,9 +230,7 @@ def _choose_hold(ledger: Ledger, job: JobRequest, taken: frozenset[NodeId]) -> f
             node = nf.node
             if nf.id in taken or nf.id in chosen or not nf.offered:
                 continue
-            if job.datacenters and node.datacenter not in job.datacenters:
-                continue
-            if job.node_pool is not None and node.node_pool != job.node_pool:
+            if not job.places_on(node.datacenter, node.node_pool):
                 continue
             if not _hosts_when_empty(node, asks):
                 continue

@@ -172,9 +172,7 @@ class Fitter:
             if not nf.offered:
                 continue
             node = nf.node
-            if (job.datacenters and node.datacenter not in job.datacenters) or (
-                job.node_pool is not None and node.node_pool != job.node_pool
-            ):
+            if not job.places_on(node.datacenter, node.node_pool):
                 scan.elsewhere += 1
                 continue
             if blocked and nf.id in blocked:
@@ -292,9 +290,7 @@ class Fitter:
         node = nf.node
         if not nf.offered:
             return False
-        if (job.datacenters and node.datacenter not in job.datacenters) or (
-            job.node_pool is not None and node.node_pool != job.node_pool
-        ):
+        if not job.places_on(node.datacenter, node.node_pool):
             scan.elsewhere += 1
             return False
         if nf.id in self.ctx.blocked:

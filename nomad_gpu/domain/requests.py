@@ -128,3 +128,28 @@ class JobRequest:
     @property
     def gpu_equivalents(self) -> float:
         return sum(a.gpu_equivalents for a in self.asks)
+
+    def places_on(self, datacenter: str, node_pool: str) -> bool:
+        """Whether a node in this datacenter and pool may host the job, as Nomad decides it: a job's
+        datacenters are glob patterns where only `*` is special (`scheduler/util.go` readyNodesInDCsAndPool,
+        ryanuber/go-glob, v2.0.5); no datacenters at all means any. A job without a pool may go to any
+        pool here: the service renders the chosen node's pool into the job, so Nomad scans that pool."""
+        if self.node_pool is not None and node_pool != self.node_pool:
+            return False
+        if not self.datacenters or datacenter in self.datacenters:
+            return True
+        return any("*" in p and _glob(p, datacenter) for p in self.datacenters)
+
+
+def _glob(pattern: str, value: str) -> bool:
+    """go-glob semantics: `*` matches any run of characters, everything else is literal."""
+    parts = pattern.split("*")
+    if not value.startswith(parts[0]) or not value.endswith(parts[-1]) or len(value) < len(parts[0]) + len(parts[-1]):
+        return False
+    pos, end = len(parts[0]), len(value) - len(parts[-1])
+    for part in parts[1:-1]:
+        found = value.find(part, pos, end)
+        if found < 0:
+            return False
+        pos = found + len(part)
+    return True

@@ -4,7 +4,7 @@ DESIGN 3.7: templates are the single source of a jobspec. This module turns a
 validated :class:`JobSpec` plus the placement the scheduler chose into the plain
 context a template sees (no pydantic objects, nothing computed in Jinja), picks the
 template by name from a templates directory (a constructor parameter, defaulting to
-the repository's ``templates/``), and renders it in the escaping environment of
+the bundled ``templates/``, see :mod:`nomad_gpu.bundled`), and renders it in the escaping environment of
 :mod:`nomad_gpu.render.hcl`. The HCL that comes out pins the node and the exact
 device IDs, turns off Nomad's own restarts and reschedules (nomad-gpu re-queues),
 and carries the meta that ties the Nomad job back to its queue entry.
@@ -21,6 +21,7 @@ from typing import Any
 
 import jinja2
 
+from nomad_gpu.bundled import templates_dir as bundled_templates_dir
 from nomad_gpu.render.hcl import RenderError, hcl_ident, make_environment
 from nomad_gpu.render.placement import RenderPlacement, check_placement
 from nomad_gpu.render.spec import GroupSpec, JobSpec, SweepSpec
@@ -42,8 +43,9 @@ __all__ = [
     "render_service_job",
 ]
 
-DEFAULT_TEMPLATES_DIR = Path(__file__).resolve().parents[2] / "templates"
-"""The repository's ``templates/``; pass another directory to :class:`JobRenderer` to override."""
+DEFAULT_TEMPLATES_DIR = bundled_templates_dir()
+"""The bundled ``templates/`` (in a checkout, the wheel or an editable install alike); pass another
+directory to :class:`JobRenderer` to override."""
 SERVICE_TEMPLATE = "nomad-gpu"
 """The template of nomad-gpu's own Nomad job; not selectable by a job spec."""
 
@@ -146,7 +148,7 @@ class ServiceJobSettings:
     env: Mapping[str, str] = field(default_factory=lambda: {"NOMAD_ADDR": "http://127.0.0.1:4646"})
     job_id: str = "nomad-gpu"
     priority: int = 80
-    datacenters: tuple[str, ...] = ("dc1",)
+    datacenters: tuple[str, ...] = ("*",)
     namespace: str = "default"
     node_pool: str | None = None
     driver: str = "docker"
@@ -184,7 +186,7 @@ def build_job_context(
             "priority": spec.priority,
             "datacenters": list(spec.datacenters),
             "namespace": spec.namespace,
-            "node_pool": spec.node_pool,
+            "node_pool": spec.node_pool or placement.node_pool,
             "node_id": placement.node_id,
             "meta": meta,
         },

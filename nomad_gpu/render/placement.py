@@ -39,6 +39,9 @@ class RenderPlacement:
 
     node_id: str
     groups: tuple[GroupPlacement, ...]
+    node_pool: str | None = None
+    """The chosen node's pool, rendered when the spec names none: Nomad fills in `default` and scans
+    only that pool (`nomad/job_endpoint_hook_node_pool_ce.go`, `scheduler/util.go`, v2.0.5)."""
 
     def for_group(self, name: str) -> GroupPlacement:
         """The placement of the group called ``name``."""

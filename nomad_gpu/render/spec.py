@@ -263,7 +263,7 @@ class _SpecBase(_Model):
     name: Name
     team: Label = "default"
     priority: Annotated[StrictInt, Field(ge=1, le=100)] = 50
-    datacenters: Annotated[list[NonEmptyText], Field(min_length=1)] = Field(default_factory=lambda: ["dc1"])
+    datacenters: Annotated[list[NonEmptyText], Field(min_length=1)] = Field(default_factory=lambda: ["*"])
     namespace: Label = "default"
     node_pool: Label | None = None
     template: Annotated[

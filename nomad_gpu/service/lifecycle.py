@@ -31,7 +31,7 @@ from typing import Any, Protocol
 
 from nomad_gpu.domain.cycle import Admit
 from nomad_gpu.domain.errors import InvalidRequest, LedgerConflict
-from nomad_gpu.domain.ids import EntryId, InstanceId, Team
+from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId, Team
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import JobRequest
@@ -176,10 +176,12 @@ class Lifecycle:
                 return
             entry, spec = t.entry, t.spec
             entry_id = entry.id
+            first = self.ledger.node_free(NodeId(str(entry.placements[0]["node"]))) if entry.placements else None
+            pool = first.node.node_pool if first is not None else None
         failure: Exception | None = None
         try:
             placements = [placement_from_json(p) for p in entry.placements]
-            self.actuator.submit(entry, spec, render_placement(spec, placements))
+            self.actuator.submit(entry, spec, render_placement(spec, placements, pool))
         except (NomadError, RenderError, InvalidRequest) as exc:
             failure = exc
         with self.lock:

@@ -46,7 +46,8 @@ def job_request(entry: QueueEntry, spec: JobSpec) -> JobRequest:
     )
 
 
-def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement]) -> RenderPlacement:
+def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement],
+                     node_pool: str | None = None) -> RenderPlacement:
     nodes = {p.node for p in placements}
     if len(nodes) != 1:
         raise InvalidRequest(f"a job is pinned to one node; the placement spans {sorted(nodes)}")
@@ -61,7 +62,7 @@ def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement]) -> Ren
             groups.append(GroupPlacement(group.name, DEVICE_PREFIX + (mine[0].device_name or ""), ids))
         else:
             groups.append(GroupPlacement(group.name, None, ()))
-    return RenderPlacement(node_id=next(iter(nodes)), groups=tuple(groups))
+    return RenderPlacement(node_id=next(iter(nodes)), groups=tuple(groups), node_pool=node_pool)
 
 
 def placement_json(p: AllocPlacement) -> dict[str, Any]:

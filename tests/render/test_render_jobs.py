@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -230,9 +231,26 @@ def test_job_attributes() -> None:
     assert (resources["cpu"], resources["memory"], resources["memory_max"]) == (1, 2, 4)
 
 
-def test_no_node_pool_means_no_attribute() -> None:
+def test_no_node_pool_and_no_chosen_pool_means_no_attribute() -> None:
     _, job = render(_spec("name: demo\ntask: {image: i}\n"))
     assert "node_pool" not in job
+
+
+def test_without_a_pool_in_the_spec_the_chosen_nodes_pool_is_rendered() -> None:
+    # Nomad fills in `default` and scans only that pool (job_endpoint_hook_node_pool_ce.go, scheduler/util.go,
+    # v2.0.5): a job pinned to a node of the `gpu` pool without `node_pool = "gpu"` would stay blocked forever
+    spec = _spec("name: demo\ntask: {image: i}\n")
+    placed = dataclasses.replace(placement_for(spec), node_pool="gpu")
+    _, job = parse_job(render_job(spec, job_id="job-1", placement=placed))
+    assert text(job["node_pool"]) == "gpu"
+    _, named = parse_job(render_job(_spec("name: demo\nnode_pool: a100\ntask: {image: i}\n"), job_id="job-1",
+                                    placement=placed))
+    assert text(named["node_pool"]) == "a100", "the spec's own pool wins (the core placed within it)"
+
+
+def test_datacenters_default_to_any_as_current_nomad() -> None:
+    _, job = render(_spec("name: demo\ntask: {image: i}\n"))
+    assert [text(dc) for dc in job["datacenters"]] == ["*"]
 
 
 def _spec(text_: str) -> JobSpec:

@@ -189,7 +189,7 @@ def test_shorthand_is_one_group_called_main() -> None:
 def test_defaults() -> None:
     spec = load_spec(BASE)
     assert isinstance(spec, JobSpec)
-    assert (spec.team, spec.priority, spec.datacenters, spec.namespace) == ("default", 50, ["dc1"], "default")
+    assert (spec.team, spec.priority, spec.datacenters, spec.namespace) == ("default", 50, ["*"], "default")
     assert (spec.node_pool, spec.template, spec.retries, spec.meta, spec.dev) == (None, "batch", 0, {}, None)
     (group,) = spec.groups
     assert (group.name, group.count, group.task.driver, group.capacity_kind) == ("main", 1, "docker", None)

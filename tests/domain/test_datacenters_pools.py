@@ -1,0 +1,35 @@
+"""Datacenters and node pools decided as Nomad decides them (the real-Nomad issue, section 4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from nomad_gpu.domain.ids import EntryId, Team
+from nomad_gpu.domain.requests import AllocAsk, JobRequest
+
+
+def req(datacenters: tuple[str, ...] = (), pool: str | None = None) -> JobRequest:
+    return JobRequest(EntryId("e"), Team("t"), (AllocAsk("g"),), datacenters=frozenset(datacenters), node_pool=pool)
+
+
+@pytest.mark.parametrize(("patterns", "dc", "ok"), [
+    pytest.param(("*",), "us-east-1", True, id="star-any"),
+    pytest.param(("dc1",), "dc1", True, id="exact"),
+    pytest.param(("dc1",), "dc10", False, id="exact-no-prefix"),
+    pytest.param(("us-*",), "us-east-1", True, id="prefix-glob"),
+    pytest.param(("*-1",), "us-east-1", True, id="suffix-glob"),
+    pytest.param(("us-*-1",), "us-east-2", False, id="middle-glob-miss"),
+    pytest.param(("u*e*1",), "us-east-1", True, id="two-stars"),
+    pytest.param(("dc?",), "dc1", False, id="question-mark-is-literal"),
+    pytest.param(("dc[1]",), "dc1", False, id="brackets-are-literal"),
+    pytest.param((), "anything", True, id="none-means-any"),
+])
+def test_datacenters_are_go_glob_patterns(patterns: tuple[str, ...], dc: str, ok: bool) -> None:
+    # scheduler/util.go readyNodesInDCsAndPool matches with ryanuber/go-glob (v2.0.5): only `*` is special
+    assert req(patterns).places_on(dc, "default") is ok
+
+
+def test_a_pool_named_in_the_spec_is_the_only_pool() -> None:
+    assert req(pool="gpu").places_on("dc1", "gpu")
+    assert not req(pool="gpu").places_on("dc1", "default")
+    assert req().places_on("dc1", "gpu"), "no pool: any pool, and the chosen node's pool is rendered"
