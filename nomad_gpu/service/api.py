@@ -66,11 +66,15 @@ def create_app(service: SchedulerService, token: str | None = None,
         key = request.headers.get("idempotency-key")
         if key and caller.team is not None:
             key = f"{caller.team}/{key}"  # one team's key never answers with another team's entries
-        try:
-            entries = await run_in_threadpool(lambda: service.submit(data, idempotency_key=key))
-        except (SpecError, InvalidRequest) as exc:
-            return error(400, str(exc))
-        return JSONResponse({"entries": [e.to_json() for e in entries]}, status_code=201)
+
+        def store() -> Response:
+            try:
+                entries = service.submit(data, idempotency_key=key)
+            except (SpecError, InvalidRequest) as exc:
+                return error(400, str(exc))
+            return JSONResponse({"entries": [e.to_json() for e in entries]}, status_code=201)
+
+        return await run_in_threadpool(store)
 
     async def list_jobs(request: Request) -> Response:
         caller = caller_of(request.scope)
@@ -86,13 +90,14 @@ def create_app(service: SchedulerService, token: str | None = None,
         sweep = request.query_params.get("sweep")
         n = int(limit) if limit else None
 
-        def read() -> list[QueueEntry]:
+        def read() -> Response:  # a long list takes a while to encode too: not on the event loop
             if caller.admin:
-                return service.store.list(states, sweep=sweep, limit=n)
-            return caller.visible(service.store.list(states, sweep=sweep))[:n]
+                entries = service.store.list(states, sweep=sweep, limit=n)
+            else:
+                entries = caller.visible(service.store.list(states, sweep=sweep))[:n]
+            return JSONResponse({"entries": [e.to_json() for e in entries]})
 
-        entries = await run_in_threadpool(read)
-        return JSONResponse({"entries": [e.to_json() for e in entries]})
+        return await run_in_threadpool(read)
 
     async def get_job(request: Request) -> Response:
         entry = await run_in_threadpool(visible_entry, service, caller_of(request.scope), request.path_params["id"])
@@ -109,14 +114,18 @@ def create_app(service: SchedulerService, token: str | None = None,
 
     async def sweep(request: Request) -> Response:
         caller, sweep_id = caller_of(request.scope), request.path_params["id"]
-        entries = caller.visible(await run_in_threadpool(service.store.list, None, sweep_id))
-        if not entries:
-            return error(404, f"no sweep {sweep_id!r}")
-        counts: dict[str, int] = {}
-        for e in entries:
-            counts[e.state.value] = counts.get(e.state.value, 0) + 1
-        return JSONResponse({"sweep": sweep_id, "total": len(entries), "states": counts,
-                             "trials": [e.to_json() for e in entries]})
+
+        def read() -> Response:
+            entries = caller.visible(service.store.list(None, sweep=sweep_id))
+            if not entries:
+                return error(404, f"no sweep {sweep_id!r}")
+            counts: dict[str, int] = {}
+            for e in entries:
+                counts[e.state.value] = counts.get(e.state.value, 0) + 1
+            return JSONResponse({"sweep": sweep_id, "total": len(entries), "states": counts,
+                                 "trials": [e.to_json() for e in entries]})
+
+        return await run_in_threadpool(read)
 
     async def inventory(request: Request) -> Response:
         return JSONResponse({"nodes": await run_in_threadpool(service.inventory)})
