@@ -21,12 +21,14 @@ from typing import Any
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
 from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from . import gc, queries
 from .events import EventBroker
+from .faults import FaultGate
 from .hcl import HclError, parse_job_hcl
 from .jobs import (
     JobRequestError,
@@ -187,6 +189,30 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
             raise queries.BadRequest(f"threshold_s {threshold!r} is not a number") from None
         return JSONResponse(gc.collect(state, threshold_s))
 
+    def _number(request: Request, name: str, default: str) -> float:
+        text = request.query_params.get(name, default)
+        try:
+            return float(text)
+        except ValueError:
+            raise queries.BadRequest(f"{name} {text!r} is not a number") from None
+
+    def unreachable(request: Request) -> Response:
+        state.faults.unreachable(_number(request, "seconds", "0"))
+        dropped = broker.drop_all()
+        return JSONResponse({**state.faults.snapshot(), "streams_dropped": dropped})
+
+    def reachable(request: Request) -> Response:
+        state.faults.reachable()
+        return JSONResponse(state.faults.snapshot())
+
+    def lose_replies(request: Request) -> Response:
+        try:
+            state.faults.lose_replies(int(_number(request, "count", "1")), request.query_params.get("mode", "reset"),
+                                      _number(request, "delay_s", "0"))
+        except ValueError as exc:
+            raise queries.BadRequest(str(exc)) from None
+        return JSONResponse(state.faults.snapshot())
+
     async def drop_streams(request: Request) -> Response:
         return JSONResponse({"dropped": broker.drop_all()})
 
@@ -220,6 +246,9 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         Route("/_dev/audit", audit, methods=["GET"]),
         Route("/_dev/streams/drop", drop_streams, methods=["POST"]),
         Route("/_dev/gc", dev_gc, methods=["POST"]),
+        Route("/_dev/unreachable", unreachable, methods=["POST"]),
+        Route("/_dev/reachable", reachable, methods=["POST"]),
+        Route("/_dev/lose-replies", lose_replies, methods=["POST"]),
         Route("/_dev/node/{node_id}/down", node_fault(lambda n: state.set_node_status(n, "down")), methods=["POST"]),
         Route("/_dev/node/{node_id}/up", node_fault(lambda n: state.set_node_status(n, "ready")), methods=["POST"]),
         Route("/_dev/node/{node_id}/drain", node_fault(lambda n: state.set_drain(n, True)), methods=["POST"]),
@@ -238,7 +267,8 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         RegisterConflict: lambda _, exc: PlainTextResponse(str(exc), status_code=500),
         HTTPException: _http_error,
     }
-    return Starlette(routes=routes, exception_handlers=handlers)
+    return Starlette(routes=routes, exception_handlers=handlers,
+                     middleware=[Middleware(FaultGate, faults=state.faults)])
 
 
 def _http_error(request: Request, exc: Exception) -> Response:

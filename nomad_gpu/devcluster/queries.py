@@ -186,6 +186,8 @@ def audit(state: ClusterState) -> JSON:
             "allocations": reaped + [{**alloc.audit(), "garbage_collected": False}
                                      for alloc in state.allocs.values()],
             "garbage_collection": dict(state.gc_counts),
+            "requests_refused": state.faults.refused,
+            "faults": state.faults.snapshot(),
             "evaluations": {"blocked": sum(1 for i in state.open_evals if state.evals[i].status == "blocked")},
             "jobs": [{"job_id": job_id, "namespace": ns, "registered_at": list(times)}
                      for (ns, job_id), times in state.register_log.items()],

@@ -160,6 +160,26 @@ class DevCluster:
         """`POST /v1/allocation/:id/stop`: stop and migrate (a replacement is placed, batch too)."""
         return self.state.stop_alloc(alloc_id)
 
+    def unreachable(self, seconds: float) -> int:
+        """Nomad unreachable for `seconds` of the cluster's clock: every `/v1/` request is reset
+        without a reply and open event streams are cut (returns how many). Refused requests are
+        counted per second in the audit's `faults`."""
+        self.state.faults.unreachable(seconds)
+        return self.broker.drop_all()
+
+    def reachable(self) -> None:
+        """End an outage early."""
+        self.state.faults.reachable()
+
+    def lose_replies(self, count: int, mode: str = "reset", delay_s: float = 0.0) -> None:
+        """The next `count` registers are applied, then their reply is lost: the connection is
+        reset (`reset`) or closed (`close`) without a reply, or the reply waits `delay_s` (`delay`)."""
+        self.state.faults.lose_replies(count, mode, delay_s)
+
+    def faults(self) -> dict[str, Any]:
+        """Fault counters: requests, refused (total, per second, max per second), outages, lost replies."""
+        return self.state.faults.snapshot()
+
     def node_down(self, node: str) -> None:
         """Node status `down`: its live allocations become `lost` (and are replaced)."""
         self.state.set_node_status(node, "down")

@@ -27,6 +27,7 @@ from .allocs import Alloc, ClientStatus
 from .config import ClusterSpec
 from .evals import Evaluation
 from .events import Event, EventBroker
+from .faults import Faults
 from .inventory import SHARED_TYPE, Node, build_nodes
 from .jobs import (
     JSON,
@@ -74,6 +75,7 @@ class ClusterState:
         self.open_evals: set[str] = set()  # IDs of evaluations not yet terminal
         self.reaped: list[Alloc] = []  # allocations removed by garbage collection, kept for the audit
         self.gc_counts = {"runs": 0, "jobs": 0, "evals": 0, "allocs": 0}
+        self.faults = Faults(clock)  # network faults in front of the HTTP app (faults.py)
         self.shared_gpu_ids: set[str] = set()
         with self.lock:
             if cluster.job_gc_interval_s is not None:
