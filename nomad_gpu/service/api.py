@@ -17,6 +17,7 @@ is :mod:`nomad_gpu.service.access`.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from typing import Any
@@ -39,6 +40,9 @@ from nomad_gpu.store import EntryState, QueueEntry
 logger = logging.getLogger(__name__)
 
 MAX_BODY = MAX_SPEC_BYTES
+MAX_SWEEP_STORED_BYTES = 64 << 20
+"""Each trial is stored with a full copy of the sweep's spec, so a sweep's trial count times its spec size
+is what it writes to the queue: bounded here, before expanding, until trials share one stored spec."""
 
 
 class ApiError(Exception):
@@ -218,6 +222,8 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings, call
     except SpecError as exc:
         raise ApiError(400, str(exc)) from exc
     check_drivers(spec, rules)
+    if isinstance(spec, SweepSpec):
+        check_sweep_size(spec)
     data = dict(document.data)
     if caller.team is not None:
         if "team" in data and data["team"] != caller.team:
@@ -233,6 +239,15 @@ def check_drivers(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:
             raise ApiError(403, f"groups[{i}].task.driver: {group.task.driver!r} is not allowed here (allowed: "
                                 f"{', '.join(sorted(rules.allowed_drivers))}; see allowed_drivers in the service "
                                 "config)")
+
+
+def check_sweep_size(spec: SweepSpec) -> None:
+    one = len(json.dumps(spec.model_dump(mode="json", exclude={"kind", "sweep"}))) + 64 * len(spec.sweep.parameters)
+    total = one * spec.sweep.trial_count
+    if total > MAX_SWEEP_STORED_BYTES:
+        raise ApiError(413, f"the sweep would store {spec.sweep.trial_count} copies of its {one}-byte spec "
+                            f"({total >> 20} MiB), more than {MAX_SWEEP_STORED_BYTES >> 20} MiB: use fewer trials "
+                            "or a smaller spec")
 
 
 def visible_entry(service: SchedulerService, caller: Caller, entry_id: str) -> QueueEntry:

@@ -174,3 +174,16 @@ def test_a_blocked_submission_does_not_stall_other_requests(service: SchedulerSe
     served_while_blocked, list_status, post_status = asyncio.run(scenario())
     assert (list_status, post_status) == (200, 201)
     assert served_while_blocked
+
+
+def test_a_sweep_that_would_store_too_much_is_refused_before_expanding(service: SchedulerService) -> None:
+    """A 50 KB spec times 2,000 trials would be about 100 MB of stored copies."""
+    def never(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a sweep over the storage bound must not reach the scheduler")
+
+    service.submit = never  # type: ignore[method-assign]
+    padding = "x" * 50_000
+    text = sweep(2000, 1).replace("task: {image: i}", f"task: {{image: i, env: {{PAD: {padding}}}}}")
+    r = TestClient(create_app(service)).post("/v1/jobs", content=text)
+    assert r.status_code == 413
+    assert r.json()["error"].startswith("the sweep would store 2000 copies of its")
