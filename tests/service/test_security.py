@@ -103,6 +103,9 @@ def test_an_idempotency_key_never_answers_with_another_teams_entry(client: TestC
     b = submit(client, VISION, job("b"), **{"Idempotency-Key": "k1"})
     assert a["id"] != b["id"] and b["team"] == "vision"
     assert submit(client, VISION, job("b"), **{"Idempotency-Key": "k1"})["id"] == b["id"]
+    submit(client, ROOT, job("c", "nlp"), **{"Idempotency-Key": "vision/k2"})  # the admin's keys are not scoped
+    r = client.post("/v1/jobs", content=job("c"), headers={**as_(VISION), "Idempotency-Key": "k2"})
+    assert r.status_code == 409 and "nlp" not in r.text
 
 
 @pytest.mark.parametrize("headers", [
