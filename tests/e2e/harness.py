@@ -1,7 +1,8 @@
 """End-to-end harness: the real service (HTTP API, watcher, actuator, SQLite) against the dev cluster.
 
-Everything crosses real loopback HTTP and the real NDJSON event stream. Facts are read from the
-dev cluster's audit, never from the service's own belief.
+Everything crosses real loopback HTTP and the real NDJSON event stream, framed as Nomad 2.0 frames it
+unless a test asks for another version. Facts are read from the dev cluster's audit, never from the
+service's own belief.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import requests
 
 from nomad_gpu.devcluster import DevCluster
+from nomad_gpu.devcluster.version import DEFAULT_NOMAD_VERSION
 from nomad_gpu.nomad.client import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
@@ -86,7 +88,15 @@ def allocs_per_job(audit: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
-def dev_cluster(name: str, *, speed: float = 50.0, event_buffer: int = 100) -> DevCluster:
-    dc = DevCluster(CLUSTERS / f"{name}.yaml", speed=speed, event_buffer=event_buffer, heartbeat_s=1.0)
+NOMAD_VERSIONS = ("2.0.5", "1.10.5")
+"""The event stream's two framings: hijacked and close-delimited from 1.11.2, chunked before
+(`command/agent/event_endpoint.go`, v2.0.5 and v1.11.1)."""
+
+
+def dev_cluster(name: str, *, speed: float = 50.0, event_buffer: int = 100,
+                nomad_version: str = DEFAULT_NOMAD_VERSION) -> DevCluster:
+    """A started dev cluster playing `nomad_version` (by default the dev cluster's own, the newest 2.0)."""
+    dc = DevCluster(CLUSTERS / f"{name}.yaml", speed=speed, event_buffer=event_buffer, heartbeat_s=1.0,
+                    nomad_version=nomad_version)
     dc.start()
     return dc
