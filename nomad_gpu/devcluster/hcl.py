@@ -124,6 +124,7 @@ def _group(name: str, body: Body) -> JSON:
         "Networks": None,
         "Meta": body.string_map("meta"),
         "Services": None,
+        "Volumes": _volumes(body),
     }
     for block in (restart, reschedule):
         if block is not None:
@@ -154,9 +155,31 @@ def _task(name: str, body: Body) -> JSON:
         "Leader": False,
         "KillSignal": "",
         "Kind": "",
+        "VolumeMounts": _volume_mounts(body),
     }
     body.finish()
     return task
+
+
+def _volumes(body: Body) -> JSON | None:
+    """Group `volume "<name>"` blocks as `TaskGroup.Volumes` (`api/tasks.go` VolumeRequest, v2.0.5)."""
+    volumes: dict[str, Any] = {}
+    for (name,), block in body.blocks("volume", 1):
+        volumes[name] = {"Name": name, "Type": block.string("type"), "Source": block.string("source"),
+                         "ReadOnly": bool(block.boolean("read_only")), "PerAlloc": False, "MountOptions": None,
+                         "AccessMode": "", "AttachmentMode": ""}
+        block.finish()
+    return volumes or None
+
+
+def _volume_mounts(body: Body) -> list[JSON] | None:
+    """Task `volume_mount` blocks as `Task.VolumeMounts` (`api/tasks.go` VolumeMount, v2.0.5)."""
+    mounts = []
+    for _, block in body.blocks("volume_mount", 0):
+        mounts.append({"Volume": block.string("volume"), "Destination": block.string("destination"),
+                       "ReadOnly": bool(block.boolean("read_only")), "PropagationMode": "private"})
+        block.finish()
+    return mounts or None
 
 
 def _resources(body: Body) -> JSON:

@@ -120,7 +120,7 @@ class JobRenderer:
         """The Nomad job that runs nomad-gpu itself (``templates/nomad-gpu.hcl.j2``)."""
         _check_job_id(settings.job_id)
         config: dict[str, Any] = {"image": settings.image, "command": settings.command}
-        config["args"] = list(settings.args)
+        config["args"] = [*settings.args, "--db", f"{settings.data_dir.rstrip('/')}/queue.db"]
         if settings.driver == "docker":
             config["network_mode"] = "host"  # reachable on the node's address without a network block
         context = {
@@ -135,6 +135,8 @@ class JobRenderer:
                 "env": {ENV_VISIBLE_DEVICES: NO_GPU, **settings.env},  # the service itself needs no GPU
                 "cpu": settings.cpu,
                 "memory": settings.memory,
+                "host_volume": settings.host_volume,
+                "data_dir": settings.data_dir,
             }
         }
         return self.render_template(SERVICE_TEMPLATE, context)
@@ -156,6 +158,9 @@ class ServiceJobSettings:
     args: tuple[str, ...] = ("serve",)
     cpu: int = 500
     memory: int = 512
+    host_volume: str = "nomad-gpu"
+    """The client's host volume that keeps the queue database across restarts and reschedules."""
+    data_dir: str = "/var/lib/nomad-gpu"
 
 
 def build_job_context(

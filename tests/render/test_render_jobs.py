@@ -28,16 +28,18 @@ from .helpers import A100, A100_MIG, JOBSPECS, NODE, TEMPLATES, placement_for
 # The stanzas the embedded dev cluster maps (and nothing else may appear).
 ALLOWED: dict[str, set[str]] = {
     "job": {"type", "priority", "datacenters", "namespace", "node_pool", "region", "meta", "constraint", "group"},
-    "group": {"count", "meta", "constraint", "restart", "reschedule", "task"},
+    "group": {"count", "meta", "constraint", "restart", "reschedule", "task", "volume"},
+    "volume": {"type", "source", "read_only"},
+    "volume_mount": {"volume", "destination", "read_only"},
     "restart": {"attempts", "mode", "delay", "interval"},
     "reschedule": {"attempts", "unlimited"},
-    "task": {"driver", "config", "env", "meta", "kill_timeout", "resources"},
+    "task": {"driver", "config", "env", "meta", "kill_timeout", "resources", "volume_mount"},
     "resources": {"cpu", "memory", "memory_max", "device"},
     "device": {"count", "constraint", "affinity"},
     "constraint": {"attribute", "operator", "value"},
     "affinity": {"attribute", "operator", "value", "weight"},
 }
-LABELLED = {"group", "task", "device"}
+LABELLED = {"group", "task", "device", "volume"}
 
 
 def assert_allowed_shape(kind: str, body: dict[str, Any]) -> None:
@@ -45,6 +47,8 @@ def assert_allowed_shape(kind: str, body: dict[str, Any]) -> None:
     keys = {key for key in body if not key.startswith("__")}
     assert keys <= ALLOWED[kind], f"{kind} uses {sorted(keys - ALLOWED[kind])}"
     for key in keys:
+        if not isinstance(body[key], list) or not all(isinstance(b, dict) for b in body[key]):
+            continue  # an argument (volume_mount's `volume = "queue"`), not a block
         if key in LABELLED:
             for inner in labelled(body, key).values():
                 assert_allowed_shape(key, inner)
@@ -371,7 +375,12 @@ def test_the_service_job_renders() -> None:
     assert attrs(only(task, "env")) == {"NVIDIA_VISIBLE_DEVICES": "void", **settings.env}
     config = only(task, "config")
     assert text(config["image"]) == "ghcr.io/example/nomad-gpu:0.1"
-    assert [text(arg) for arg in config["args"]] == ["serve"]
+    # the queue lives on a host volume: a restarted task keeps its entries and its job ID prefix
+    assert [text(arg) for arg in config["args"]] == ["serve", "--db", "/var/lib/nomad-gpu/queue.db"]
+    volume = labelled(group, "volume")["queue"]
+    assert (text(volume["type"]), text(volume["source"]), volume["read_only"]) == ("host", "nomad-gpu", False)
+    mount = only(task, "volume_mount")
+    assert (text(mount["volume"]), text(mount["destination"])) == ("queue", "/var/lib/nomad-gpu")
 
 
 def test_every_template_resists_hostile_values() -> None:
