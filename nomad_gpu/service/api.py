@@ -91,7 +91,7 @@ def create_app(service: SchedulerService, token: str | None = None,
             except ValueError:
                 return error(400, f"unknown state in {raw!r}; known: {', '.join(s.value for s in EntryState)}")
         limit = request.query_params.get("limit")
-        if limit is not None and not (limit.isascii() and limit.isdigit()):
+        if limit is not None and not (limit.isascii() and limit.isdigit() and len(limit) <= 18):
             return error(400, "limit must be a non-negative integer")
         sweep = request.query_params.get("sweep")
         n = int(limit) if limit else None

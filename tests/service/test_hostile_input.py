@@ -187,3 +187,9 @@ def test_a_sweep_that_would_store_too_much_is_refused_before_expanding(service: 
     r = TestClient(create_app(service)).post("/v1/jobs", content=text)
     assert r.status_code == 413
     assert r.json()["error"].startswith("the sweep would store 2000 copies of its")
+
+
+@pytest.mark.parametrize("query", ["limit=" + "9" * 5000, "limit=-1", "limit=%D9%A3", "state=" + "x" * 10_000])
+def test_hostile_query_parameters_are_400(service: SchedulerService, query: str) -> None:
+    r = TestClient(create_app(service)).get(f"/v1/jobs?{query}")
+    assert r.status_code == 400 and "error" in r.json()
