@@ -30,14 +30,8 @@ from . import gc, queries
 from .events import EventBroker
 from .faults import FaultGate
 from .hcl import HclError, parse_job_hcl
-from .jobs import (
-    JobRequestError,
-    JobValidationError,
-    RegisterConflict,
-    canonicalize,
-    check_register_body,
-    register_options,
-)
+from .jobs import JobRequestError, JobValidationError, canonicalize
+from .register import RegisterConflict, check_register_body, register_namespace, register_options
 from .state import ClusterState, NotFound
 from .stream import EventStreamEndpoint
 from .version import DEFAULT_NOMAD_VERSION, NomadVersion
@@ -105,8 +99,9 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
                 filter_expr=q.get("filter", ""))))
         body = await _body(request)
         job, submission = check_register_body(body)
-        return reply(await run_in_threadpool(state.register, job, submission, _namespace(request),
-                                             register_options(body)))
+        options = register_options(body)
+        namespace = register_namespace(request.query_params.get("namespace"), options, job)
+        return reply(await run_in_threadpool(state.register, job, submission, namespace, options))
 
     async def parse(request: Request) -> Response:
         body = await _body(request)
@@ -127,8 +122,9 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         job_json, submission = check_register_body(body)
         if job_json["ID"] != job_id:
             raise JobRequestError("Job ID does not match name")
-        return reply(await run_in_threadpool(state.register, job_json, submission, _namespace(request),
-                                             register_options(body)))
+        options = register_options(body)
+        namespace = register_namespace(request.query_params.get("namespace"), options, job_json)
+        return reply(await run_in_threadpool(state.register, job_json, submission, namespace, options))
 
     def job_submission(request: Request) -> Response:
         return reply(queries.job_submission(state, _namespace(request), request.path_params["job_id"],
@@ -172,6 +168,12 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
 
     async def stop_allocation(request: Request) -> Response:
         return reply(await run_in_threadpool(state.stop_alloc, request.path_params["alloc_id"]))
+
+    def namespaces(request: Request) -> Response:
+        """`GET /v1/namespaces` (`command/agent/namespace_endpoint.go`): the cluster file's namespaces."""
+        return reply([{"Name": name, "Description": "Default shared namespace" if name == "default" else "",
+                       "Quota": "", "Capabilities": None, "NodePoolConfiguration": None, "Meta": None,
+                       "CreateIndex": 1, "ModifyIndex": 1} for name in sorted(state.namespaces)])
 
     def leader(request: Request) -> Response:
         return reply("127.0.0.1:4647")
@@ -243,6 +245,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         Route("/v1/allocation/{alloc_id}/stop", stop_allocation, methods=["POST", "PUT"]),
         Route("/v1/event/stream", EventStreamEndpoint(broker, heartbeat_s, version), methods=["GET"]),
         Route("/v1/status/leader", leader, methods=["GET"]),
+        Route("/v1/namespaces", namespaces, methods=["GET"]),
         Route("/_dev/audit", audit, methods=["GET"]),
         Route("/_dev/streams/drop", drop_streams, methods=["POST"]),
         Route("/_dev/gc", dev_gc, methods=["POST"]),

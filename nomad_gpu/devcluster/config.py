@@ -13,7 +13,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -110,6 +110,8 @@ class ClusterSpec(BaseModel):
 
     name: str = Field(pattern=_NAME_RE)
     nodes: tuple[NodeSpec, ...] = Field(min_length=1)
+    # Namespaces jobs may be registered in; `default` always exists (`nomad/namespace_endpoint.go`).
+    namespaces: tuple[Annotated[str, Field(pattern=_NAME_RE)], ...] = ("default",)
     # Job garbage collection (`nomad/core_sched.go`): off unless an interval is given; Nomad's server
     # defaults are job_gc_interval 5m and job_gc_threshold 4h (`nomad/config.go`, v2.0.5).
     job_gc_interval_s: float | None = Field(default=None, gt=0)

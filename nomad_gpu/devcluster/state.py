@@ -29,21 +29,11 @@ from .evals import Evaluation
 from .events import Event, EventBroker
 from .faults import Faults
 from .inventory import SHARED_TYPE, Node, build_nodes
-from .jobs import (
-    JSON,
-    GroupAsk,
-    RegisterOptions,
-    canonicalize,
-    enforce_index,
-    group_asks,
-    job_event,
-    spec_changed,
-    stamp_version,
-    validate,
-)
+from .jobs import JSON, GroupAsk, canonicalize, group_asks, job_event, stamp_version, validate
 from .ledger import DeviceLedger
 from .placement import DeviceChoice, node_view, place
 from .records import JobRecord, NotFound, Pending
+from .register import RegisterOptions, admission_errors, enforce_index, spec_changed
 from .runner import TimerHeap
 from .version import DEFAULT_NOMAD_VERSION, NomadVersion
 
@@ -75,6 +65,9 @@ class ClusterState:
         self.open_evals: set[str] = set()  # IDs of evaluations not yet terminal
         self.reaped: list[Alloc] = []  # allocations removed by garbage collection, kept for the audit
         self.gc_counts = {"runs": 0, "jobs": 0, "evals": 0, "allocs": 0}
+        self.namespaces = frozenset({"default", *cluster.namespaces})
+        # "default" and "all" always exist; a node's pool is created when the node registers.
+        self.node_pools = frozenset({"default", "all", *(node.node_pool for node in cluster.nodes)})
         self.faults = Faults(clock)  # network faults in front of the HTTP app (faults.py)
         self.shared_gpu_ids: set[str] = set()
         with self.lock:
@@ -116,9 +109,8 @@ class ClusterState:
         """`Job.Register` (`nomad/job_endpoint.go`, v2.0.5): validate, check `EnforceIndex`, and
         upsert the job only when its spec changed; every register creates an evaluation."""
         now = self.clock()
-        raw_job = {**raw_job, "Namespace": raw_job.get("Namespace") or namespace}
-        job = canonicalize(raw_job)
-        validate(job)  # JobValidationError -> 500
+        job = canonicalize({**raw_job, "Namespace": namespace})  # the caller resolved it (register_namespace)
+        validate(job, admission_errors(job, self.namespaces, self.node_pools))  # JobValidationError -> 500
         asks = group_asks(job)
         with self.lock:
             key = (job["Namespace"], job["ID"])
