@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed-stamp
 
 .PHONY: test demo lint bench clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[dev,plot]'

@@ -27,6 +27,8 @@ from nomad_gpu.domain.errors import NomadGpuError
 
 F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_GPU_ADDR = "http://127.0.0.1:4690"
+CLUSTER_HELP = "Cluster file (YAML), or a bundled cluster by name: seed-a800, mixed-fleet, mig-h100."
+TEMPLATES_HELP = "Directory of job templates (<name>.hcl.j2) to use instead of the bundled ones."
 
 
 def friendly(fn: F) -> F:
@@ -204,7 +206,8 @@ def inventory(as_json: bool) -> None:
 @click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--node", default="<node-id>", show_default=True, help="Node to pin to in the preview.")
 @click.option("--job-id", default=None, help="Nomad job ID (default: ngpu-preview).")
-@click.option("--templates", "templates_dir", type=click.Path(file_okay=False, path_type=Path), default=None)
+@click.option("--templates", "templates_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help=TEMPLATES_HELP)
 @friendly
 def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path | None) -> None:
     """Render a spec to HCL with a placeholder placement (every trial, for a sweep)."""
@@ -236,15 +239,18 @@ def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path |
 @click.option("--listen", default=None, help="API address (default NOMAD_GPU_ADDR or http://127.0.0.1:4690).")
 @click.option("--tls-cert", type=click.Path(dir_okay=False), help="PEM certificate, for an https:// address.")
 @click.option("--tls-key", type=click.Path(dir_okay=False), help="PEM private key, for an https:// address.")
+@click.option("--templates", "templates_dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=None, help=TEMPLATES_HELP)
 @friendly
 def serve(db_path: str, config_path: str | None, listen: str | None, tls_cert: str | None,
-          tls_key: str | None) -> None:
+          tls_key: str | None, templates_dir: Path | None) -> None:
     """Run the service against NOMAD_ADDR (a non-loopback address needs a token; https needs --tls-*)."""
     from dataclasses import replace
 
     from nomad_gpu.service.app import ServiceRuntime
 
-    settings = replace(_service_settings(db_path, config_path, listen), tls_cert=tls_cert, tls_key=tls_key)
+    settings = replace(_service_settings(db_path, config_path, listen, templates_dir=templates_dir),
+                       tls_cert=tls_cert, tls_key=tls_key)
     runtime = ServiceRuntime(settings)
     addr = runtime.start()
     click.echo(f"nomad-gpu {__version__} serving on {addr}, Nomad at {runtime.settings.nomad.address}")
@@ -253,7 +259,7 @@ def serve(db_path: str, config_path: str | None, listen: str | None, tls_cert: s
 
 
 def _service_settings(db_path: str, config_path: str | None, listen: str | None,
-                      nomad_addr: str | None = None) -> Any:
+                      nomad_addr: str | None = None, templates_dir: Path | None = None) -> Any:
     from nomad_gpu.nomad.client import NomadSettings
     from nomad_gpu.service.settings import ServiceSettings, load_config
 
@@ -263,7 +269,7 @@ def _service_settings(db_path: str, config_path: str | None, listen: str | None,
     scheduling, access = load_config(config_path)
     return ServiceSettings(nomad=NomadSettings.from_env(env), scheduling=scheduling, access=access,
                            db_path=db_path, listen=listen or env.get("NOMAD_GPU_ADDR") or DEFAULT_GPU_ADDR,
-                           token=env.get("NOMAD_GPU_TOKEN") or None)
+                           token=env.get("NOMAD_GPU_TOKEN") or None, templates_dir=templates_dir)
 
 
 def _wait_for_signal() -> None:
@@ -279,8 +285,7 @@ NOMAD_VERSION_HELP = ("Nomad release the dev cluster plays (default: the newest 
 
 
 @main.command("dev-cluster")
-@click.option("--cluster", "cluster_path", required=True, type=click.Path(dir_okay=False, exists=True),
-              help="Cluster file (YAML), e.g. clusters/seed-a800.yaml.")
+@click.option("--cluster", "cluster_path", required=True, help=CLUSTER_HELP)
 @click.option("--port", default=4646, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--speed", default=1.0, show_default=True, type=click.FloatRange(min=0.001),
@@ -291,17 +296,19 @@ def dev_cluster(cluster_path: str, port: int, host: str, speed: float, nomad_ver
     """Serve the embedded, Nomad-API-compatible dev cluster (a stand-in for a real Nomad)."""
     import gc
 
+    from nomad_gpu.bundled import resolve_cluster
     from nomad_gpu.devcluster import ClusterFileError, serve_forever
     from nomad_gpu.devcluster.version import DEFAULT_NOMAD_VERSION, NomadVersion
 
     version = NomadVersion.parse(nomad_version or DEFAULT_NOMAD_VERSION)  # a bad one fails before anything starts
+    cluster_file = resolve_cluster(cluster_path)
 
     # a server process with a large, long-lived heap: collect young objects less often, and never
     # re-scan what start-up built (the HCL grammar, the cluster), so requests do not stall on GC
     gc.set_threshold(50_000, 50, 100)
     gc.freeze()
     try:
-        serve_forever(cluster_path, host=host, port=port, speed=speed, nomad_version=version,
+        serve_forever(cluster_file, host=host, port=port, speed=speed, nomad_version=version,
                       on_ready=lambda url: click.echo(f"dev cluster (Nomad {version}) on {url}  "
                                                       f"(export NOMAD_ADDR={url})"))
     except ClusterFileError as exc:
@@ -309,28 +316,30 @@ def dev_cluster(cluster_path: str, port: int, host: str, speed: float, nomad_ver
 
 
 @main.command()
-@click.option("--cluster", "cluster_path", default=None, type=click.Path(dir_okay=False, exists=True),
-              help="Cluster file (default: clusters/mixed-fleet.yaml).")
+@click.option("--cluster", "cluster_path", default="mixed-fleet", show_default=True, help=CLUSTER_HELP)
 @click.option("--speed", default=10.0, show_default=True, type=click.FloatRange(min=0.001))
 @click.option("--db", "db_path", default=None, help="SQLite queue file (default: a temporary one).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML: teams, quotas, sharing.")
 @click.option("--nomad-version", default=None, help=NOMAD_VERSION_HELP)
+@click.option("--templates", "templates_dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
+              default=None, help=TEMPLATES_HELP)
 @friendly
-def dev(cluster_path: str | None, speed: float, db_path: str | None, config_path: str | None,
-        nomad_version: str | None) -> None:
+def dev(cluster_path: str, speed: float, db_path: str | None, config_path: str | None,
+        nomad_version: str | None, templates_dir: Path | None) -> None:
     """Dev cluster and service together in the foreground, like `nomad agent -dev`."""
     import tempfile
 
+    from nomad_gpu.bundled import resolve_cluster
     from nomad_gpu.devcluster import DevCluster
     from nomad_gpu.devcluster.version import DEFAULT_NOMAD_VERSION
     from nomad_gpu.service.app import ServiceRuntime
-    from nomad_gpu.service.demo import REPO_CLUSTERS
 
-    cluster = DevCluster(cluster_path or REPO_CLUSTERS / "mixed-fleet.yaml", speed=speed,
+    cluster = DevCluster(resolve_cluster(cluster_path), speed=speed,
                          nomad_version=nomad_version or DEFAULT_NOMAD_VERSION)
     nomad_url = cluster.start()
     db = db_path or str(Path(tempfile.mkdtemp(prefix="nomad-gpu-dev-")) / "queue.db")
-    runtime = ServiceRuntime(_service_settings(db, config_path, None, nomad_addr=nomad_url))
+    runtime = ServiceRuntime(_service_settings(db, config_path, None, nomad_addr=nomad_url,
+                                               templates_dir=templates_dir))
     addr = runtime.start(wait_ready_s=10)
     click.echo(f"dev cluster (Nomad API): {nomad_url}\nnomad-gpu:               {addr}\nqueue:   "
                f"                {db}\n\nexport NOMAD_GPU_ADDR={addr}\nnomad-gpu submit jobspecs/train.yaml\n"

@@ -16,22 +16,24 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import requests
 
+from nomad_gpu.bundled import bundled_cluster
 from nomad_gpu.nomad.client import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
 
-REPO_CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
+DEMO_CLUSTER = "seed-a800"
+"""The bundled cluster the demo runs on (see nomad_gpu.bundled)."""
 
 
 @dataclass(frozen=True)
 class DemoConfig:
-    cluster: Path = REPO_CLUSTERS / "seed-a800.yaml"
+    cluster: Path = field(default_factory=lambda: bundled_cluster(DEMO_CLUSTER))
     jobs: int = 66
     duration_s: float = 150.0
     speed: float = 30.0
