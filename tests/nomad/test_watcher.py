@@ -78,8 +78,10 @@ def test_backoff_doubles_and_caps() -> None:
     assert b.next() == 0.1
 
 
-def test_reconnect_resyncs_and_resumes() -> None:
-    dc = DevCluster(Path(__file__).resolve().parents[2] / "clusters" / "seed-a800.yaml", heartbeat_s=0.2)
+@pytest.mark.parametrize("nomad_version", ["2.0.5", "1.10.5"])  # hijacked and close-delimited; chunked
+def test_reconnect_resyncs_and_resumes(nomad_version: str) -> None:
+    dc = DevCluster(Path(__file__).resolve().parents[2] / "clusters" / "seed-a800.yaml", heartbeat_s=0.2,
+                    nomad_version=nomad_version)
     url = dc.start()
     rec = Recorder()
     w = watcher(rec, url)
