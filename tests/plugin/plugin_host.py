@@ -118,7 +118,11 @@ class PluginProcess:
             self.proc.kill()
             self.proc.wait(timeout=5)
 
-    def log_records(self) -> list[dict[str, Any]]:
+    def log_records(self, at_least: int = 1, timeout_s: float = 10.0) -> list[dict[str, Any]]:
+        """The JSON log lines read from stderr so far (waiting, within a bound, for the reader thread)."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.stderr_lines) < at_least and time.monotonic() < deadline:
+            time.sleep(0.01)
         return [json.loads(line) for line in self.stderr_lines if line.strip().startswith(b"{")]
 
 
