@@ -17,7 +17,6 @@ verdict says so (`pinned_held`) so that the audit can count the refused double-b
 
 from __future__ import annotations
 
-import fnmatch
 import logging
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -156,11 +155,28 @@ def _out_of_scope(ask: GroupAsk, node: Node) -> str | None:
         return f"node {node.status}"
     if node.eligibility != "eligible":
         return "node ineligible"
-    if not any(fnmatch.fnmatchcase(node.datacenter, pattern) for pattern in ask.datacenters):
+    if not any(glob_match(pattern, node.datacenter) for pattern in ask.datacenters):
         return "missing compatible datacenter"
     if ask.node_pool not in ("all", node.node_pool):
         return "node pool mismatch"
     return None
+
+
+def glob_match(pattern: str, text: str) -> bool:
+    """Datacenter globbing as Nomad does it (`Node.IsInAnyDC`, `nomad/structs/structs.go` v2.0.5,
+    with ryanuber/go-glob): `*` matches any run of characters; nothing else is special."""
+    parts = pattern.split("*")
+    if len(parts) == 1:
+        return pattern == text
+    if not text.startswith(parts[0]):
+        return False
+    position = len(parts[0])
+    for middle in parts[1:-1]:
+        found = text.find(middle, position)
+        if found < 0:
+            return False
+        position = found + len(middle)
+    return len(text) - position >= len(parts[-1]) and text.endswith(parts[-1])
 
 
 def _infeasible(ask: GroupAsk, node: Node) -> str | None:

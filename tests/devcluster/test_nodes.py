@@ -15,7 +15,8 @@ from .conftest import CLUSTERS, ClusterFactory
 def test_node_stubs_have_no_resources_unless_asked(shared_mixed: DevCluster) -> None:
     client = nomad.Nomad(address=shared_mixed.url, timeout=5)
     stubs = client.nodes.get_nodes()
-    assert [s["Name"] for s in stubs] == ["a100-1", "a100-2", "h100-1", "h100-mig-1", "shared-l40s-1", "cpu-1"]
+    assert [s["Name"] for s in stubs] == ["a100-1", "a100-2", "h100-1", "h100-mig-1", "shared-l40s-1", "cpu-1",
+                                         "h200-reserved-1"]
     stub = stubs[0]
     assert "NodeResources" not in stub and "ReservedResources" not in stub
     assert stub["Attributes"] is None
