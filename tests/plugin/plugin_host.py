@@ -37,6 +37,8 @@ from nomad_gpu.plugin.proto import (
 
 COOKIE = ("NOMAD_PLUGIN_MAGIC_COOKIE", "e4327c2e01eabfd75a8a67adb114fb34a757d57eee7728d857a8cec6e91a7255")
 HANDSHAKE_TIMEOUT_S = 30.0
+STREAM_TIMEOUT_S = 120.0
+"""A deadline on every stream a test opens: a plugin that never answers fails the test instead of hanging it."""
 UNITS = {"KiB", "MiB", "GiB", "TiB", "PiB", "EiB", "kB", "KB", "MB", "GB", "TB", "PB", "EB"}
 UNITS |= {u + "/s" for u in UNITS} | {"MHz", "GHz", "mW", "W", "kW", "MW", "GW"}
 """The units Nomad accepts on a device attribute (plugins/shared/structs units)."""
@@ -102,7 +104,7 @@ class PluginProcess:
                                                           ClientMinPort=14000, ClientMaxPort=14512))), timeout=10)
 
     def first_fingerprint(self) -> tuple[device_pb2.FingerprintResponse, Any]:
-        stream = self.device.Fingerprint(device_pb2.FingerprintRequest())
+        stream = self.device.Fingerprint(device_pb2.FingerprintRequest(), timeout=STREAM_TIMEOUT_S)
         return next(stream), stream
 
     def shutdown(self) -> float:
@@ -199,4 +201,4 @@ def health_check(plugin: PluginProcess) -> int:
 
 
 def open_stdio(plugin: PluginProcess) -> Any:
-    return plugin.stdio.StreamStdio(empty_pb2.Empty())
+    return plugin.stdio.StreamStdio(empty_pb2.Empty(), timeout=STREAM_TIMEOUT_S)

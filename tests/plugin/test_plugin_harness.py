@@ -14,6 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 from plugin_host import (
+    STREAM_TIMEOUT_S,
     PluginProcess,
     health_check,
     open_stdio,
@@ -100,7 +101,7 @@ def test_reserve_share_with_mps_and_unknown_ids(a800: PluginProcess) -> None:
 
 def test_stats_are_keyed_by_advertised_ids(a800: PluginProcess) -> None:
     a800.first_fingerprint()[1].cancel()
-    stream = a800.device.Stats(device_pb2.StatsRequest())
+    stream = a800.device.Stats(device_pb2.StatsRequest(), timeout=STREAM_TIMEOUT_S)
     first = next(stream)
     stream.cancel()
     keys = {k for g in first.groups for k in g.instance_stats}
@@ -178,7 +179,7 @@ def test_shutdown_exits_within_nomads_two_seconds_with_streams_open() -> None:
         plugin.set_config({"fingerprint_period": "1m"})  # a long period must not hold the exit
         stdio = open_stdio(plugin)
         _, fingerprint = plugin.first_fingerprint()
-        stats = plugin.device.Stats(device_pb2.StatsRequest())
+        stats = plugin.device.Stats(device_pb2.StatsRequest(), timeout=STREAM_TIMEOUT_S)
         next(stats)
         assert plugin.shutdown() < 2.0
         assert plugin.proc.returncode == 0
