@@ -1,4 +1,4 @@
-"""`nomad-gpu`: submit, sweep, queue, status, cancel, inventory, render, serve, dev, demo, bench, simulate.
+"""`nomad-gpu`: submit, sweep, queue, status, cancel, inventory, render, serve, dev, demo, bench, simulate, backup.
 
 Every command turns bad input into one line on stderr and exit code 2 (an unreachable service or
 Nomad: exit code 1), never a traceback. Settings come from flags and the environment here, once.
@@ -6,7 +6,6 @@ Nomad: exit code 1), never a traceback. Settings come from flags and the environ
 
 from __future__ import annotations
 
-import functools
 import json
 import logging
 import os
@@ -14,42 +13,19 @@ import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from nomad_gpu import __version__
-from nomad_gpu.cli.api_client import ApiClient, ServiceError, ServiceUnreachable
-from nomad_gpu.cli.output import emit_json, fail, table
-from nomad_gpu.domain.errors import NomadGpuError
+from nomad_gpu.cli.api_client import ApiClient
+from nomad_gpu.cli.errors import friendly
+from nomad_gpu.cli.output import emit_json, table
 
-F = TypeVar("F", bound=Callable[..., Any])
 DEFAULT_GPU_ADDR = "http://127.0.0.1:4690"
 CLUSTER_HELP = "Cluster file (YAML), or a bundled cluster by name: seed-a800, mixed-fleet, mig-h100."
 TEMPLATES_HELP = "Directory of job templates (<name>.hcl.j2) to use instead of the bundled ones."
-
-
-def friendly(fn: F) -> F:
-    """Map every expected failure to one line and an exit code."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from nomad_gpu.render import RenderError, SpecError
-
-        try:
-            return fn(*args, **kwargs)
-        except ServiceUnreachable as exc:
-            fail(str(exc), code=1)
-        except ServiceError as exc:
-            fail(str(exc), code=2 if 400 <= exc.status < 500 else 1)
-        except (SpecError, RenderError, ValueError, NomadGpuError) as exc:
-            fail(str(exc) or type(exc).__name__)
-        except OSError as exc:
-            fail(f"{exc.filename or ''}: {exc.strerror or exc}".strip(": "))
-
-    return wrapper  # type: ignore[return-value]
 
 
 def _client() -> ApiClient:
@@ -405,9 +381,11 @@ def _register_optional_groups() -> None:
     main.add_command(simulate)
 
 
+from nomad_gpu.cli.backup import backup  # noqa: E402
 from nomad_gpu.cli.node import node  # noqa: E402
 
 main.add_command(node)
+main.add_command(backup)
 
 
 _register_optional_groups()
