@@ -92,6 +92,9 @@ class NodeSpec(BaseModel):
     reserved_cpu_shares: int = Field(default=0, ge=0)
     reserved_memory_mb: int = Field(default=0, ge=0)
     meta: dict[str, str] = Field(default_factory=dict)
+    # Task drivers the node fingerprints, name -> healthy; a job needing a missing or unhealthy
+    # driver cannot be placed there ("missing drivers", `scheduler/feasible/feasible.go` v2.0.5).
+    drivers: dict[str, bool] = Field(default_factory=lambda: {"docker": True, "exec": True, "raw_exec": True})
     gpus: tuple[GpuSpec, ...] = ()
 
     @model_validator(mode="after")

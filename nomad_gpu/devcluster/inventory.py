@@ -97,6 +97,7 @@ class Node:
     meta: dict[str, str]
     address: str
     groups: tuple[DeviceGroup, ...]
+    drivers: dict[str, bool] = field(default_factory=lambda: {"docker": True, "exec": True, "raw_exec": True})
     status: str = "ready"
     eligibility: str = "eligible"
     drain_strategy: dict[str, Any] | None = None
@@ -157,9 +158,7 @@ class Node:
             "cpu.numcores": str(cores),
             "cpu.totalcompute": str(self.cpu_shares),
             "memory.totalbytes": str(self.memory_mb * 1024 * 1024),
-            "driver.docker": "1",
-            "driver.exec": "1",
-            "driver.raw_exec": "1",
+            **{f"driver.{name}": "1" for name, healthy in sorted(self.drivers.items()) if healthy},
         }
 
     def resources_json(self) -> dict[str, Any]:
@@ -185,9 +184,9 @@ class Node:
 
     def drivers_json(self) -> dict[str, Any]:
         return {
-            name: {"Attributes": None, "Detected": True, "Healthy": True,
-                   "HealthDescription": "Healthy", "UpdateTime": "2026-01-01T00:00:00Z"}
-            for name in ("docker", "exec", "raw_exec")
+            name: {"Attributes": None, "Detected": True, "Healthy": healthy,
+                   "HealthDescription": "Healthy" if healthy else "Unhealthy", "UpdateTime": "2026-01-01T00:00:00Z"}
+            for name, healthy in sorted(self.drivers.items())
         }
 
     def to_json(self) -> dict[str, Any]:
@@ -299,4 +298,5 @@ def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
         meta=dict(spec.meta),
         address=f"10.0.{position // 250}.{position % 250 + 2}",
         groups=tuple(groups),
+        drivers=dict(spec.drivers),
     )

@@ -79,6 +79,7 @@ class DeviceAsk:
 @dataclass(frozen=True)
 class TaskAsk:
     name: str
+    driver: str
     cpu: int
     memory_mb: int
     memory_max_mb: int
@@ -96,13 +97,14 @@ class GroupAsk:
     group: str
     datacenters: tuple[str, ...]
     node_pool: str
-    constraints: tuple[Constraint, ...]
+    constraints: tuple[Constraint, ...]  # job, then group, then task constraints
     tasks: tuple[TaskAsk, ...]
     duration_s: float
     fails: bool
     share_milli: int | None
     reschedule_attempts: int
     reschedule_unlimited: bool
+    job_constraints: int = 0  # how many of `constraints` are job-level (for distinct_hosts' scope)
 
     @property
     def cpu(self) -> int:
@@ -223,6 +225,7 @@ def _group_ask(job: JSON, group: JSON) -> GroupAsk:
         resources = task["Resources"]
         tasks.append(TaskAsk(
             name=task["Name"],
+            driver=str(task.get("Driver") or ""),
             cpu=int(resources["CPU"]),
             memory_mb=int(resources["MemoryMB"]),
             memory_max_mb=int(resources.get("MemoryMaxMB") or 0),
@@ -241,13 +244,15 @@ def _group_ask(job: JSON, group: JSON) -> GroupAsk:
         group=group["Name"],
         datacenters=tuple(job["Datacenters"]),
         node_pool=job["NodePool"],
-        constraints=_constraints(job.get("Constraints")) + _constraints(group.get("Constraints")),
+        constraints=(_constraints(job.get("Constraints")) + _constraints(group.get("Constraints"))
+                     + tuple(c for task in group.get("Tasks") or [] for c in _constraints(task.get("Constraints")))),
         tasks=tuple(tasks),
         duration_s=max(durations, default=DEFAULT_DURATION_S),
         fails=fails,
         share_milli=next((share for share in shares if share is not None), None),
         reschedule_attempts=int(reschedule.get("Attempts") or 0),
         reschedule_unlimited=bool(reschedule.get("Unlimited")),
+        job_constraints=len(job.get("Constraints") or []),
     )
 
 

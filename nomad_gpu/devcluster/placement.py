@@ -18,20 +18,18 @@ verdict says so (`pinned_held`) so that the audit can count the refused double-b
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from . import constraints
 from .inventory import DeviceGroup, Node
 from .jobs import Constraint, DeviceAsk, GroupAsk, TaskAsk
 from .units import compare_quantities
 
 logger = logging.getLogger(__name__)
 
-_EQUAL = ("=", "==", "is")
-_NOT_EQUAL = ("!=", "not")
-_ORDER = ("<", "<=", ">", ">=")
+FILTER_DRIVERS = "missing drivers"  # `scheduler/feasible/feasible.go`, v2.0.5
 _warned: set[tuple[str, str]] = set()
 
 
@@ -43,10 +41,11 @@ class NodeView:
     used_cpu: int
     used_memory: int
     held_instances: int
+    jobs: frozenset[tuple[str, str, str]] = frozenset()  # (namespace, job, group) of live allocations
 
-    def plus(self, cpu: int, memory_mb: int, instances: int) -> NodeView:
+    def plus(self, cpu: int, memory_mb: int, instances: int, job: tuple[str, str, str] | None = None) -> NodeView:
         return NodeView(self.node, self.used_cpu + cpu, self.used_memory + memory_mb,
-                        self.held_instances + instances)
+                        self.held_instances + instances, self.jobs | {job} if job else self.jobs)
 
 
 class _Usage(Protocol):
@@ -58,15 +57,26 @@ class _Usage(Protocol):
     @property
     def device_ids(self) -> list[str]: ...
 
+    @property
+    def namespace(self) -> str: ...
+
+    @property
+    def job_id(self) -> str: ...
+
+    @property
+    def task_group(self) -> str: ...
+
 
 def node_view(node: Node, live: Iterable[_Usage]) -> NodeView:
     """A node with the CPU, memory and device instances its live allocations use."""
     cpu = memory = instances = 0
+    jobs = set()
     for alloc in live:
         cpu += sum(task.cpu for task in alloc.tasks)
         memory += sum(task.memory_mb for task in alloc.tasks)
         instances += len(alloc.device_ids)
-    return NodeView(node, cpu, memory, instances)
+        jobs.add((alloc.namespace, alloc.job_id, alloc.task_group))
+    return NodeView(node, cpu, memory, instances, frozenset(jobs))
 
 
 @dataclass(frozen=True)
@@ -127,9 +137,9 @@ def place(ask: GroupAsk, nodes: Sequence[NodeView], is_free: Callable[[str], boo
             continue
         verdict.evaluated += 1
         verdict.available[node.datacenter] = verdict.available.get(node.datacenter, 0) + 1
-        reason = _infeasible(ask, node)
+        reason = _infeasible(ask, node, view.jobs)
         if reason is not None:
-            verdict.filter_out(reason, constraint=True)
+            verdict.filter_out(reason, constraint=reason not in (FILTER_DRIVERS, constraints.DISTINCT_HOSTS))
             continue
         devices = _assign_devices(ask, node, is_free, verdict)
         if devices is None:
@@ -179,15 +189,30 @@ def glob_match(pattern: str, text: str) -> bool:
     return len(text) - position >= len(parts[-1]) and text.endswith(parts[-1])
 
 
-def _infeasible(ask: GroupAsk, node: Node) -> str | None:
-    for constraint in ask.constraints:
-        if not _node_constraint_holds(constraint, node):
+def _infeasible(ask: GroupAsk, node: Node, jobs_here: frozenset[tuple[str, str, str]]) -> str | None:
+    """Why feasibility checks filter the node out (`scheduler/feasible/feasible.go`, v2.0.5):
+    drivers first, then constraints (job, group and task), then `distinct_hosts`."""
+    if not all(node.drivers.get(task.driver, False) for task in ask.tasks):
+        return FILTER_DRIVERS
+    resolve = constraints.literal_or(lambda target: _node_target(target, node))
+    for position, constraint in enumerate(ask.constraints):
+        if constraint.operand == constraints.DISTINCT_HOSTS:
+            group = "*" if position < ask.job_constraints else ask.group
+            if any((ns, job) == (ask.namespace, ask.job_id) and group in ("*", g) for ns, job, g in jobs_here):
+                return constraints.DISTINCT_HOSTS
+            continue
+        if constraint.operand == constraints.DISTINCT_PROPERTY:
+            _warn_once(constraint.ltarget, constraint.operand)
+            continue
+        left, left_found = resolve(constraint.ltarget)
+        right, right_found = resolve(constraint.rtarget)
+        if not constraints.holds(constraint.operand, left, right, left_found, right_found):
             return f"{constraint.ltarget} {constraint.operand} {constraint.rtarget}"
     return None
 
 
-def _node_target(target: str, node: Node) -> tuple[bool, str | None]:
-    """(known target?, value or None when the node does not have it)."""
+def _node_target(target: str, node: Node) -> tuple[str, bool]:
+    """`resolveTarget` (`scheduler/feasible/feasible.go`, v2.0.5): an unknown target is not found."""
     simple = {
         "${node.unique.id}": node.id,
         "${node.unique.name}": node.name,
@@ -196,47 +221,20 @@ def _node_target(target: str, node: Node) -> tuple[bool, str | None]:
         "${node.pool}": node.node_pool,
     }
     if target in simple:
-        return True, simple[target]
+        return simple[target], True
     if target.startswith("${meta.") and target.endswith("}"):
-        return True, node.meta.get(target[7:-1])
-    if target.startswith("${attr.") and target.endswith("}"):
-        return True, node.attributes().get(target[7:-1])
-    return False, None
-
-
-def _node_constraint_holds(constraint: Constraint, node: Node) -> bool:
-    known, value = _node_target(constraint.ltarget, node)
-    if not known:
-        _warn_once(constraint.ltarget, constraint.operand)
-        return True
-    return _check(constraint, value)
-
-
-def _check(constraint: Constraint, value: str | None) -> bool:
-    """Nomad's operand semantics for string values (scheduler/feasible checkConstraint)."""
-    operand, wanted = constraint.operand, constraint.rtarget
-    if operand in _EQUAL:
-        return value is not None and value == wanted
-    if operand in _NOT_EQUAL:
-        return value != wanted
-    if operand == "is_set":
-        return value is not None
-    if operand == "is_not_set":
-        return value is None
-    if operand == "regexp":
-        return value is not None and re.search(wanted, value) is not None
-    if operand in ("set_contains", "set_contains_any"):
-        have = {part.strip() for part in (value or "").split(",")}
-        want = {part.strip() for part in wanted.split(",") if part.strip()}
-        return want <= have if operand == "set_contains" else bool(want & have)
-    _warn_once(constraint.ltarget, operand)
-    return True
+        value = node.meta.get(target[7:-1])
+    elif target.startswith("${attr.") and target.endswith("}"):
+        value = node.attributes().get(target[7:-1])
+    else:
+        value = None
+    return ("", False) if value is None else (value, True)
 
 
 def _warn_once(target: str, operand: str) -> None:
     if (target, operand) not in _warned:
         _warned.add((target, operand))
-        logger.warning("dev cluster ignores constraint %s %s (not supported)", target, operand)
+        logger.warning("dev cluster does not model constraint %s %s; it passes", target, operand)
 
 
 def _assign_devices(ask: GroupAsk, node: Node, is_free: Callable[[str], bool],
@@ -314,17 +312,22 @@ def _group_constraints_hold(request: DeviceAsk, group: DeviceGroup) -> bool:
 
 
 def _device_check(constraint: Constraint, group: DeviceGroup) -> bool:
-    target = constraint.ltarget
-    if target == "${device.ids}":
-        return _check(constraint, ",".join(group.ids))
-    simple = {"${device.vendor}": group.vendor, "${device.type}": group.type, "${device.model}": group.name}
+    """A device constraint (`scheduler/feasible/device.go`, v2.0.5): `${device.ids|vendor|type|model}`
+    and typed `${device.attr.<name>}` (numbers compare with their units); unknown targets are not found."""
+    target, operand = constraint.ltarget, constraint.operand
+    simple = {"${device.ids}": ",".join(group.ids), "${device.vendor}": group.vendor, "${device.type}": group.type,
+              "${device.model}": group.name}
     if target in simple:
-        return _check(constraint, simple[target])
-    if target == "${device.attr.memory}":
-        if constraint.operand in _ORDER + _EQUAL + _NOT_EQUAL:
-            return compare_quantities(group.memory_mib, "MiB", constraint.operand, constraint.rtarget)
-    _warn_once(target, constraint.operand)
-    return True
+        return constraints.holds(operand, simple[target], constraint.rtarget, True, True)
+    attribute = group.attributes().get(target[len("${device.attr."):-1]) if target.startswith(
+        "${device.attr.") and target.endswith("}") else None
+    if attribute is None:
+        return constraints.holds(operand, "", constraint.rtarget, False, True)
+    if attribute.get("Int") is not None and operand in constraints.ORDER + constraints.EQUAL + constraints.NOT_EQUAL:
+        return compare_quantities(attribute["Int"], attribute.get("Unit") or "", operand, constraint.rtarget)
+    value = attribute.get("String")
+    value = str(attribute["Int"]) if value is None and attribute.get("Int") is not None else value
+    return constraints.holds(operand, value or "", constraint.rtarget, value is not None, True)
 
 
 def _fill_score(ask: GroupAsk, view: NodeView, new_instances: int) -> float:

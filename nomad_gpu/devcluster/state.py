@@ -258,7 +258,8 @@ class ClusterState:
             index, placed = plans[key]
             alloc = self._create_alloc(item, record, ask, verdict.placement.node, verdict.placement.devices, index)
             placed.append(alloc)
-            views[alloc.node_id] = views[alloc.node_id].plus(ask.cpu, ask.memory_mb, len(alloc.device_ids))
+            views[alloc.node_id] = views[alloc.node_id].plus(ask.cpu, ask.memory_mb, len(alloc.device_ids),
+                                                             (alloc.namespace, alloc.job_id, alloc.task_group))
         self.pending = waiting
         # New placements arrive as `PlanResult`; `AllocationCreated` is never emitted (reference section 1).
         for index, placed in sorted(plans.values(), key=lambda plan: plan[0]):
