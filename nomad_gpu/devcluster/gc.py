@@ -48,7 +48,7 @@ def collect(state: ClusterState, threshold_s: float) -> JSON:
                 continue
             if job["SubmitTime"] / 1e9 > cutoff:
                 continue
-            job_evals = [e for e in state.evals.values() if (e.namespace, e.job_id) == key]
+            job_evals = [state.evals[i] for i in state.evals_by_job.get(key, [])]
             if any(not e.terminal or e.modify_time > cutoff for e in job_evals):
                 continue
             job_allocs = state.by_job.get(key, [])
@@ -67,6 +67,7 @@ def collect(state: ClusterState, threshold_s: float) -> JSON:
             record.job.update({"Stop": True, "Status": "dead", "ModifyIndex": index})
             events.append(job_event("JobBatchDeregistered", record.job, index, deleted=True))
             state.pending = [p for p in state.pending if (p.namespace, p.job_id) != key]
+            state.evals_by_job.pop(key, None)
             for alloc in state.by_job.pop(key, []):
                 state.allocs.pop(alloc.id, None)
                 state.reaped.append(alloc)

@@ -98,6 +98,7 @@ class Node:
     address: str
     groups: tuple[DeviceGroup, ...]
     drivers: dict[str, bool] = field(default_factory=lambda: {"docker": True, "exec": True, "raw_exec": True})
+    version: str = NOMAD_VERSION  # the Nomad release the cluster plays
     status: str = "ready"
     eligibility: str = "eligible"
     drain_strategy: dict[str, Any] | None = None
@@ -149,7 +150,7 @@ class Node:
         return {
             "unique.hostname": self.name,
             "unique.network.ip-address": self.address,
-            "nomad.version": NOMAD_VERSION,
+            "nomad.version": self.version,
             "nomad.advertise.address": f"{self.address}:4646",
             "os.name": "ubuntu",
             "os.version": "22.04",
@@ -238,7 +239,7 @@ class Node:
             "Name": self.name,
             "NodeClass": self.node_class,
             "NodePool": self.node_pool,
-            "Version": NOMAD_VERSION,
+            "Version": self.version,
             "Drain": self.drain_strategy is not None,
             "SchedulingEligibility": self.eligibility,
             "Status": self.status,

@@ -3,8 +3,10 @@
 Pure functions over a snapshot (node views and a "is this instance free" predicate); the cluster
 state commits the result. It follows the Nomad rules our service depends on, and nothing more:
 
-- job and group constraints on node targets (`${node.unique.id}`, `${node.datacenter}`,
-  `${node.class}`, `${meta.<k>}`, ...); other targets/operators are ignored with a warning;
+- only ready, eligible nodes of the job's node pool and datacenters are evaluated; drivers, job, group
+  and task constraints then filter them exactly as Nomad does (constraints.py: an unknown target is
+  not found, an unknown operator filters), and resource shortfalls exhaust them, counted as Nomad's
+  `AllocMetric` for `FailedTGAllocs`;
 - a device request is filled from ONE device group (reference section 7), matched by
   `gpu` | `<vendor>/<type>` | `<vendor>/<type>/<exact Name>`;
 - a `${device.ids}` constraint (`set_contains_any`/`set_contains`) also limits which instances may be

@@ -154,7 +154,7 @@ def job_evaluations(state: ClusterState, namespace: str, job_id: str) -> list[JS
     """`GET /v1/job/:id/evaluations`: every evaluation of the job, newest first; an unknown job is an
     empty list, not a 404 (`nomad/job_endpoint.go` Evaluations, v2.0.5)."""
     with state.lock:
-        found = [e for e in state.evals.values() if (e.namespace, e.job_id) == (namespace, job_id)]
+        found = [state.evals[i] for i in state.evals_by_job.get((namespace, job_id), [])]
         return [e.to_json() for e in sorted(found, key=lambda e: e.create_index, reverse=True)]
 
 

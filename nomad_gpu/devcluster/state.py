@@ -46,7 +46,7 @@ class ClusterState:
         if speed <= 0:
             raise ValueError("speed must be positive")
         self.lock = threading.RLock()
-        self.nomad_version: str | NomadVersion = nomad_version  # the Nomad release whose behaviour is played
+        self._nomad_version: str | NomadVersion = nomad_version
         self.cluster = cluster
         self.broker = broker
         self.timers = timers
@@ -62,6 +62,7 @@ class ClusterState:
         self.pending: list[Pending] = []
         self.register_log: dict[tuple[str, str], list[float]] = {}
         self.evals: dict[str, Evaluation] = {}
+        self.evals_by_job: dict[tuple[str, str], list[str]] = {}
         self.open_evals: set[str] = set()  # IDs of evaluations not yet terminal
         self.reaped: list[Alloc] = []  # allocations removed by garbage collection, kept for the audit
         self.gc_counts = {"runs": 0, "jobs": 0, "evals": 0, "allocs": 0}
@@ -76,9 +77,22 @@ class ClusterState:
             for node in build_nodes(cluster):
                 index = self._next_index()
                 node.create_index = node.modify_index = index
+                node.version = str(nomad_version)
                 self.nodes[node.id] = node
                 self.shared_gpu_ids.update(i for g in node.groups if g.type == SHARED_TYPE for i in g.ids)
                 self._emit(index, [node.event("NodeRegistration")])
+
+    @property
+    def nomad_version(self) -> str | NomadVersion:
+        """The Nomad release whose behaviour is played; nodes report it as their version."""
+        return self._nomad_version
+
+    @nomad_version.setter
+    def nomad_version(self, version: str | NomadVersion) -> None:
+        with self.lock:
+            self._nomad_version = version
+            for node in self.nodes.values():
+                node.version = str(version)
 
     # -- plumbing ----------------------------------------------------------------------------------
 
@@ -215,6 +229,7 @@ class ClusterState:
 
     def _track(self, evaluation: Evaluation) -> None:
         self.evals[evaluation.id] = evaluation
+        self.evals_by_job.setdefault((evaluation.namespace, evaluation.job_id), []).append(evaluation.id)
         self.open_evals.add(evaluation.id)
 
     def _schedule(self) -> None:

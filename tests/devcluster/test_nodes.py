@@ -108,3 +108,11 @@ def test_shared_gpus_are_a_separate_group(shared_mixed: DevCluster, resources: b
 def test_cpu_only_node_has_no_devices(shared_mixed: DevCluster) -> None:
     node = requests.get(f"{shared_mixed.url}/v1/node/{shared_mixed.node_ids()['cpu-1']}").json()
     assert node["NodeResources"]["Devices"] is None
+
+
+def test_nodes_report_the_played_nomad_version(make_cluster: ClusterFactory) -> None:
+    cluster = make_cluster(CLUSTERS / "seed-a800.yaml", nomad_version="1.10.5")
+    (stub,) = requests.get(f"{cluster.url}/v1/nodes", timeout=5).json()
+    node = requests.get(f"{cluster.url}/v1/node/{stub['ID']}", timeout=5).json()
+    assert (stub["Version"], node["Attributes"]["nomad.version"]) == ("1.10.5", "1.10.5")
+    assert cluster.audit()["nomad_version"] == "1.10.5"
