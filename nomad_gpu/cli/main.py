@@ -107,27 +107,31 @@ def _follow_sweep(client: ApiClient, sweep_id: str, total: int) -> None:
 @main.command()
 @click.option("--state", help="Comma-separated states: queued,admitted,running,complete,failed,cancelled.")
 @click.option("--sweep", "sweep_id", help="Only the trials of this sweep.")
+@click.option("--wide", is_flag=True, help="More columns: namespace, sweep, attempts, Nomad job, exact device IDs.")
 @click.option("--json", "as_json", is_flag=True)
 @friendly
-def queue(state: str | None, sweep_id: str | None, as_json: bool) -> None:
-    """List queue entries, with why each waiting job waits."""
-    entries = _client().jobs(state, sweep_id)
+def queue(state: str | None, sweep_id: str | None, wide: bool, as_json: bool) -> None:
+    """List queue entries: what each asks for, how long it waited, and why it waits or where it runs."""
+    from nomad_gpu.cli.queueview import QUEUE_COLUMNS, QUEUE_WIDE_COLUMNS, queue_row
+
+    client = _client()
+    entries = client.jobs(state, sweep_id)
     if as_json:
         emit_json(entries)
         return
-    table(None, ["ID", "NAME", "TEAM", "PRIO", "STATE", "WHY / WHERE"],
-          [(e["id"], e["name"], e["team"], e["priority"], e["state"], e["reason"] or _where(e)) for e in entries])
+    names = _node_names(client) if any(e.get("placements") for e in entries) else {}
+    now = time.time()
+    table(None, QUEUE_WIDE_COLUMNS if wide else QUEUE_COLUMNS, [queue_row(e, names, now, wide) for e in entries])
 
 
-def _where(e: dict[str, Any]) -> str:
-    """Short: node id prefix and what it holds there (`status ID` shows the exact instance IDs)."""
-    placements = e.get("placements") or []
-    if not placements:
-        return ""
-    nodes = sorted({p["node"][:8] for p in placements})
-    shares = [p["share_milli"] for p in placements if p.get("share_milli")]
-    held = f"{sum(shares)} milli-GPU" if shares else f"{sum(len(p['instance_ids']) for p in placements)} device(s)"
-    return f"node {','.join(nodes)}: {held}"
+def _node_names(client: ApiClient) -> dict[str, str]:
+    """Node ID -> name from the API's inventory view; IDs stand in where it cannot be read."""
+    from nomad_gpu.cli.api_client import ServiceError
+
+    try:
+        return {str(n["id"]): str(n.get("name") or n["id"]) for n in client.inventory()}
+    except ServiceError:  # e.g. a token that may list its entries but not the inventory
+        return {}
 
 
 @main.command()

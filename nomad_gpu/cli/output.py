@@ -1,15 +1,31 @@
-"""Output helpers: rich tables on a terminal, plain text when piped, JSON with --json."""
+"""Output helpers: rich tables on a terminal, plain tab-separated text when piped, JSON with --json.
+
+On a terminal a table fits its width: short columns (IDs, numbers, states) never wrap, and only the
+columns marked `shrink` give way (folded onto more lines). Without a terminal (a pipe, a file, a test)
+the same table is a header line and one line per row, fields separated by a tab and never cut, so
+`cut -f` and `awk -F'\\t'` read it; a title, if any, is a first line starting with `# `.
+"""
 
 from __future__ import annotations
 
 import json
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import click
+from rich import box
 from rich.console import Console
 from rich.table import Table
+
+
+@dataclass(frozen=True)
+class Column:
+    header: str
+    shrink: bool = False
+    """This column folds onto more lines when the terminal is too narrow; the others never wrap."""
+    right: bool = False
 
 
 def console() -> Console:
@@ -20,13 +36,39 @@ def emit_json(value: Any) -> None:
     click.echo(json.dumps(value, indent=2, sort_keys=True, default=str))
 
 
-def table(title: str | None, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
-    t = Table(title=title, show_lines=False, header_style="bold")
-    for c in columns:
-        t.add_column(c, overflow="fold")
-    for r in rows:
-        t.add_row(*("" if v is None else str(v) for v in r))
-    console().print(t)
+def _cell(value: Any) -> str:
+    return "" if value is None else str(value)
+
+
+def _plain(value: Any) -> str:
+    return " ".join(_cell(value).split())  # a tab or newline inside a value must not split a field
+
+
+def table(title: str | None, columns: Sequence[str | Column], rows: Sequence[Sequence[Any]], *,
+          out: Console | None = None) -> None:
+    """Print rows under columns: fitted to a terminal, or tab-separated where there is none."""
+    cols = [c if isinstance(c, Column) else Column(c) for c in columns]
+    target = out or Console(highlight=False)
+    if not target.is_terminal:
+        lines = [f"# {title}"] if title else []
+        lines.append("\t".join(c.header for c in cols))
+        lines.extend("\t".join(_plain(v) for v in r) for r in rows)
+        target.file.write("\n".join(lines) + "\n")
+        target.file.flush()
+        return
+    t = Table(title=title, box=box.SIMPLE_HEAD, show_edge=False, collapse_padding=True, pad_edge=False,
+              header_style="bold")
+    cells = [[_cell(v) for v in r] for r in rows]
+    for i, c in enumerate(cols):
+        widest = max((len(r[i]) for r in cells if i < len(r)), default=0)
+        if c.shrink:
+            t.add_column(c.header, overflow="fold", justify="right" if c.right else "left", min_width=8)
+        else:  # never wrapped, never cut: an ID or a number split over two lines reads wrong
+            t.add_column(c.header, no_wrap=True, overflow="ellipsis", justify="right" if c.right else "left",
+                         min_width=max(widest, len(c.header)))
+    for r in cells:
+        t.add_row(*r)
+    target.print(t, soft_wrap=False)
 
 
 def fail(message: str, code: int = 2) -> None:

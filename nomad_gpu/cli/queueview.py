@@ -1,0 +1,131 @@
+"""The rows of `nomad-gpu queue`: what each entry asks for, how long it has waited, where it runs.
+
+The service's entry JSON is stored data (the validated spec, placements by node ID); people ask "what
+does it want", "how long has it waited" and "on which node". This module answers those from one entry
+and a map of node IDs to names (the API's inventory view), with no I/O of its own, so it is tested as
+a table of entries. `--json` keeps printing the entries themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from nomad_gpu.cli.output import Column
+
+__all__ = ["QUEUE_COLUMNS", "QUEUE_WIDE_COLUMNS", "queue_row", "request_of", "short_model", "waited"]
+
+QUEUE_COLUMNS = (Column("ID"), Column("NAME", shrink=True), Column("TEAM"), Column("PRIO", right=True),
+                 Column("STATE"), Column("REQUEST"), Column("WAITED", right=True),
+                 Column("WHY / WHERE", shrink=True))
+QUEUE_WIDE_COLUMNS = (*QUEUE_COLUMNS[:-1], Column("NAMESPACE"), Column("SWEEP"), Column("ATTEMPTS", right=True),
+                      Column("NOMAD JOB"), Column("WHY / WHERE", shrink=True))
+
+_VENDOR = re.compile(r"^(?:NVIDIA|Tesla)\s+", re.IGNORECASE)
+_WAITING = ("queued",)
+
+
+def short_model(model: str) -> str:
+    """`NVIDIA A100-SXM4-80GB` -> `A100`, `NVIDIA H100 80GB HBM3` -> `H100`, `NVIDIA RTX 6000 Ada` -> `RTX 6000`."""
+    rest = _VENDOR.sub("", model.strip())
+    tokens = [t for t in re.split(r"[\s-]+", rest) if t]
+    if not tokens:
+        return model.strip() or "GPU"
+    if not any(c.isdigit() for c in tokens[0]) and len(tokens) > 1:
+        return f"{tokens[0]} {tokens[1]}"
+    return tokens[0]
+
+
+def _model_of(device_name: str | None) -> str | None:
+    """A whole GPU's device name is its model; a MIG device's is `<model> MIG <profile>`."""
+    if not device_name:
+        return None
+    return device_name.split(" MIG ", 1)[0].removeprefix("nvidia/gpu/")
+
+
+def _group_request(group: Mapping[str, Any], placed_model: str | None, wide: bool) -> str | None:
+    count = int(group.get("count") or 1)
+    times = f"{count} x " if count > 1 else ""
+    if gpu := group.get("gpu"):
+        n = int(gpu.get("count") or 1) * count
+        models = [str(m) for m in gpu.get("models") or []]
+        model = placed_model or (models[0] if len(models) == 1 else None)
+        name = (model if wide else short_model(model)) if model else ("GPU" if not models else
+                                                                        "/".join(short_model(m) for m in models))
+        return f"{n} x {name}"
+    if mig := group.get("mig"):
+        n = int(mig.get("count") or 1) * count
+        return f"{n} x mig {mig.get('profile')}" if n > 1 else f"mig {mig.get('profile')}"
+    if share := group.get("share"):
+        return f"{times}share {int(share.get('milli') or 0)}m"
+    return None
+
+
+def request_of(entry: Mapping[str, Any], wide: bool = False) -> str:
+    """`2 x A100`, `mig 3g.40gb`, `share 250m`; groups joined with ` + `; `cpu only` without a GPU."""
+    spec = entry.get("spec") or {}
+    placed: dict[str, str] = {}
+    for p in entry.get("placements") or []:
+        model = _model_of(p.get("device_name"))
+        if model:
+            placed.setdefault(str(p.get("group")), model)
+    parts = [part for g in spec.get("groups") or []
+             if (part := _group_request(g, placed.get(str(g.get("name"))), wide)) is not None]
+    return " + ".join(parts) if parts else "cpu only"
+
+
+def duration(seconds: float) -> str:
+    """Short and sortable by eye: `45s`, `12m`, `3h05m`, `2d04h`."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+def waited(entry: Mapping[str, Any], now: float) -> str:
+    """How long the entry waited for its place: until now while queued, until admission after."""
+    submitted = entry.get("submitted_at")
+    if submitted is None:
+        return ""
+    end = entry.get("admitted_at")
+    if end is None:
+        end = now if entry.get("state") in _WAITING else entry.get("finished_at")
+    return duration(float(end) - float(submitted)) if end is not None else ""
+
+
+def where(entry: Mapping[str, Any], node_names: Mapping[str, str], wide: bool = False) -> str:
+    """`gpu-a800-1: 2 devices` (or `250 milli-GPU`); --wide lists the exact instance IDs."""
+    placements: Sequence[Mapping[str, Any]] = entry.get("placements") or []
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for p in placements:
+        by_node.setdefault(str(p.get("node")), []).append(p)
+    parts = []
+    for node, ps in sorted(by_node.items(), key=lambda kv: node_names.get(kv[0], kv[0])):
+        name = node_names.get(node) or node[:8]
+        if wide:
+            ids = [i for p in ps for i in p.get("instance_ids") or []]
+            share = sum(int(p.get("share_milli") or 0) for p in ps)
+            parts.append(f"{name}: {','.join(ids)}" + (f" ({share}m)" if share else ""))
+            continue
+        share = sum(int(p.get("share_milli") or 0) for p in ps)
+        devices = sum(len(p.get("instance_ids") or []) for p in ps)
+        held = f"{share} milli-GPU" if share else (f"{devices} device{'s' if devices != 1 else ''}" if devices
+                                                   else "no GPU")
+        parts.append(f"{name}: {held}")
+    return "; ".join(parts)
+
+
+def queue_row(entry: Mapping[str, Any], node_names: Mapping[str, str], now: float,
+              wide: bool = False) -> tuple[Any, ...]:
+    why = entry.get("reason") or where(entry, node_names, wide)
+    base = (entry.get("id"), entry.get("name"), entry.get("team"), entry.get("priority"), entry.get("state"),
+            request_of(entry, wide), waited(entry, now))
+    if not wide:
+        return (*base, why)
+    return (*base, entry.get("namespace") or "", entry.get("sweep") or "", entry.get("attempts", 0),
+            entry.get("nomad_job_id") or "", why)

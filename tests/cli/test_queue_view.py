@@ -1,0 +1,148 @@
+"""`nomad-gpu queue`: the request, the wait, node names; fitted on a terminal, tab-separated in a pipe."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+from rich.console import Console
+
+from nomad_gpu.cli import main as cli_main
+from nomad_gpu.cli.output import table
+from nomad_gpu.cli.queueview import QUEUE_COLUMNS, QUEUE_WIDE_COLUMNS, queue_row, request_of, short_model, waited
+
+NODE = "0a27be9f-ddf5-5da1-b57c-30fe44f15a6b"
+NOW = 1_000_000.0
+
+
+def group(name: str = "main", count: int = 1, **device: Any) -> dict[str, Any]:
+    return {"name": name, "count": count, "task": {"driver": "docker"}, "resources": {"cpu": 100, "memory": 300},
+            "gpu": None, "mig": None, "share": None, **device}
+
+
+def entry(id_: str = "q000001", state: str = "queued", groups: list[dict[str, Any]] | None = None,
+          placements: list[dict[str, Any]] | None = None, reason: str = "", submitted: float = NOW - 754,
+          admitted: float | None = None, finished: float | None = None) -> dict[str, Any]:
+    return {"id": id_, "name": "resnet-train", "team": "vision", "priority": 50, "state": state,
+            "submitted_at": submitted, "admitted_at": admitted, "finished_at": finished, "attempts": 1,
+            "max_retries": 0, "reason": reason, "nomad_job_id": f"ngpu-ab12cd-{id_}-1",
+            "placements": placements or [], "sweep": None, "namespace": "default",
+            "spec": {"name": "resnet-train", "groups": groups or [group(gpu={"count": 2, "models": None})]}}
+
+
+def placement(ids: list[str], device: str | None = "NVIDIA A100-SXM4-80GB", share: int = 0) -> dict[str, Any]:
+    return {"group": "main", "index": 0, "node": NODE, "cpu_mhz": 100, "memory_mb": 300, "instance_ids": ids,
+            "device_name": device, "share_milli": share, "gpu_equivalents": 1.0}
+
+
+@pytest.mark.parametrize(("model", "short"), [
+    pytest.param("NVIDIA A100-SXM4-80GB", "A100", id="a100"),
+    pytest.param("NVIDIA H100 80GB HBM3", "H100", id="h100"),
+    pytest.param("NVIDIA A800-SXM4-80GB", "A800", id="a800"),
+    pytest.param("NVIDIA RTX 6000 Ada Generation", "RTX 6000", id="rtx"),
+    pytest.param("Tesla V100-SXM2-16GB", "V100", id="tesla"),
+])
+def test_short_model(model: str, short: str) -> None:
+    assert short_model(model) == short
+
+
+@pytest.mark.parametrize(("e", "wide", "expected"), [
+    pytest.param(entry(groups=[group(gpu={"count": 2, "models": ["NVIDIA A100-SXM4-80GB"]})]), False, "2 x A100",
+                 id="gpu-model-asked"),
+    pytest.param(entry(groups=[group(gpu={"count": 2, "models": None})]), False, "2 x GPU", id="gpu-any-model"),
+    pytest.param(entry(groups=[group(gpu={"count": 1, "models": ["NVIDIA A100-SXM4-80GB", "NVIDIA H100 80GB HBM3"]})]),
+                 False, "1 x A100/H100", id="gpu-either-model"),
+    pytest.param(entry(state="running", groups=[group(gpu={"count": 2, "models": None})],
+                       placements=[placement(["GPU-1", "GPU-2"])]), False, "2 x A100", id="gpu-placed-model"),
+    pytest.param(entry(state="running", groups=[group(gpu={"count": 2, "models": None})],
+                       placements=[placement(["GPU-1", "GPU-2"])]), True, "2 x NVIDIA A100-SXM4-80GB",
+                 id="gpu-placed-model-wide"),
+    pytest.param(entry(groups=[group(count=4, gpu={"count": 2, "models": None})]), False, "8 x GPU", id="gang"),
+    pytest.param(entry(groups=[group(mig={"profile": "3g.40gb", "count": 1})]), False, "mig 3g.40gb", id="mig"),
+    pytest.param(entry(groups=[group(mig={"profile": "1g.10gb", "count": 2})]), False, "2 x mig 1g.10gb",
+                 id="mig-two"),
+    pytest.param(entry(groups=[group(share={"milli": 250})]), False, "share 250m", id="share"),
+    pytest.param(entry(groups=[group()]), False, "cpu only", id="no-gpu"),
+    pytest.param(entry(groups=[group("ps"), group("worker", count=2, gpu={"count": 1, "models": None})]), False,
+                 "2 x GPU", id="groups-without-gpu-skipped"),
+    pytest.param(entry(groups=[group("a", share={"milli": 500}), group("b", mig={"profile": "3g.40gb", "count": 1})]),
+                 False, "share 500m + mig 3g.40gb", id="two-groups"),
+])
+def test_request_column(e: dict[str, Any], wide: bool, expected: str) -> None:
+    assert request_of(e, wide) == expected
+
+
+@pytest.mark.parametrize(("e", "expected"), [
+    pytest.param(entry(state="queued", submitted=NOW - 45), "45s", id="queued-seconds"),
+    pytest.param(entry(state="queued", submitted=NOW - 754), "12m", id="queued-minutes"),
+    pytest.param(entry(state="queued", submitted=NOW - 3 * 3600 - 5 * 60), "3h05m", id="queued-hours"),
+    pytest.param(entry(state="queued", submitted=NOW - 2 * 86400 - 4 * 3600), "2d04h", id="queued-days"),
+    pytest.param(entry(state="running", submitted=NOW - 3600, admitted=NOW - 3000), "10m", id="until-admitted"),
+    pytest.param(entry(state="cancelled", submitted=NOW - 3600, finished=NOW - 3540), "1m", id="cancelled-waiting"),
+    pytest.param(entry(state="queued", submitted=NOW + 5), "0s", id="clock-skew-never-negative"),
+])
+def test_waited_column(e: dict[str, Any], expected: str) -> None:
+    assert waited(e, NOW) == expected
+
+
+def test_where_names_the_node_and_wide_lists_the_ids() -> None:
+    e = entry(state="running", placements=[placement(["GPU-aaa", "GPU-bbb"])])
+    assert queue_row(e, {NODE: "gpu-a800-1"}, NOW)[-1] == "gpu-a800-1: 2 devices"
+    assert queue_row(e, {}, NOW)[-1] == "0a27be9f: 2 devices"  # no inventory: the ID prefix stands in
+    wide = queue_row(e, {NODE: "gpu-a800-1"}, NOW, wide=True)
+    assert wide[-1] == "gpu-a800-1: GPU-aaa,GPU-bbb"
+    assert len(wide) == len(QUEUE_WIDE_COLUMNS) and wide[-2] == "ngpu-ab12cd-q000001-1"
+    shared = entry(state="running", groups=[group(share={"milli": 250})],
+                   placements=[placement(["GPU-x-s0"], device=None, share=250)])
+    assert queue_row(shared, {NODE: "n1"}, NOW)[-1] == "n1: 250 milli-GPU"
+
+
+def test_a_waiting_entry_shows_its_reason() -> None:
+    e = entry(reason="fragmented: 8 GPUs free in total, at most 3 on one node")
+    assert queue_row(e, {}, NOW)[-1] == "fragmented: 8 GPUs free in total, at most 3 on one node"
+
+
+def test_the_table_fits_a_narrow_terminal_without_splitting_a_number() -> None:
+    rows = [queue_row(entry(f"q{i:06d}", reason="no node offers this shape: 8 x H100 with 900 GiB of memory each, "
+                                                "and none is draining", submitted=NOW - 123_456), {}, NOW)
+            for i in range(3)]
+    buf = io.StringIO()
+    table(None, QUEUE_COLUMNS, rows, out=Console(file=buf, width=100, force_terminal=True, color_system=None))
+    lines = buf.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= 100
+    text = buf.getvalue()
+    for i in range(3):
+        assert f"q{i:06d}" in text  # IDs whole, on one line
+    assert text.count("1d10h") == 3 and "2 x GPU" in text
+    assert sum("none is draining" in line or "draining" in line for line in lines) >= 3  # the reason folded, kept
+
+
+def test_piped_output_is_tab_separated_and_never_cut(monkeypatch: pytest.MonkeyPatch) -> None:
+    reason = "capacity reserved for an older job " * 5
+    entries = [entry(reason=reason.strip()),
+               entry("q000002", state="running", placements=[placement(["GPU-1"])], admitted=NOW - 100)]
+
+    class FakeClient:
+        def jobs(self, state: str | None, sweep: str | None) -> list[dict[str, Any]]:
+            return entries
+
+        def inventory(self) -> list[dict[str, Any]]:
+            return [{"id": NODE, "name": "gpu-a800-1"}]
+
+    monkeypatch.setattr(cli_main, "_client", FakeClient)
+    monkeypatch.setattr(cli_main.time, "time", lambda: NOW)
+    result = CliRunner().invoke(cli_main.main, ["queue"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert lines[0].split("\t") == [c.header for c in QUEUE_COLUMNS]
+    assert lines[1].split("\t") == ["q000001", "resnet-train", "vision", "50", "queued", "2 x GPU", "12m",
+                                    reason.strip()]
+    assert lines[2].split("\t")[-1] == "gpu-a800-1: 1 device"
+    wide = CliRunner().invoke(cli_main.main, ["queue", "--wide"]).stdout.splitlines()
+    assert wide[0].split("\t") == [c.header for c in QUEUE_WIDE_COLUMNS]
+    assert wide[2].split("\t")[-1] == "gpu-a800-1: GPU-1"
+    as_json = CliRunner().invoke(cli_main.main, ["queue", "--json"]).stdout
+    assert json.loads(as_json) == entries  # --json is the entries as the API returns them
