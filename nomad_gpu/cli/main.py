@@ -22,14 +22,14 @@ from nomad_gpu import __version__
 from nomad_gpu.cli.api_client import ApiClient
 from nomad_gpu.cli.errors import friendly
 from nomad_gpu.cli.output import emit_json, table
+from nomad_gpu.defaults import DEFAULT_ADDR
 
-DEFAULT_GPU_ADDR = "http://127.0.0.1:4690"
 CLUSTER_HELP = "Cluster file (YAML), or a bundled cluster by name: seed-a800, mixed-fleet, mig-h100."
 TEMPLATES_HELP = "Directory of job templates (<name>.hcl.j2) to use instead of the bundled ones."
 
 
 def _client() -> ApiClient:
-    return ApiClient(os.environ.get("NOMAD_GPU_ADDR") or DEFAULT_GPU_ADDR, os.environ.get("NOMAD_GPU_TOKEN"))
+    return ApiClient(os.environ.get("NOMAD_GPU_ADDR") or DEFAULT_ADDR, os.environ.get("NOMAD_GPU_TOKEN"))
 
 
 def _setup_logging(verbose: int) -> None:
@@ -216,7 +216,7 @@ def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path |
 @main.command()
 @click.option("--db", "db_path", default="nomad-gpu.db", show_default=True, help="SQLite queue file (WAL).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML: teams, quotas, sharing, policy.")
-@click.option("--listen", default=None, help="API address (default NOMAD_GPU_ADDR or http://127.0.0.1:4690).")
+@click.option("--listen", default=None, help=f"API address (default NOMAD_GPU_ADDR or {DEFAULT_ADDR}).")
 @click.option("--tls-cert", type=click.Path(dir_okay=False), help="PEM certificate, for an https:// address.")
 @click.option("--tls-key", type=click.Path(dir_okay=False), help="PEM private key, for an https:// address.")
 @click.option("--templates", "templates_dir", type=click.Path(file_okay=False, exists=True, path_type=Path),
@@ -248,7 +248,7 @@ def _service_settings(db_path: str, config_path: str | None, listen: str | None,
         env["NOMAD_ADDR"] = nomad_addr
     scheduling, access = load_config(config_path)
     return ServiceSettings(nomad=NomadSettings.from_env(env), scheduling=scheduling, access=access,
-                           db_path=db_path, listen=listen or env.get("NOMAD_GPU_ADDR") or DEFAULT_GPU_ADDR,
+                           db_path=db_path, listen=listen or env.get("NOMAD_GPU_ADDR") or DEFAULT_ADDR,
                            token=env.get("NOMAD_GPU_TOKEN") or None, templates_dir=templates_dir)
 
 

@@ -17,6 +17,7 @@ import heapq
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from nomad_gpu.defaults import HOL_THRESHOLD_S
 from nomad_gpu.domain.fairshare import FairShareConfig, UsageHistory
 from nomad_gpu.domain.fit import FitContext, Fitter, ScoreMemo
 from nomad_gpu.domain.fragmentation import Demand
@@ -52,7 +53,7 @@ Decision = Admit | Wait
 @dataclass(frozen=True)
 class CycleConfig:
     policy: str = DEFAULT_POLICY
-    hol_threshold_s: float = 600.0
+    hol_threshold_s: float = HOL_THRESHOLD_S
     max_holds: int = 1
     per_class_limit: int | None = 4
     fair: FairShareConfig = field(default_factory=FairShareConfig)

@@ -20,11 +20,10 @@ from urllib.parse import urlparse
 import uvicorn
 from starlette.types import ASGIApp
 
+from nomad_gpu.defaults import DEFAULT_PORT
 from nomad_gpu.domain.errors import InvalidRequest
 
 logger = logging.getLogger(__name__)
-
-DEFAULT_PORT = 4690
 
 
 @dataclass(frozen=True)

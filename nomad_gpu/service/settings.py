@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from nomad_gpu.defaults import DEFAULT_ADDR, HOL_THRESHOLD_S
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.fairshare import FairShareConfig, TeamPolicy
 from nomad_gpu.domain.ids import Team
@@ -19,7 +20,6 @@ from nomad_gpu.render import SpecError
 from nomad_gpu.render.loading import decode_spec
 from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
 
-DEFAULT_ADDR = "http://127.0.0.1:4690"
 DEFAULT_DRIVERS = frozenset({"docker", "exec"})
 """Task drivers a spec may use unless the config lists others (``raw_exec`` runs unisolated on the host)."""
 MIN_TOKEN_CHARS = 16
@@ -31,7 +31,7 @@ _DRIVER = re.compile(r"[a-z0-9_-]{1,64}")
 @dataclass(frozen=True)
 class SchedulingSettings:
     policy: str = DEFAULT_POLICY
-    hol_threshold_s: float = 600.0
+    hol_threshold_s: float = HOL_THRESHOLD_S
     tick_s: float = 5.0
     """A cycle runs on every event that frees or adds capacity, and at least this often."""
     fair: FairShareConfig = field(default_factory=FairShareConfig)
@@ -168,14 +168,16 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
         rules = tuple(ShareRule(node=str(r.get("node", "")), model=str(r.get("model", "")),
                                 gpu_id=str(r.get("gpu_id", "")), slots=r.get("slots"))
                       for r in raw.get("sharing") or [])
+        base = SchedulingSettings()  # a key the file leaves out keeps the one default, never a second copy
         return SchedulingSettings(
             policy=policy,
-            hol_threshold_s=float(raw.get("hol_threshold_s", 600.0)),
-            tick_s=float(raw.get("tick_s", 5.0)),
-            fair=FairShareConfig(half_life_s=float(raw.get("half_life_s", 6 * 3600.0)), teams=teams, default=default,
+            hol_threshold_s=float(raw.get("hol_threshold_s", base.hol_threshold_s)),
+            tick_s=float(raw.get("tick_s", base.tick_s)),
+            fair=FairShareConfig(half_life_s=float(raw.get("half_life_s", base.fair.half_life_s)), teams=teams,
+                                 default=default,
                                  model_weights={str(k): float(v) for k, v in (raw.get("model_weights") or {}).items()}),
             sharing=SharingConfig(rules),
-            actuator_workers=int(raw.get("actuator_workers", 8)),
+            actuator_workers=int(raw.get("actuator_workers", base.actuator_workers)),
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from exc
