@@ -21,8 +21,16 @@ _CLUSTERS_PACKAGE = "nomad_gpu._clusters"
 _CLUSTER_SUFFIX = ".yaml"
 
 
-def _package_dir(package: str) -> Path:
-    root = importlib.resources.files(package)
+def _package_dir(package: str, source_dir: str) -> Path:
+    try:
+        root = importlib.resources.files(package)
+    except ModuleNotFoundError:
+        # run from a source tree without installing it (PYTHONPATH), or an editable install made
+        # before the mapping existed: the one copy sits beside the package
+        beside = Path(__file__).resolve().parent.parent / source_dir
+        if beside.is_dir():
+            return beside
+        raise RuntimeError(f"{package} is missing: reinstall nomad-gpu (pip install .)") from None
     path = Path(str(root))
     if not isinstance(root, Path) or not path.is_dir():
         # a zipped install has no directory a template loader or a cluster file reader could open
@@ -32,12 +40,12 @@ def _package_dir(package: str) -> Path:
 
 def templates_dir() -> Path:
     """The default job templates (``<name>.hcl.j2``; ``_*`` are partials)."""
-    return _package_dir(_TEMPLATES_PACKAGE)
+    return _package_dir(_TEMPLATES_PACKAGE, "templates")
 
 
 def clusters_dir() -> Path:
     """The bundled dev-cluster files (``<name>.yaml``)."""
-    return _package_dir(_CLUSTERS_PACKAGE)
+    return _package_dir(_CLUSTERS_PACKAGE, "clusters")
 
 
 def bundled_clusters() -> list[str]:

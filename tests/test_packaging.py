@@ -13,6 +13,7 @@ import re
 import sys
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -102,3 +103,17 @@ def test_dev_cluster_names_the_bundled_clusters_on_a_bad_name() -> None:
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
         "error: no cluster file 'a800' and no bundled cluster of that name (bundled: mig-h100, mixed-fleet, seed-a800)"]
+
+
+def test_a_source_tree_on_the_path_finds_the_one_copy_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without the mapped packages (PYTHONPATH=. or an editable install made before the mapping)."""
+    real = bundled.importlib.resources.files
+
+    def files(package: str) -> Any:
+        if package in ("nomad_gpu._templates", "nomad_gpu._clusters"):
+            raise ModuleNotFoundError(package)
+        return real(package)
+
+    monkeypatch.setattr(bundled.importlib.resources, "files", files)
+    assert bundled.templates_dir() == REPO / "templates"
+    assert bundled.resolve_cluster("mig-h100") == REPO / "clusters" / "mig-h100.yaml"
