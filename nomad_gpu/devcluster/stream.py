@@ -88,20 +88,25 @@ class EventStreamEndpoint:
         if encoding:
             headers["Content-Encoding"] = encoding
         body = _chunked_body(self._writes(subscription, backlog), encoding)
-        await StreamingResponse(body, headers=headers)(scope, receive, send)
+        try:
+            await StreamingResponse(body, headers=headers)(scope, receive, send)
+        finally:  # a client gone before the body started never runs the generator's own cleanup
+            self.broker.unsubscribe(subscription)
 
     async def _hijacked(self, conn: HijackedConnection, http_version: str, topics: dict[str, frozenset[str]],
                         namespace: str, index: int) -> None:
+        if not await conn.write(hijacked_head(http_version)):
+            conn.close()
+            return
+        subscription, backlog = self.broker.subscribe(topics, namespace, index, asyncio.get_running_loop())
+        conn.on_lost = lambda: subscription.queue.put_nowait(None)  # called on the loop's thread
         try:
-            if not await conn.write(hijacked_head(http_version)):
-                return
-            subscription, backlog = self.broker.subscribe(topics, namespace, index, asyncio.get_running_loop())
-            conn.on_lost = lambda: subscription.queue.put_nowait(None)  # called on the loop's thread
             async for data in self._writes(subscription, backlog):
                 if not await conn.write(data):
                     return
             # dropped by the server: from 1.11.2 a late error is the close, and nothing else
         finally:
+            self.broker.unsubscribe(subscription)
             conn.close()
 
     async def _writes(self, subscription: Subscription, backlog: list[bytes]) -> AsyncIterator[bytes]:

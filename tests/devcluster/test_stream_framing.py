@@ -209,6 +209,16 @@ def test_bad_parameters_and_methods_are_answered_before_the_stream(make_cluster:
     raw.close()
 
 
+@pytest.mark.parametrize("version", ["2.0.5", "1.10.5"])
+def test_clients_gone_at_once_leave_no_subscription_behind(make_cluster: ClusterFactory, version: str) -> None:
+    cluster = make_cluster(nomad_version=version)
+    for _ in range(20):
+        raw = Raw(cluster.url)
+        raw.send(STREAM.format(enc="gzip"))
+        raw.close()
+    wait_until(lambda: cluster.broker.subscriber_count == 0, what="every subscription to end")
+
+
 @pytest.mark.parametrize(("text", "hijacks"), [("2.0.5", True), ("v1.11.2", True), ("1.11.1", False),
                                                ("1.10.5", False), ("1.9.7", False)])
 def test_versions_and_their_framing(text: str, hijacks: bool) -> None:
