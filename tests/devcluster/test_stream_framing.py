@@ -248,3 +248,40 @@ def test_cli_refuses_a_version_it_does_not_model_in_one_line(command: str) -> No
     assert result.exit_code == 2
     assert result.output.strip().splitlines() == [
         "error: Nomad version 2.1.0 is not modelled: the dev cluster plays 1.9.0 to 2.0.x"]
+
+
+class _Transport:
+    """The little of asyncio.Transport a hijacked connection uses."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        self.written.append(data)
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_client_that_does_not_read_is_cut_off_at_the_write_deadline() -> None:
+    """Nomad sets a 40 s deadline on every write to the hijacked connection (event_endpoint.go, v2.0.5)."""
+    import asyncio
+    from typing import Any, cast
+
+    from nomad_gpu.devcluster.hijack import WRITE_TIMEOUT_S, HijackedConnection
+
+    assert WRITE_TIMEOUT_S == 40.0
+
+    async def scenario() -> tuple[bool, bool, bool]:
+        transport = _Transport()
+        conn = HijackedConnection(cast(Any, transport), write_timeout_s=0.05)
+        first = await conn.write(b"{}")
+        conn.pause_writing()  # the client stopped reading and the buffers are full
+        second = await conn.write(b"\n")
+        return first, second, transport.closed and transport.written == [b"{}"]
+
+    assert asyncio.run(scenario()) == (True, False, True)
