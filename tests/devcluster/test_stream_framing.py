@@ -8,15 +8,18 @@ From 1.11.2 (`command/agent/event_endpoint.go`, v2.0.5) the handler hijacks the 
 
 from __future__ import annotations
 
+import asyncio
 import socket
 import time
 import zlib
 from collections.abc import Callable
+from typing import Any, cast
 
 import nomad
 import pytest
 
 from nomad_gpu.devcluster import DevCluster
+from nomad_gpu.devcluster.hijack import WRITE_TIMEOUT_S, HijackedConnection
 from nomad_gpu.devcluster.version import NomadVersion
 
 from .conftest import CLUSTERS, ClusterFactory
@@ -269,11 +272,6 @@ class _Transport:
 
 def test_a_client_that_does_not_read_is_cut_off_at_the_write_deadline() -> None:
     """Nomad sets a 40 s deadline on every write to the hijacked connection (event_endpoint.go, v2.0.5)."""
-    import asyncio
-    from typing import Any, cast
-
-    from nomad_gpu.devcluster.hijack import WRITE_TIMEOUT_S, HijackedConnection
-
     assert WRITE_TIMEOUT_S == 40.0
 
     async def scenario() -> tuple[bool, bool, bool]:
