@@ -163,6 +163,23 @@ class NomadClient:
         return list(_translate(lambda: self.api.allocations.get_allocations(resources=True),
                                "list allocations"))
 
+    def snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+        """Nodes and allocations (with resources) and the raft index they are current as of: the lower
+        of the two lists' `X-Nomad-Index`. A stream resumed after it misses nothing the lists lack, and
+        never replays the buffer's older events (`index=0` replays all of it, reference section 1), whose
+        allocations may have been garbage-collected since."""
+        nodes, node_index = self._list_indexed(self.api.nodes, "list nodes")
+        allocs, alloc_index = self._list_indexed(self.api.allocations, "list allocations")
+        return nodes, allocs, min(node_index, alloc_index)
+
+    def _list_indexed(self, endpoint: Any, what: str) -> tuple[list[dict[str, Any]], int]:
+        resp = _translate(lambda: endpoint.request(method="get", params={"resources": "true"}), what)
+        try:
+            index = int(resp.headers.get("X-Nomad-Index") or 0)
+            return list(resp.json()), index
+        except ValueError as exc:
+            raise NomadUnavailable(f"{what}: the reply is not JSON") from exc
+
     def job(self, job_id: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
             return dict(_translate(lambda: self.api.job.get_job(job_id, namespace=namespace), f"read job {job_id}"))

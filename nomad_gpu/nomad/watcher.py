@@ -128,9 +128,13 @@ class Watcher:
     # ---- one connection ----------------------------------------------------------------------
     def resync(self) -> None:
         """Re-list nodes and allocations and hand them over whole (after every (re)connect)."""
-        nodes = [decode_node(n, self.sharing) for n in self.client.nodes()]
-        allocs = [decode_alloc(a) for a in self.client.allocations()]
+        raw_nodes, raw_allocs, index = self.client.snapshot()
+        nodes = [decode_node(n, self.sharing) for n in raw_nodes]
+        allocs = [decode_alloc(a) for a in raw_allocs]
         self.handler.on_resync(nodes, allocs)
+        # the lists are Nomad's state as of `index`: follow from there, so a fresh subscription (a restart)
+        # does not replay the buffer's older frames about allocations long gone
+        self.last_index = max(self.last_index, index)
         self.synced.set()
 
     def _follow(self) -> None:
@@ -153,6 +157,8 @@ class Watcher:
 
     def handle_frame(self, frame: Mapping[str, Any]) -> None:
         index = int(frame.get("Index") or 0)
+        if index and index <= self.last_index:
+            return  # handled already, or reflected in the last resync (an index too new replays the newest frame)
         for event in frame.get("Events") or []:
             key = (int(event.get("Index") or index), str(event.get("Topic")), str(event.get("Key")),
                    str(event.get("Type")))

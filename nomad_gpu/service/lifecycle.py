@@ -278,7 +278,12 @@ class Lifecycle:
                            instance_ids=tuple(InstanceId(i) for i in a.device_ids), device_name=a.device_name,
                            gpu_equivalents=float(len(a.device_ids)))
         self.foreign[a.id] = a
-        self.reserve(key, FOREIGN, [p])
+        try:
+            self.ledger.reserve(key, FOREIGN, [p])
+        except LedgerConflict as exc:
+            holders = sorted(self.ledger.entries_on(a.node_id))
+            logger.error("allocation %s of job %s (%s) holds devices the ledger gave to %s: %s", a.id, a.job_id,
+                         a.client_status.value, holders, exc)
         return False
 
     def _stop_orphan(self, a: AllocInfo) -> None:

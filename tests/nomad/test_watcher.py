@@ -212,6 +212,9 @@ class ScriptedClient(NomadClient):
     def allocations(self) -> list[dict[str, Any]]:
         return []
 
+    def snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+        return [], [], 0
+
     def event_stream(self, index: int, topics: Sequence[str], read_timeout_s: float = 60.0,
                      opened: Callable[[requests.Response], None] | None = None) -> Iterator[dict[str, Any]]:
         yield from self.streams.pop(0)
@@ -238,3 +241,38 @@ def test_backoff_resets_only_after_a_data_frame() -> None:
     w.run()
     assert slept == [0.05, 0.1, 0.2, 0.05, 0.1, 0.2]
     assert len(rec.resyncs) == 6 and [a.client_status.value for a in rec.allocs] == ["running"]
+
+
+def test_a_fresh_watcher_does_not_replay_events_of_collected_allocations() -> None:
+    """`index=0` replays Nomad's whole event buffer (reference section 1): after a restart the service
+    got `pending`/`running` for allocations that had completed and been garbage-collected, and booked
+    their GPUs for nobody. The resync's index is where the stream resumes."""
+    import nomad
+
+    def submit(api: nomad.Nomad, job_id: str, duration_s: float) -> None:
+        hcl = (f'job "{job_id}" {{\n  type = "batch"\n  datacenters = ["*"]\n'
+               f'  meta {{ nomad_gpu_dev_duration_s = "{duration_s}" }}\n'
+               '  group "main" {\n    task "work" {\n      driver = "docker"\n'
+               '      config { image = "busybox:1" }\n      resources {\n        cpu = 100\n        memory = 64\n'
+               '        device "nvidia/gpu" { count = 1 }\n      }\n    }\n  }\n}\n')
+        api.jobs.register_job({"Job": api.jobs.parse(hcl), "Submission": {"Source": hcl, "Format": "hcl2"}})
+
+    dc = DevCluster(Path(__file__).resolve().parents[2] / "clusters" / "seed-a800.yaml", heartbeat_s=0.2, speed=100)
+    url = dc.start()
+    try:
+        api = nomad.Nomad(address=url, timeout=5)
+        submit(api, "old-job", 1.0)
+        wait_until(lambda: any(a["client_status"] == "complete" for a in dc.audit()["allocations"]))
+        assert dc.collect_garbage()["allocs"] >= 1
+        rec = Recorder()
+        w = watcher(rec, url)
+        w.start()
+        try:
+            assert w.connected.wait(5)
+            submit(api, "new-job", 100.0)
+            wait_until(lambda: any(a.job_id == "new-job" for a in rec.allocs))
+            assert [a.job_id for a in rec.allocs if a.job_id == "old-job"] == []
+        finally:
+            w.stop()
+    finally:
+        dc.stop()

@@ -1,0 +1,354 @@
+"""The chaos run: `nomad-gpu serve` against the dev cluster while both are made to fail.
+
+The service runs as its own process on one SQLite file and is killed with SIGKILL and restarted;
+the dev cluster, in this process, loses register replies after applying them, cuts event streams,
+becomes unreachable for a while and garbage-collects finished jobs while the service is down; a
+share of the jobs is cancelled soon after submission. Nothing here imports the service: the run is
+judged from the outside, by the dev cluster's audit and the service's public API, never by the
+service's own belief.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import random
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import requests
+
+from .server import DevCluster
+from .version import DEFAULT_NOMAD_VERSION
+
+logger = logging.getLogger(__name__)
+
+_JOB_ID = re.compile(r"^ngpu-(?:[0-9a-f]{6}-)?(?P<entry>q\d{6,})(?:-\d+)?$")
+TERMINAL = ("complete", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class ChaosConfig:
+    cluster: Path
+    jobs: int = 200
+    kills: int = 10
+    lost_replies: int = 8
+    stream_cuts: int = 6
+    outage_s: float = 15.0
+    cancel_share: float = 0.15
+    speed: float = 60.0
+    duration_s: tuple[float, float] = (60.0, 240.0)
+    """Task run time in job seconds (wall time is this over `speed`)."""
+    submit_over_s: float = 20.0
+    """Submissions are spread over this much wall time, so faults strike while jobs arrive."""
+    seed: int = 0
+    timeout_s: float = 900.0
+    nomad_version: str = ""
+    workdir: Path | None = None
+
+
+@dataclass
+class _Run:
+    cfg: ChaosConfig
+    dc: DevCluster
+    db: Path
+    log: Path
+    port: int
+    proc: subprocess.Popen[bytes] | None = None
+    acked: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Idempotency key -> the entry the service acknowledged."""
+    cancelled_at: dict[str, float] = field(default_factory=dict)
+    faults: list[dict[str, Any]] = field(default_factory=list)
+    kills_done: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def addr(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+def job_spec(i: int, rng: random.Random, duration_s: float) -> tuple[str, str]:
+    """A mix of shapes: whole GPUs (one and a two-GPU gang), MIG slices and time-slice shares."""
+    kind = rng.choices(["gpu1", "gpu2", "mig", "share"], weights=[5, 2, 2, 1])[0]
+    ask = {"gpu1": "gpu: {count: 1}", "gpu2": "gpu: {count: 2}", "mig": "mig: {profile: 1g.10gb}",
+           "share": "share: {milli: 500}"}[kind]
+    return kind, (f"name: chaos-{i:04d}\nteam: t{i % 3}\nretries: 0\ntask: {{image: busybox}}\n"
+                  f"resources: {{cpu: 1000, memory: 1024}}\n{ask}\ndev: {{duration_s: {duration_s:.1f}}}\n")
+
+
+def run_chaos(cfg: ChaosConfig, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
+    workdir = cfg.workdir or Path(tempfile.mkdtemp(prefix="nomad-gpu-chaos-"))
+    dc = DevCluster(cfg.cluster, speed=cfg.speed, nomad_version=cfg.nomad_version or DEFAULT_NOMAD_VERSION)
+    dc.start()
+    run = _Run(cfg, dc, workdir / "queue.db", workdir / "service.log", _free_port())
+    (workdir / "config.yaml").write_text("tick_s: 1\n", encoding="utf-8")
+    started = time.time()
+    try:
+        _start_service(run)
+        rng = random.Random(cfg.seed)
+        specs = [job_spec(i, rng, rng.uniform(*cfg.duration_s)) for i in range(cfg.jobs)]
+        submitter = threading.Thread(target=_submit_all, args=(run, specs, rng.random), daemon=True)
+        submitter.start()
+        _inject(run, random.Random(cfg.seed + 1), progress)
+        submitter.join(cfg.timeout_s)
+        _wait_settled(run, started + cfg.timeout_s, progress)
+        entries = _entries(run)
+        audit = dc.audit()
+    finally:
+        _kill(run)
+        dc.stop()
+    report = judge(audit, entries, run.acked, run.cancelled_at, run.faults, {k for k, _ in specs})
+    report.update(kills=run.kills_done, wall_s=round(time.time() - started, 1), jobs=cfg.jobs, speed=cfg.speed,
+                  nomad_version=audit.get("nomad_version"))
+    return report
+
+
+# ---- the service process ---------------------------------------------------------------------------
+def _start_service(run: _Run) -> None:
+    env = {**os.environ, "NOMAD_ADDR": run.dc.url}
+    env.pop("NOMAD_TOKEN", None)
+    with open(run.log, "ab") as log:
+        run.proc = subprocess.Popen(
+            [sys.executable, "-m", "nomad_gpu.cli.main", "serve", "--db", str(run.db), "--listen", run.addr,
+             "--config", str(run.db.parent / "config.yaml")], env=env, stdout=log, stderr=log)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            if requests.get(f"{run.addr}/v1/status", timeout=1).json().get("ready"):
+                return
+        except (requests.RequestException, ValueError):
+            pass
+        if run.proc.poll() is not None:
+            raise RuntimeError(f"the service exited with {run.proc.returncode}; see {run.log}")
+        time.sleep(0.05)
+    raise RuntimeError(f"the service did not become ready in 30 s; see {run.log}")
+
+
+def _kill(run: _Run) -> None:
+    if run.proc is not None and run.proc.poll() is None:
+        run.proc.send_signal(signal.SIGKILL)
+        run.proc.wait(10)
+
+
+def _call(run: _Run, method: str, path: str, **kw: Any) -> requests.Response | None:
+    try:
+        return requests.request(method, f"{run.addr}{path}", timeout=5, **kw)
+    except requests.RequestException:
+        return None  # the service is down (killed): the caller retries, as a user's script would
+
+
+def _submit_all(run: _Run, specs: list[tuple[str, str]], draw: Callable[[], float]) -> None:
+    gap = run.cfg.submit_over_s / max(1, len(specs))
+    for i, (_, text) in enumerate(specs):
+        key = f"chaos-{i}"
+        cancel = draw() < run.cfg.cancel_share
+        while True:  # Idempotency-Key makes a repeat after a lost reply or a kill harmless
+            r = _call(run, "POST", "/v1/jobs", data=text.encode(), headers={"Idempotency-Key": key})
+            if r is not None and r.status_code == 201:
+                with run.lock:
+                    run.acked[key] = r.json()["entries"][0]
+                break
+            time.sleep(0.1)
+        if cancel:
+            threading.Thread(target=_cancel_soon, args=(run, key, draw() * 2.0), daemon=True).start()
+        time.sleep(gap)
+
+
+def _cancel_soon(run: _Run, key: str, after_s: float) -> None:
+    time.sleep(after_s)
+    entry_id = run.acked[key]["id"]
+    while True:
+        r = _call(run, "DELETE", f"/v1/jobs/{entry_id}")
+        if r is not None and r.status_code == 200:
+            with run.lock:
+                run.cancelled_at[entry_id] = time.time()
+            return
+        time.sleep(0.1)
+
+
+# ---- faults -----------------------------------------------------------------------------------------
+def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> None:
+    """Kills, lost replies, stream cuts and one outage, spread over the submission window and after."""
+    cfg = run.cfg
+    window = max(cfg.submit_over_s * 1.5, 10.0)
+    plan: list[tuple[float, str]] = [(rng.uniform(0.5, window), "kill") for _ in range(cfg.kills)]
+    plan += [(rng.uniform(0.5, window), "lose") for _ in range(cfg.lost_replies)]
+    plan += [(rng.uniform(0.5, window), "cut") for _ in range(cfg.stream_cuts)]
+    if cfg.outage_s > 0:
+        plan.append((window * 0.6, "outage"))
+    begin, wall_begin = time.monotonic(), time.time()
+    for at, what in sorted(plan):
+        time.sleep(max(0.0, begin + at - time.monotonic()))
+        now = time.time()
+        if what == "kill":
+            _kill(run)
+            run.kills_done += 1
+            if run.kills_done % 3 == 0:  # finished jobs are collected while nobody watches
+                run.dc.collect_garbage()
+            time.sleep(rng.uniform(0.2, 1.5))
+            _start_service(run)
+            run.faults.append({"kind": "kill", "at": now, "end": time.time()})
+        elif what == "lose":
+            run.dc.lose_replies(1, rng.choice(["reset", "close"]))
+            run.faults.append({"kind": "lost_reply", "at": now, "end": now})
+        elif what == "cut":
+            run.dc.drop_streams()
+            run.faults.append({"kind": "stream_cut", "at": now, "end": now})
+        else:
+            run.dc.unreachable(cfg.outage_s)
+            time.sleep(cfg.outage_s)
+            run.faults.append({"kind": "outage", "at": now, "end": time.time()})
+        progress(f"{what} at +{now - wall_begin:.1f} s")
+
+
+def _entries(run: _Run) -> list[dict[str, Any]]:
+    r = _call(run, "GET", "/v1/jobs")
+    return list(r.json()["entries"]) if r is not None and r.status_code == 200 else []
+
+
+def _wait_settled(run: _Run, deadline: float, progress: Callable[[str], None]) -> None:
+    while time.time() < deadline:
+        entries = _entries(run)
+        live = [a for a in run.dc.audit()["allocations"] if a["client_status"] in ("pending", "running")]
+        if len(entries) >= len(run.acked) and all(e["state"] in TERMINAL for e in entries) and not live:
+            return
+        time.sleep(0.5)
+    progress("timed out waiting for the queue to settle")
+
+
+# ---- the verdict -----------------------------------------------------------------------------------
+def judge(audit: dict[str, Any], entries: list[dict[str, Any]], acked: dict[str, dict[str, Any]],
+          cancelled_at: dict[str, float], faults: list[dict[str, Any]], kinds: set[str]) -> dict[str, Any]:
+    """Everything from the audit: ran once, never overlapped, nothing left, no stranger, few requests."""
+    allocs = audit["allocations"]
+    by_entry: dict[str, list[dict[str, Any]]] = {}
+    unknown_jobs: set[str] = set()
+    acked_ids = {e["id"] for e in acked.values()}
+    for a in allocs:
+        m = _JOB_ID.match(a["job_id"])
+        if m is None or m["entry"] not in acked_ids:
+            unknown_jobs.add(a["job_id"])
+            continue
+        by_entry.setdefault(m["entry"], []).append(a)
+    for job in audit.get("jobs", []):
+        m = _JOB_ID.match(job["job_id"])
+        if m is None or m["entry"] not in acked_ids:
+            unknown_jobs.add(job["job_id"])
+    state = {e["id"]: e for e in entries}
+    ran_twice, lost, not_stopped, stop_s = [], [], [], []
+    for entry_id in sorted(acked_ids):
+        started = [a for a in by_entry.get(entry_id, []) if a.get("started_at") is not None]
+        final = state.get(entry_id, {}).get("state")
+        if entry_id in cancelled_at:
+            for a in started:
+                end = a.get("finished_at") or math.inf
+                if a["started_at"] <= cancelled_at[entry_id]:
+                    stop_s.append(max(0.0, end - cancelled_at[entry_id]))
+            if len(started) > 1:
+                ran_twice.append(entry_id)
+            continue
+        if len(started) > 1:
+            ran_twice.append(entry_id)
+        ok = [a for a in started if a["client_status"] == "complete" and a["desired_status"] == "run"]
+        if final != "complete" or len(ok) != 1:
+            lost.append(entry_id)
+    left_running = [a["alloc_id"] for a in allocs if a["client_status"] in ("pending", "running")]
+    if any(s == math.inf for s in stop_s):
+        not_stopped = [s for s in stop_s if s == math.inf]
+    refused = audit.get("faults", {})
+    return {
+        "acknowledged": len(acked_ids), "cancelled": len(cancelled_at),
+        "completed_once": sum(1 for e in acked_ids - set(cancelled_at) if e not in lost),
+        "lost": lost, "run_twice": ran_twice,
+        "double_bookings": _overlaps(allocs) + int(audit.get("double_bookings_refused", 0))
+        + int(audit.get("share_oversubscriptions", 0)),
+        "left_running": left_running, "unknown_jobs": sorted(unknown_jobs),
+        "cancel_stop_s_max": round(max(stop_s, default=0.0), 2), "cancels_never_stopped": len(not_stopped),
+        "refused_requests_max_per_s": int(refused.get("refused_max_per_second", 0)),
+        "replies_lost": int(refused.get("replies_lost", 0)),
+        "gpu_idle_while_waiting_s_max": round(_idle_while_waiting(allocs, entries, audit), 2),
+        "recovery_s": _recovery(faults, allocs, entries),
+        "faults": {k: sum(1 for f in faults if f["kind"] == k) for k in ("kill", "lost_reply", "stream_cut", "outage")},
+    }
+
+
+def _overlaps(allocs: list[dict[str, Any]]) -> int:
+    by_device: dict[str, list[dict[str, Any]]] = {}
+    for a in allocs:
+        if a.get("started_at") is None:
+            continue
+        for dev in a["device_ids"]:
+            if a.get("share_gpu") is None:
+                by_device.setdefault(dev, []).append(a)
+    n = 0
+    for runs in by_device.values():
+        runs.sort(key=lambda a: a["started_at"])
+        for prev, nxt in zip(runs, runs[1:], strict=False):
+            if nxt["started_at"] < (prev["finished_at"] if prev["finished_at"] is not None else math.inf) - 1e-9:
+                n += 1
+    return n
+
+
+def _idle_while_waiting(allocs: list[dict[str, Any]], entries: list[dict[str, Any]], audit: dict[str, Any]) -> float:
+    """Longest stretch in which a whole GPU was free in Nomad while a one-GPU entry (which fits any)
+    waited: from the entry's submission to its first allocation, cancelled entries excluded."""
+    gpus = {d for a in allocs for d in a["device_ids"] if d.startswith("GPU-") and a.get("share_gpu") is None}
+    if not gpus:
+        return 0.0
+    first_alloc: dict[str, float] = {}
+    for a in allocs:
+        m = _JOB_ID.match(a["job_id"])
+        if m is not None:
+            first_alloc[m["entry"]] = min(first_alloc.get(m["entry"], math.inf), a["created_at"])
+    waits = [(e["submitted_at"], first_alloc.get(e["id"], e.get("finished_at") or e["submitted_at"]))
+             for e in entries if (e["spec"].get("groups") or [{}])[0].get("gpu", {}) and
+             ((e["spec"]["groups"][0].get("gpu") or {}).get("count") == 1) and e["state"] != "cancelled"]
+    busy = [(a["created_at"], a["finished_at"] if a["finished_at"] is not None else math.inf, len(a["device_ids"]))
+            for a in allocs if a.get("share_gpu") is None and any(d in gpus for d in a["device_ids"])]
+    points = sorted({t for w in waits for t in w} | {t for b in busy for t in b[:2] if t != math.inf})
+    longest = run_start = 0.0
+    open_run = False
+    for t0, t1 in zip(points, points[1:], strict=False):
+        mid = (t0 + t1) / 2
+        waiting = any(s <= mid < e for s, e in waits)
+        used = sum(n for s, e, n in busy if s <= mid < e)
+        if waiting and used < len(gpus):
+            if not open_run:
+                run_start, open_run = t0, True
+            longest = max(longest, t1 - run_start)
+        else:
+            open_run = False
+    return longest
+
+
+def _recovery(faults: list[dict[str, Any]], allocs: list[dict[str, Any]],
+              entries: list[dict[str, Any]]) -> dict[str, float]:
+    """Per kind of fault, the longest time from its end to the next register Nomad received, counted
+    only where an entry was waiting at that moment (else there was nothing to admit)."""
+    registers = sorted(a["registered_at"] for a in allocs if a.get("registered_at") is not None)
+    out: dict[str, float] = {}
+    for f in faults:
+        end = f["end"]
+        waiting = any(e["submitted_at"] <= end and (e.get("admitted_at") or math.inf) > end for e in entries
+                      if e["state"] != "cancelled")
+        nxt = next((r for r in registers if r >= end), None)
+        if waiting and nxt is not None:
+            out[f["kind"]] = round(max(out.get(f["kind"], 0.0), nxt - end), 2)
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
