@@ -106,7 +106,7 @@ class Lifecycle:
         self.draining: dict[str, Draining] = {}
         self.foreign: dict[str, AllocInfo] = {}
         self._alloc_index: OrderedDict[str, int] = OrderedDict()
-        self._inflight: set[str] = set()
+        self.inflight: set[str] = set()
 
     # ---- start-up and submissions ------------------------------------------------------------
     def load(self) -> None:
@@ -153,14 +153,14 @@ class Lifecycle:
             t = self.entries[e.id]
             t.entry, t.allocs, t.failures, t.retry_at = e, {}, 0, 0.0
             self.metrics.admitted.inc()
-            self._start_register(t)
+            self.start_register(t)
         return len(moved)
 
-    def _start_register(self, t: Tracked) -> None:
+    def start_register(self, t: Tracked) -> None:
         key = f"register:{t.entry.id}"
-        if key in self._inflight or t.spec is None:
+        if key in self.inflight or t.spec is None:
             return
-        self._inflight.add(key)
+        self.inflight.add(key)
         t.registering = True
         self.executor.submit(self._register, t.entry)
 
@@ -189,7 +189,7 @@ class Lifecycle:
             self._registered(entry, failure)
 
     def _register_done(self, entry_id: str, job_id: str | None) -> None:
-        self._inflight.discard(f"register:{entry_id}")
+        self.inflight.discard(f"register:{entry_id}")
         t = self.entries.get(entry_id)
         if t is not None:
             t.registering = False
@@ -203,11 +203,11 @@ class Lifecycle:
         d = self.draining.get(job_id)
         if d is not None:  # cancelled (or ended) while the register was in flight
             if failure is None or retryable:
-                self._start_stop(d.job_id, d.namespace)  # the job may exist now: stop it after the register
+                self.start_stop(d.job_id, d.namespace)  # the job may exist now: stop it after the register
             else:
                 self.store.stop_done(d.job_id, d.namespace)
                 d.stopped = True
-                self._maybe_release(d)
+                self.maybe_release(d)
             return
         t = self.entries.get(entry.id)
         if t is None or t.entry.state is not EntryState.ADMITTED or t.entry.attempts != entry.attempts:
@@ -226,7 +226,7 @@ class Lifecycle:
                          t.retry_at - now)
             return
         logger.warning("register %s refused: %s", job_id, failure)
-        self._end(t, EntryState.FAILED, f"Nomad refused the job: {failure}", stop_job=False)
+        self.end(t, EntryState.FAILED, f"Nomad refused the job: {failure}", stop_job=False)
 
     # ---- Nomad's allocations -----------------------------------------------------------------
     def on_alloc(self, a: AllocInfo, *, force: bool = False) -> bool:
@@ -241,7 +241,7 @@ class Lifecycle:
         d = self.draining.get(a.job_id)
         if d is not None:
             d.allocs[a.id] = a
-            return self._maybe_release(d)
+            return self.maybe_release(d)
         ref = parse_job_id(a.job_id)
         t = self.entries.get(ref.entry) if ref is not None and ref.instance in ("", self.instance) else None
         if t is None or t.entry.nomad_job_id != a.job_id or t.entry.state not in LIVE:
@@ -261,7 +261,7 @@ class Lifecycle:
             return EntryId(t.entry.id) not in self.ledger
         done = [x for x in t.allocs.values() if x.is_terminal]
         if len(done) >= max(len(t.entry.placements), 1):
-            self._end(t, EntryState.COMPLETE, "", release_now=True)
+            self.end(t, EntryState.COMPLETE, "", release_now=True)
             self.metrics.finished.labels("complete").inc()
             return True
         return False
@@ -291,7 +291,7 @@ class Lifecycle:
         if not any(s.job_id == a.job_id for s in self.store.stops()):
             now = self.clock()
             self.store.add_stop(StopIntent(a.job_id, a.namespace, "no live entry claims it", now, 0, now))
-        self._start_stop(a.job_id, a.namespace)
+        self.start_stop(a.job_id, a.namespace)
 
     def reserve(self, entry: EntryId, team: Team, placements: Iterable[AllocPlacement]) -> None:
         try:
@@ -311,7 +311,7 @@ class Lifecycle:
                                           finished_at=now, at=now, reason="cancelled by user")
             self.entries.pop(entry_id, None)
             return moved
-        return self._end(t, EntryState.CANCELLED, "cancelled by user")
+        return self.end(t, EntryState.CANCELLED, "cancelled by user")
 
     def on_job_gone(self, t: Tracked) -> None:
         """A live attempt's job was deregistered by someone else before any allocation."""
@@ -319,13 +319,13 @@ class Lifecycle:
 
     def _retry_or_fail(self, t: Tracked, why: str) -> None:
         if t.entry.attempts < t.entry.max_retries:
-            self._end(t, EntryState.QUEUED, f"retrying after {why}")
+            self.end(t, EntryState.QUEUED, f"retrying after {why}")
             self.metrics.finished.labels("retried").inc()
         else:
-            self._end(t, EntryState.FAILED, why)
+            self.end(t, EntryState.FAILED, why)
             self.metrics.finished.labels("failed").inc()
 
-    def _end(self, t: Tracked, to: EntryState, reason: str, *, release_now: bool = False,
+    def end(self, t: Tracked, to: EntryState, reason: str, *, release_now: bool = False,
              stop_job: bool = True) -> QueueEntry:
         """End the current attempt: store the outcome and the stop intent together, then stop the job.
         Capacity moves to a draining record unless the attempt ended cleanly (`release_now`)."""
@@ -343,17 +343,17 @@ class Lifecycle:
             d = Draining(job_id, e.namespace, e.id, dict(t.allocs), register_in_flight=registering)
             self.draining[job_id] = d
             self.reserve(d.key, held.team, held.placements)
-            self._maybe_release(d)
+            self.maybe_release(d)
         if to is EntryState.QUEUED and t.spec is not None:
             t.entry, t.allocs, t.request, t.registering = moved, {}, job_request(moved, t.spec), False
         else:
             self.entries.pop(e.id, None)
         if stop_job and not registering:  # else the register's reply starts the stop
-            self._start_stop(job_id, e.namespace)
+            self.start_stop(job_id, e.namespace)
         self.wake()
         return moved
 
-    def _maybe_release(self, d: Draining) -> bool:
+    def maybe_release(self, d: Draining) -> bool:
         if d.stopped and not d.register_in_flight and all(a.is_terminal for a in d.allocs.values()):
             del self.draining[d.job_id]
             if self.ledger.release(d.key) is not None:
@@ -362,10 +362,10 @@ class Lifecycle:
         return False
 
     # ---- stops -------------------------------------------------------------------------------
-    def _start_stop(self, job_id: str, namespace: str) -> None:
+    def start_stop(self, job_id: str, namespace: str) -> None:
         key = f"stop:{namespace}/{job_id}"
-        if key not in self._inflight:
-            self._inflight.add(key)
+        if key not in self.inflight:
+            self.inflight.add(key)
             self.executor.submit(self._stop, job_id, namespace)
 
     def _stop(self, job_id: str, namespace: str) -> None:
@@ -380,7 +380,7 @@ class Lifecycle:
                 allocs = state.allocs if state is not None else ()
         except NomadError as exc:
             with self.lock:
-                self._inflight.discard(f"stop:{namespace}/{job_id}")
+                self.inflight.discard(f"stop:{namespace}/{job_id}")
                 intent = next((s for s in self.store.stops() if s.job_id == job_id and s.namespace == namespace), None)
                 tries = (intent.attempts if intent else 0) + 1
                 self.store.stop_retry(job_id, namespace, self.clock() + backoff_s(tries))
@@ -389,7 +389,7 @@ class Lifecycle:
                 logger.debug("stop %s failed (%s); retrying", job_id, exc)
             return
         with self.lock:
-            self._inflight.discard(f"stop:{namespace}/{job_id}")
+            self.inflight.discard(f"stop:{namespace}/{job_id}")
             self.outage.reachable()
             self.store.stop_done(job_id, namespace)
             d = self.draining.get(job_id)
@@ -397,7 +397,7 @@ class Lifecycle:
                 d.stopped = True
                 for a in allocs:
                     d.allocs.setdefault(a.id, a)
-                self._maybe_release(d)
+                self.maybe_release(d)
 
     # ---- retries and settling ----------------------------------------------------------------
     def tick(self, now: float) -> None:
@@ -405,60 +405,6 @@ class Lifecycle:
         for t in list(self.entries.values()):
             if (t.entry.state is EntryState.ADMITTED and t.entry.registered_at is None and not t.registering
                     and 0 < t.retry_at <= now):
-                self._start_register(t)
+                self.start_register(t)
         for s in self.store.stops(due_by=now):
-            self._start_stop(s.job_id, s.namespace)
-
-    def after_resync(self, seen_jobs: set[str], first: bool) -> None:
-        """What the stream could not say: attempts whose allocations are gone, registers to resume."""
-        for d in list(self.draining.values()):
-            if d.stopped and d.job_id not in seen_jobs:
-                d.allocs.clear()
-                self._maybe_release(d)
-        for t in list(self.entries.values()):
-            if t.entry.state not in LIVE or t.entry.nomad_job_id in seen_jobs:
-                continue
-            if t.entry.state is EntryState.ADMITTED and t.entry.registered_at is None:
-                if first or t.retry_at:
-                    self._start_register(t)  # create-only: finds its own job if the reply was lost
-            else:
-                self._start_settle(t)
-        if first:
-            for s in self.store.stops():
-                self._start_stop(s.job_id, s.namespace)
-
-    def _start_settle(self, t: Tracked) -> None:
-        key = f"settle:{t.entry.id}"
-        if key not in self._inflight:
-            self._inflight.add(key)
-            self.executor.submit(self._settle, t.entry.id, t.entry.attempts)
-
-    def _settle(self, entry_id: str, attempt: int) -> None:
-        """Executor: a live attempt with no allocation in Nomad's listing; ask Nomad about its job."""
-        with self.lock:
-            t = self.entries.get(entry_id)
-            entry = t.entry if t is not None else None
-        try:
-            state = self.actuator.job_state(entry.nomad_job_id, entry.namespace) if entry is not None else None
-        except NomadError as exc:
-            with self.lock:
-                self._inflight.discard(f"settle:{entry_id}")
-                self.outage.unreachable(str(exc))
-            return
-        with self.lock:
-            self._inflight.discard(f"settle:{entry_id}")
-            t = self.entries.get(entry_id)
-            if entry is None or t is None or t.entry.attempts != attempt or t.entry.state not in LIVE:
-                return
-            if state is None:
-                # registered, then gone: it ran while unseen and was collected (or purged); never run it twice
-                self._end(t, EntryState.FAILED, "its Nomad job is gone (garbage-collected or purged while "
-                          "unobserved); outcome unknown", stop_job=False)
-                return
-            for a in state.allocs:
-                self.on_alloc(a, force=True)
-            t2 = self.entries.get(entry_id)
-            if t2 is t and not state.allocs and state.status == "dead":
-                self._end(t, EntryState.FAILED, "its Nomad job is dead without allocations")
-
-
+            self.start_stop(s.job_id, s.namespace)

@@ -20,7 +20,7 @@ from typing import Any
 from nomad_gpu.domain.cycle import Admit, CycleConfig, Decision, Wait, run_cycle
 from nomad_gpu.domain.errors import NomadGpuError, UnknownEntry
 from nomad_gpu.domain.fairshare import UsageHistory
-from nomad_gpu.domain.ids import EntryId, NodeId, Team
+from nomad_gpu.domain.ids import EntryId, NodeId
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.nomad.decode import AllocInfo
@@ -30,8 +30,9 @@ from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.lifecycle import LIVE, Executor, Lifecycle, Tracked
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
+from nomad_gpu.service.reconcile import Reconciler
 from nomad_gpu.service.settings import SchedulingSettings
-from nomad_gpu.service.translate import check_supported, placement_from_json
+from nomad_gpu.service.translate import check_supported
 from nomad_gpu.service.views import inventory_view
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.entries import parse_job_id
@@ -69,6 +70,7 @@ class SchedulerService:
         self.outage = Outage(clock, self.metrics)
         self.life = Lifecycle(store, self.ledger, actuator, lock=self._lock, executor=executor, clock=clock,
                               metrics=self.metrics, outage=self.outage, wake=self.wake)
+        self.reconciler = Reconciler(self.life, self.ledger)
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
         """Set after the first reconcile: nothing is admitted before Nomad's state is known."""
@@ -205,22 +207,7 @@ class SchedulerService:
         first = not self.ready.is_set()
         with self._lock:
             self.outage.reachable()
-            present = {n.id for n in nodes}
-            for node_id in [n.id for n in self.ledger.inventory if n.id not in present]:
-                self.ledger.remove_node(node_id)
-            for node in nodes:
-                self.ledger.set_node(node)
-            # placements we decided before a restart (or a node's return): reserve them again first
-            for entry_id, t in sorted(self.life.entries.items()):
-                if t.entry.state in LIVE and EntryId(entry_id) not in self.ledger and t.entry.placements:
-                    self.life.reserve(EntryId(entry_id), Team(t.entry.team),
-                                      [placement_from_json(p) for p in t.entry.placements])
-            for d in self.life.draining.values():
-                if d.key not in self.ledger:
-                    logger.debug("draining %s lost its booking on a node change", d.job_id)
-            for a in allocs:
-                self.life.on_alloc(a, force=True)
-            self.life.after_resync({a.job_id for a in allocs}, first)
+            self.reconciler.resync(nodes, allocs, first=first)
         self.ready.set()
         self.metrics.resyncs.inc()
         self.wake()
