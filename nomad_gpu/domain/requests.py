@@ -118,6 +118,8 @@ class JobRequest:
     node_pool: str | None = None
     one_node: bool = False
     """Every ask on the same node (how the service pins a job today: one node constraint per job)."""
+    avoid_nodes: frozenset[NodeId] = frozenset()
+    """Nodes this job must not go to for now (Nomad refused its placement there)."""
 
     def __post_init__(self) -> None:
         if not PRIORITY_MIN <= self.priority <= PRIORITY_MAX:
@@ -129,12 +131,14 @@ class JobRequest:
     def gpu_equivalents(self) -> float:
         return sum(a.gpu_equivalents for a in self.asks)
 
-    def places_on(self, datacenter: str, node_pool: str) -> bool:
+    def places_on(self, datacenter: str, node_pool: str, node_id: NodeId | None = None) -> bool:
         """Whether a node in this datacenter and pool may host the job, as Nomad decides it: a job's
         datacenters are glob patterns where only `*` is special (`scheduler/util.go` readyNodesInDCsAndPool,
         ryanuber/go-glob, v2.0.5); no datacenters at all means any. A job without a pool may go to any
         pool here: the service renders the chosen node's pool into the job, so Nomad scans that pool."""
         if self.node_pool is not None and node_pool != self.node_pool:
+            return False
+        if node_id is not None and node_id in self.avoid_nodes:
             return False
         if not self.datacenters or datacenter in self.datacenters:
             return True

@@ -257,3 +257,33 @@ def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
         migrate=bool((raw.get("DesiredTransition") or {}).get("Migrate")),
         job_version=int(raw.get("JobVersion") or 0),
     )
+
+
+@dataclass(frozen=True)
+class EvalInfo:
+    """An evaluation, as far as it says that Nomad could not place a job (reference section 8)."""
+
+    id: str
+    job_id: str
+    namespace: str
+    status: str
+    triggered_by: str
+    failures: str = ""
+    """Nomad's own reasons, one line per task group; empty when every allocation was placed."""
+
+    @property
+    def refused(self) -> bool:
+        return bool(self.failures) or self.status == "blocked"
+
+
+def decode_eval(raw: Mapping[str, Any]) -> EvalInfo:
+    failures: list[str] = []
+    for group, metric in sorted((raw.get("FailedTGAllocs") or {}).items()):
+        metric = metric or {}
+        why = [f"{k} ({v})" for k, v in sorted((metric.get("ConstraintFiltered") or {}).items())]
+        why += [f"{k} exhausted ({v})" for k, v in sorted((metric.get("DimensionExhausted") or {}).items())]
+        evaluated = int(metric.get("NodesEvaluated") or 0)
+        failures.append(f"group {group}: {evaluated} node(s) evaluated" + (f"; {', '.join(why)}" if why else ""))
+    return EvalInfo(id=str(raw.get("ID") or ""), job_id=str(raw.get("JobID") or ""),
+                    namespace=str(raw.get("Namespace") or "default"), status=str(raw.get("Status") or ""),
+                    triggered_by=str(raw.get("TriggeredBy") or ""), failures="; ".join(failures))

@@ -29,11 +29,11 @@ import requests
 
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.nomad.client import NomadClient, NomadError
-from nomad_gpu.nomad.decode import AllocInfo, SharingConfig, decode_alloc, decode_node
+from nomad_gpu.nomad.decode import AllocInfo, EvalInfo, SharingConfig, decode_alloc, decode_eval, decode_node
 
 logger = logging.getLogger(__name__)
 
-TOPICS = ("Allocation:*", "Node:*", "Job:*")
+TOPICS = ("Allocation:*", "Node:*", "Job:*", "Evaluation:*")
 HEARTBEAT_S = 30.0
 NODE_TYPES = frozenset({"NodeRegistration", "NodeStreamEvent", "NodeDrain", "NodeEligibility", "NodeEvent"})
 ALLOC_TYPES = frozenset({"PlanResult", "AllocationUpdated", "AllocationUpdateDesiredStatus"})
@@ -47,6 +47,7 @@ class WatchHandler(Protocol):
     def on_node_removed(self, node_id: str) -> None: ...
     def on_alloc(self, alloc: AllocInfo) -> None: ...
     def on_job_deregistered(self, job_id: str) -> None: ...
+    def on_eval(self, evaluation: EvalInfo) -> None: ...
 
 
 @dataclass
@@ -185,6 +186,10 @@ class Watcher:
         elif topic == "Job" and etype == "JobDeregistered":
             job = payload.get("Job") or {}
             self.handler.on_job_deregistered(str(job.get("ID") or event.get("Key")))
+        elif topic == "Evaluation":
+            ev = payload.get("Evaluation") or {}
+            if ev.get("FailedTGAllocs") or ev.get("Status") == "blocked":  # only refusals matter; most evals don't
+                self.handler.on_eval(decode_eval(ev))
 
 
 def _interrupt(resp: requests.Response) -> None:

@@ -26,7 +26,7 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from nomad_gpu.domain.cycle import Admit
@@ -36,7 +36,7 @@ from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.nomad.client import NomadError
-from nomad_gpu.nomad.decode import AllocInfo
+from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
 from nomad_gpu.render import JobSpec, RenderError
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.metrics import Metrics
@@ -76,6 +76,8 @@ class Tracked:
     registering: bool = False
     failures: int = 0
     retry_at: float = 0.0
+    avoid: dict[NodeId, float] = field(default_factory=dict)
+    """Nodes where Nomad refused this entry, until when they are left out of its candidates."""
 
 
 @dataclass
@@ -97,8 +99,10 @@ class Draining:
 class Lifecycle:
     def __init__(self, store: SqliteStore, ledger: Ledger, actuator: NomadActuator, *, lock: threading.RLock,
                  executor: Executor, clock: Callable[[], float], metrics: Metrics, outage: Outage,
-                 wake: Callable[[], None]) -> None:
+                 wake: Callable[[], None], refusal_avoid_s: float = 300.0,
+                 admission_deadline_s: float = 300.0) -> None:
         self.store, self.ledger, self.actuator = store, ledger, actuator
+        self.refusal_avoid_s, self.admission_deadline_s = refusal_avoid_s, admission_deadline_s
         self.lock, self.executor, self.clock, self.metrics = lock, executor, clock, metrics
         self.outage, self.wake = outage, wake
         self.instance = store.instance
@@ -131,8 +135,21 @@ class Lifecycle:
             else:
                 self.entries[e.id] = Tracked(e, None, None)
 
-    def queued(self) -> list[Tracked]:
-        return [t for t in self.entries.values() if t.entry.state is EntryState.QUEUED and t.request is not None]
+    def queued(self, now: float) -> list[Tracked]:
+        out = []
+        for t in self.entries.values():
+            if t.entry.state is not EntryState.QUEUED or t.request is None:
+                continue
+            if t.avoid and min(t.avoid.values()) <= now:
+                t.avoid = {n: until for n, until in t.avoid.items() if until > now}
+                t.request = self._request(t)
+            out.append(t)
+        return out
+
+    def _request(self, t: Tracked) -> JobRequest | None:
+        if t.spec is None:
+            return None
+        return replace(job_request(t.entry, t.spec), avoid_nodes=frozenset(t.avoid))
 
     # ---- admit -------------------------------------------------------------------------------
     def admit(self, admits: Iterable[Admit], now: float) -> int:
@@ -299,6 +316,26 @@ class Lifecycle:
         except LedgerConflict as exc:
             logger.error("reconcile: %s cannot be booked as Nomad reports it: %s", entry, exc)
 
+    # ---- Nomad's evaluations ---------------------------------------------------------------
+    def on_eval(self, ev: EvalInfo) -> None:
+        """Nomad could not place an admitted job (a blocked evaluation, FailedTGAllocs): its constraint,
+        driver or CPU the core did not know about. Stop it, give the capacity back, and queue it again
+        with Nomad's reason, away from that node for a while; this does not use up a retry."""
+        ref = parse_job_id(ev.job_id)
+        t = self.entries.get(ref.entry) if ref is not None and ref.instance in ("", self.instance) else None
+        if (t is None or t.entry.nomad_job_id != ev.job_id or t.entry.state is not EntryState.ADMITTED
+                or t.registering or not ev.refused):
+            return
+        self._refused(t, f"Nomad could not place it: {ev.failures or ev.status}", self.clock())
+
+    def _refused(self, t: Tracked, why: str, now: float) -> None:
+        nodes = {NodeId(str(p["node"])) for p in t.entry.placements}
+        for node in nodes:
+            t.avoid[node] = now + self.refusal_avoid_s
+        logger.warning("entry %s: %s; re-queued away from %s", t.entry.id, why, ", ".join(sorted(nodes)))
+        self.end(t, EntryState.QUEUED, why, refused=True)
+        self.metrics.finished.labels("refused").inc()
+
     # ---- ends --------------------------------------------------------------------------------
     def cancel(self, entry_id: str) -> QueueEntry:
         entry = self.store.get(entry_id)
@@ -318,7 +355,7 @@ class Lifecycle:
         self._retry_or_fail(t, "its Nomad job was stopped outside nomad-gpu")
 
     def _retry_or_fail(self, t: Tracked, why: str) -> None:
-        if t.entry.attempts < t.entry.max_retries:
+        if t.entry.retries_used < t.entry.max_retries:
             self.end(t, EntryState.QUEUED, f"retrying after {why}")
             self.metrics.finished.labels("retried").inc()
         else:
@@ -326,14 +363,15 @@ class Lifecycle:
             self.metrics.finished.labels("failed").inc()
 
     def end(self, t: Tracked, to: EntryState, reason: str, *, release_now: bool = False,
-             stop_job: bool = True) -> QueueEntry:
+            stop_job: bool = True, refused: bool = False) -> QueueEntry:
         """End the current attempt: store the outcome and the stop intent together, then stop the job.
         Capacity moves to a draining record unless the attempt ended cleanly (`release_now`)."""
         e, now = t.entry, self.clock()
         job_id, registering = e.nomad_job_id, t.registering
         fields: dict[str, Any] = {"at": now, "reason": reason}
         if to is EntryState.QUEUED:
-            fields.update(attempts=e.attempts + 1, placements=(), registered_at=None)
+            fields.update(attempts=e.attempts + 1, placements=(), registered_at=None,
+                          refusals=e.refusals + (1 if refused else 0))
         else:
             fields["finished_at"] = now
         stop = StopIntent(job_id, e.namespace, reason or to.value, now, 0, now) if stop_job else None
@@ -345,7 +383,8 @@ class Lifecycle:
             self.reserve(d.key, held.team, held.placements)
             self.maybe_release(d)
         if to is EntryState.QUEUED and t.spec is not None:
-            t.entry, t.allocs, t.request, t.registering = moved, {}, job_request(moved, t.spec), False
+            t.entry, t.allocs, t.registering = moved, {}, False
+            t.request = self._request(t)
         else:
             self.entries.pop(e.id, None)
         if stop_job and not registering:  # else the register's reply starts the stop
@@ -401,10 +440,15 @@ class Lifecycle:
 
     # ---- retries and settling ----------------------------------------------------------------
     def tick(self, now: float) -> None:
-        """Retry what is due: registers whose reply failed (same pins), stops not yet confirmed."""
+        """Retry what is due: registers whose reply failed (same pins), stops not yet confirmed; re-queue
+        admitted entries Nomad has not placed within the admission deadline."""
         for t in list(self.entries.values()):
-            if (t.entry.state is EntryState.ADMITTED and t.entry.registered_at is None and not t.registering
-                    and 0 < t.retry_at <= now):
-                self.start_register(t)
+            if t.entry.state is not EntryState.ADMITTED or t.registering:
+                continue
+            if t.entry.registered_at is None:
+                if 0 < t.retry_at <= now:
+                    self.start_register(t)
+            elif not t.allocs and now - t.entry.registered_at >= self.admission_deadline_s:
+                self._refused(t, f"Nomad placed no allocation within {self.admission_deadline_s:g} s", now)
         for s in self.store.stops(due_by=now):
             self.start_stop(s.job_id, s.namespace)

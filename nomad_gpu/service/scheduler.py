@@ -23,7 +23,7 @@ from nomad_gpu.domain.fairshare import UsageHistory
 from nomad_gpu.domain.ids import EntryId, NodeId
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.ledger import Ledger
-from nomad_gpu.nomad.decode import AllocInfo
+from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
 from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.render.sweep import expand_sweep
 from nomad_gpu.service.actuator import NomadActuator
@@ -69,7 +69,9 @@ class SchedulerService:
             executor = self._pool
         self.outage = Outage(clock, self.metrics)
         self.life = Lifecycle(store, self.ledger, actuator, lock=self._lock, executor=executor, clock=clock,
-                              metrics=self.metrics, outage=self.outage, wake=self.wake)
+                              metrics=self.metrics, outage=self.outage, wake=self.wake,
+                              refusal_avoid_s=settings.refusal_avoid_s,
+                              admission_deadline_s=settings.admission_deadline_s)
         self.reconciler = Reconciler(self.life, self.ledger)
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
@@ -184,7 +186,7 @@ class SchedulerService:
 
     def _eligible(self) -> list[Tracked]:
         """Queued entries, less sweep trials beyond their sweep's parallelism."""
-        queued = self.life.queued()
+        queued = self.life.queued(self.clock())
         if not self._sweep_limits:
             return queued
         active: dict[str, int] = {}
@@ -236,6 +238,11 @@ class SchedulerService:
             if t is not None and t.entry.state in LIVE and t.entry.nomad_job_id == job_id and not t.allocs \
                     and not t.registering:
                 self.life.on_job_gone(t)
+        self.wake()
+
+    def on_eval(self, evaluation: EvalInfo) -> None:
+        with self._lock:
+            self.life.on_eval(evaluation)
         self.wake()
 
     # ---- reads for the API -------------------------------------------------------------------

@@ -37,6 +37,11 @@ class SchedulingSettings:
     fair: FairShareConfig = field(default_factory=FairShareConfig)
     sharing: SharingConfig = NO_SHARING
     actuator_workers: int = 8
+    refusal_avoid_s: float = 300.0
+    """After Nomad refuses a placement on a node, the entry avoids that node this long."""
+    admission_deadline_s: float = 300.0
+    """An admitted entry with no allocation this long after its register is re-queued (the safety net
+    behind following Nomad's blocked evaluations)."""
 
 
 @dataclass(frozen=True)
@@ -155,7 +160,7 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
 
 def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> SchedulingSettings:
     known = {"policy", "hol_threshold_s", "tick_s", "half_life_s", "teams", "default_team", "sharing",
-             "actuator_workers", "model_weights", "api"}
+             "actuator_workers", "model_weights", "api", "refusal_avoid_s", "admission_deadline_s"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -178,6 +183,8 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
                                  model_weights={str(k): float(v) for k, v in (raw.get("model_weights") or {}).items()}),
             sharing=SharingConfig(rules),
             actuator_workers=int(raw.get("actuator_workers", base.actuator_workers)),
+            refusal_avoid_s=float(raw.get("refusal_avoid_s", base.refusal_avoid_s)),
+            admission_deadline_s=float(raw.get("admission_deadline_s", base.admission_deadline_s)),
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from exc

@@ -71,6 +71,12 @@ class QueueEntry:
     """The Nomad namespace the entry's job lives in (its spec's, or the service's default)."""
     registered_at: float | None = None
     """When Nomad acknowledged this attempt's register; None until then (and for each new attempt)."""
+    refusals: int = 0
+    """Attempts Nomad refused to place (blocked evaluations): re-queued without using up a retry."""
+
+    @property
+    def retries_used(self) -> int:
+        return self.attempts - self.refusals
 
     @property
     def nomad_job_id(self) -> str:
@@ -84,7 +90,7 @@ class QueueEntry:
             "max_retries": self.max_retries, "reason": self.reason, "nomad_job_id": self.nomad_job_id,
             "placements": list(self.placements), "admitted_at": self.admitted_at,
             "finished_at": self.finished_at, "sweep": self.sweep, "spec": dict(self.spec),
-            "namespace": self.namespace, "registered_at": self.registered_at,
+            "namespace": self.namespace, "registered_at": self.registered_at, "refusals": self.refusals,
         }
 
 

@@ -33,3 +33,12 @@ def test_a_pool_named_in_the_spec_is_the_only_pool() -> None:
     assert req(pool="gpu").places_on("dc1", "gpu")
     assert not req(pool="gpu").places_on("dc1", "default")
     assert req().places_on("dc1", "gpu"), "no pool: any pool, and the chosen node's pool is rendered"
+
+
+def test_avoided_nodes_are_left_out() -> None:
+    from dataclasses import replace
+
+    from nomad_gpu.domain.ids import NodeId
+
+    job = replace(req(), avoid_nodes=frozenset({NodeId("n1")}))
+    assert not job.places_on("dc1", "default", NodeId("n1")) and job.places_on("dc1", "default", NodeId("n2"))

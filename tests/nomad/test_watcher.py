@@ -16,7 +16,7 @@ from rawnomad import FRAMINGS, Conn, ScriptedNomad, alloc_event_frame
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.nomad.client import NomadClient, NomadSettings
-from nomad_gpu.nomad.decode import NO_SHARING, AllocInfo
+from nomad_gpu.nomad.decode import NO_SHARING, AllocInfo, EvalInfo
 from nomad_gpu.nomad.watcher import Backoff, Watcher
 
 
@@ -26,6 +26,7 @@ class Recorder:
         self.allocs: list[AllocInfo] = []
         self.nodes: list[Node] = []
         self.deregistered: list[str] = []
+        self.evals: list[EvalInfo] = []
 
     def on_resync(self, nodes: list[Node], allocs: list[AllocInfo]) -> None:
         self.resyncs.append((len(nodes), len(allocs)))
@@ -41,6 +42,9 @@ class Recorder:
 
     def on_job_deregistered(self, job_id: str) -> None:
         self.deregistered.append(job_id)
+
+    def on_eval(self, evaluation: EvalInfo) -> None:
+        self.evals.append(evaluation)
 
 
 def alloc_frame(index: int, status: str, alloc_id: str = "a1") -> dict[str, Any]:

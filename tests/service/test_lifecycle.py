@@ -236,3 +236,49 @@ def test_a_job_of_this_database_that_no_entry_claims_is_stopped(clock: Clock, ex
                                                                          devices=("GPU-n1-0",))])
     ex.run_all()
     assert ("stop", orphan) in nomad.calls and ("stop", other) not in nomad.calls
+
+
+def test_a_placement_nomad_refuses_is_requeued_away_from_that_node_without_using_a_retry(
+        clock: Clock, ex: ManualExecutor) -> None:
+    from nomad_gpu.nomad.decode import EvalInfo
+
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = service(store, nomad, clock, ex)
+    svc.on_resync([gpu_node("n1", 1), gpu_node("n2", 1)], [])
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    first = store.get(a.id)
+    node = first.placements[0]["node"]
+    # the register's evaluation: complete with FailedTGAllocs, then a blocked follow-up (reference section 8)
+    svc.on_eval(EvalInfo("e1", first.nomad_job_id, "default", "complete", "job-register",
+                         'group main: 1 node(s) evaluated; missing drivers (1)'))
+    svc.on_eval(EvalInfo("e2", first.nomad_job_id, "default", "blocked", "queued-allocs"))
+    e = store.get(a.id)
+    assert e.state is EntryState.QUEUED and "missing drivers" in e.reason
+    assert e.retries_used == 0 and e.refusals == 1
+    ex.run_all()
+    assert nomad.jobs[first.nomad_job_id].stopped
+    svc.run_cycle()
+    ex.run_all()
+    again = store.get(a.id)
+    assert again.state is EntryState.ADMITTED and again.placements[0]["node"] != node
+    t = svc.life.entries[a.id]
+    t.entry = t.entry.__class__(**{**t.entry.__dict__, "state": EntryState.QUEUED})
+    clock.now += 301  # the refused node is a candidate again after a while
+    assert svc.life.queued(clock.now)[0].request.avoid_nodes == frozenset()  # type: ignore[union-attr]
+
+
+def test_an_admission_nomad_never_places_is_requeued_after_the_deadline(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    clock.now += 299
+    svc.run_cycle()
+    assert store.get(a.id).state is EntryState.ADMITTED
+    clock.now += 2
+    svc.run_cycle()
+    e = store.get(a.id)
+    assert e.refusals == 1 and "within 300 s" in e.history[-1]["reason"]
