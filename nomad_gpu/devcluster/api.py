@@ -184,7 +184,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         return JSONResponse(queries.audit(state))
 
     def dev_gc(request: Request) -> Response:
-        threshold = request.query_params.get("threshold_s", str(gc.FORCE_THRESHOLD_S))
+        threshold = request.query_params.get("threshold_s", "0")
         try:
             threshold_s = float(threshold)
         except ValueError:

@@ -12,7 +12,10 @@ status `complete`, exactly like a task that succeeded, and may or may not be rep
   stopped. From 1.11 the drainer marks batch allocations `MigrateDisablePlacement`, so no replacement
   is placed for them (`nomad/drainer/drainer.go` drainAllocs, v1.11.2;
   `scheduler/reconciler/reconcile_cluster.go`); 1.10.x and earlier replace them too
-  (`scheduler/reconcile.go` v1.10.5). The drain then completes: no DrainStrategy, still ineligible.
+  (`scheduler/reconcile.go` v1.10.5). A drain completes once nothing it must move is left on the node
+  (at once on an empty node, when the last batch allocation ends, or at the deadline): no
+  DrainStrategy, still ineligible, `LastDrain.Status: complete` (`nomad/drainer/draining_node.go`
+  IsDone, `nomad/drainer/drainer.go`).
 - A replacement pinned to the drained node (or to its devices) cannot be placed anywhere else, so it
   waits in a blocked evaluation and lands as soon as the node is eligible again: the hazard a
   companion must stop its job to avoid.
@@ -96,8 +99,23 @@ def set_drain(state: ClusterState, id_or_name: str, drain: bool, deadline_s: flo
             if services:
                 _migrate(state, services, deadlined=False)
             state.timers.call_at(now + deadline, functools.partial(_deadline, state, node.id, node.drain_epoch))
+            settle_drains(state, {node.id})
         state._schedule()
         return node
+
+
+def settle_drains(state: ClusterState, node_ids: set[str]) -> None:
+    """Complete the drain of each of these nodes that has nothing left to move."""
+    for node_id in node_ids:
+        node = state.nodes.get(node_id)
+        if node is None or node.drain_strategy is None:
+            continue
+        if any(a.node_id == node_id and a.desired_status == "run" for a in state.live.values()):
+            continue
+        index = state._next_index()
+        node.finish_drain(state.clock())
+        node.modify_index = index
+        state._emit(index, [node.event("NodeDrain")])
 
 
 def _deadline(state: ClusterState, node_id: str, epoch: int) -> None:
@@ -108,11 +126,8 @@ def _deadline(state: ClusterState, node_id: str, epoch: int) -> None:
             return  # undrained, or drained again since
         left = [a for a in state.live.values() if a.node_id == node.id and a.desired_status == "run"]
         if left:
-            _migrate(state, left, deadlined=True)
-        index = state._next_index()
-        node.finish_drain(state.clock())
-        node.modify_index = index
-        state._emit(index, [node.event("NodeDrain")])
+            _migrate(state, left, deadlined=True)  # the drain completes when the last one has stopped
+        settle_drains(state, {node.id})
         state._schedule()
 
 

@@ -146,9 +146,10 @@ class DevCluster:
         """Close every open event stream; returns how many there were."""
         return self.broker.drop_all()
 
-    def collect_garbage(self, threshold_s: float = gc.FORCE_THRESHOLD_S) -> dict[str, Any]:
+    def collect_garbage(self, threshold_s: float = 0.0) -> dict[str, Any]:
         """Run Nomad's job garbage collection now, synchronously (`PUT /v1/system/gc` enqueues the
-        same pass); returns {"jobs": [{"namespace", "job_id"}...], "evals": n, "allocs": n}."""
+        same pass with a 1 ms threshold; here the default 0 also takes what ended this millisecond);
+        returns {"jobs": [{"namespace", "job_id"}...], "evals": n, "allocs": n}."""
         return gc.collect(self.state, threshold_s)
 
     def drain(self, node: str, deadline_s: float = nodeops.DEFAULT_DRAIN_DEADLINE_S) -> None:

@@ -352,6 +352,7 @@ class ClusterState:
         handed = self._emit(index, [alloc.event("AllocationUpdated", index) for alloc in allocs])
         for alloc in allocs:
             alloc.terminal_event_at = handed
+        nodeops.settle_drains(self, {alloc.node_id for alloc in allocs})
 
     def _replaceable(self, alloc: Alloc) -> bool:
         """Whether the current version of the alloc's job still wants this slot filled."""

@@ -130,3 +130,20 @@ def test_a_drain_ended_early_cancels_the_deadline(make_cluster: ClusterFactory) 
     wait_until(lambda: cluster.state.timers.pending() <= 2)  # the first deadline fired and did nothing
     assert _allocs(cluster, "keeps")[0]["ClientStatus"] == "running" and len(_allocs(cluster, "keeps")) == 1
     assert client.node.get_node(old["NodeID"])["DrainStrategy"] is not None
+
+
+def test_a_drain_completes_when_nothing_is_left_to_move(make_cluster: ClusterFactory) -> None:
+    cluster = make_cluster(TWO_NODES)
+    client = nomad.Nomad(address=cluster.url, timeout=5)
+    ids = cluster.node_ids()
+    cluster.drain("n2", deadline_s=3600)  # empty: done at once, still ineligible
+    node = client.node.get_node(ids["n2"])
+    assert (node["DrainStrategy"], node["SchedulingEligibility"]) == (None, "ineligible")
+    assert node["LastDrain"]["Status"] == "complete"
+    submit(client, jobspec("short", gpus=1, node=ids["n1"], duration=500))  # 0.5 s at speed 1000
+    _running(cluster, "short")
+    cluster.drain("n1", deadline_s=3600)
+    assert client.node.get_node(ids["n1"])["DrainStrategy"] is not None  # a batch allocation still runs
+    wait_until(lambda: client.node.get_node(ids["n1"])["DrainStrategy"] is None, what="the drain to complete")
+    assert [a["ClientStatus"] for a in _allocs(cluster, "short")] == ["complete"]
+    assert _allocs(cluster, "short")[0]["DesiredStatus"] == "run"  # it ended on its own: a success
