@@ -81,6 +81,10 @@ def _apply(state: ClusterState, op: tuple[Any, ...]) -> None:
 
 
 def _check(state: ClusterState) -> None:
+    # Every write settles its evaluations: what waits sits in a blocked one, nothing stays pending,
+    # and a blocked evaluation with nothing left to place has completed (scheduler/generic_sched.go).
+    assert all(state.evals[i].status == "blocked" for i in state.open_evals), "an evaluation left pending"
+    assert {p.eval_id for p in state.pending} == set(state.open_evals), "pending work outside its blocked eval"
     live = list(state.live.values())
     held = [i for alloc in live for i in alloc.device_ids]
     assert len(held) == len(set(held)), "an instance is held by two live allocations"
