@@ -158,7 +158,7 @@ def run_cycle(
             return Wait(job.entry, WaitReason.QUOTA,
                         f"team {job.team} holds {in_use:g} of {quota:g} GPU; needs {job.gpu_equivalents:g}")
         # capacity only shrinks inside a cycle, so a shape that did not fit will not fit later in it
-        key = (job.asks, job.datacenters, job.node_pool, job.one_node, job.avoid_nodes,
+        key = (job.asks, job.datacenters, job.node_pool, job.one_node, job.avoid_nodes, job.drivers,
                job.entry if job.entry in holds else None)
         verdict = failed.get(key) or fitter_for(job.entry).fit_job(job)
         if isinstance(verdict, NoFit):
@@ -232,7 +232,7 @@ def _choose_hold(ledger: Ledger, job: JobRequest, taken: frozenset[NodeId]) -> f
             node = nf.node
             if nf.id in taken or nf.id in chosen or not nf.offered:
                 continue
-            if not job.places_on(node.datacenter, node.node_pool, node.id):
+            if not job.places_on(node):
                 continue
             if not _hosts_when_empty(node, asks):
                 continue

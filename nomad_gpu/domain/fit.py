@@ -172,7 +172,7 @@ class Fitter:
             if not nf.offered:
                 continue
             node = nf.node
-            if not job.places_on(node.datacenter, node.node_pool, node.id):
+            if not job.places_on(node):
                 scan.elsewhere += 1
                 continue
             if blocked and nf.id in blocked:
@@ -290,7 +290,7 @@ class Fitter:
         node = nf.node
         if not nf.offered:
             return False
-        if not job.places_on(node.datacenter, node.node_pool, node.id):
+        if not job.places_on(node):
             scan.elsewhere += 1
             return False
         if nf.id in self.ctx.blocked:

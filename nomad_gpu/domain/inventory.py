@@ -79,6 +79,8 @@ class Node:
     status: NodeStatus = NodeStatus.READY
     eligible: bool = True
     draining: bool = False
+    drivers: frozenset[str] | None = None
+    """Task drivers Nomad reports detected and healthy here; None when the node JSON did not say."""
     cpu_mhz: int = 0
     memory_mb: int = 0
     gpus: tuple[Gpu, ...] = ()

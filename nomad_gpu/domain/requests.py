@@ -9,7 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, Team
+from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, NodeId, Team
+from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.units import SLICES_DEFAULT, MigProfile, share_gpu_equivalents
 
 PRIORITY_MIN, PRIORITY_MAX, PRIORITY_DEFAULT = 1, 100, 50
@@ -120,6 +121,8 @@ class JobRequest:
     """Every ask on the same node (how the service pins a job today: one node constraint per job)."""
     avoid_nodes: frozenset[NodeId] = frozenset()
     """Nodes this job must not go to for now (Nomad refused its placement there)."""
+    drivers: frozenset[str] = frozenset()
+    """Task drivers the job's tasks use."""
 
     def __post_init__(self) -> None:
         if not PRIORITY_MIN <= self.priority <= PRIORITY_MAX:
@@ -131,18 +134,21 @@ class JobRequest:
     def gpu_equivalents(self) -> float:
         return sum(a.gpu_equivalents for a in self.asks)
 
-    def places_on(self, datacenter: str, node_pool: str, node_id: NodeId | None = None) -> bool:
-        """Whether a node in this datacenter and pool may host the job, as Nomad decides it: a job's
-        datacenters are glob patterns where only `*` is special (`scheduler/util.go` readyNodesInDCsAndPool,
-        ryanuber/go-glob, v2.0.5); no datacenters at all means any. A job without a pool may go to any
-        pool here: the service renders the chosen node's pool into the job, so Nomad scans that pool."""
-        if self.node_pool is not None and node_pool != self.node_pool:
+    def places_on(self, node: Node) -> bool:
+        """Whether the node may host the job, as Nomad decides it: a job's datacenters are glob patterns
+        where only `*` is special (`scheduler/util.go` readyNodesInDCsAndPool, ryanuber/go-glob, v2.0.5); no
+        datacenters at all means any. A job without a pool may go to any pool here: the service renders the
+        chosen node's pool into the job, so Nomad scans that pool. Every driver the job's tasks use must be
+        detected and healthy on the node (`scheduler/feasible/feasible.go` DriverChecker, v2.0.5)."""
+        if self.node_pool is not None and node.node_pool != self.node_pool:
             return False
-        if node_id is not None and node_id in self.avoid_nodes:
+        if node.id in self.avoid_nodes:
             return False
-        if not self.datacenters or datacenter in self.datacenters:
+        if self.drivers and node.drivers is not None and not self.drivers <= node.drivers:
+            return False
+        if not self.datacenters or node.datacenter in self.datacenters:
             return True
-        return any("*" in p and _glob(p, datacenter) for p in self.datacenters)
+        return any("*" in p and _glob(p, node.datacenter) for p in self.datacenters)
 
 
 def _glob(pattern: str, value: str) -> bool:

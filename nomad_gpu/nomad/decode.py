@@ -166,6 +166,7 @@ def _decode_node(node_id: NodeId, raw: Mapping[str, Any], sharing: SharingConfig
         status=status,
         eligible=(raw.get("SchedulingEligibility") or "eligible") == "eligible",
         draining=bool(raw.get("Drain")) or raw.get("DrainStrategy") is not None,
+        drivers=_healthy_drivers(raw.get("Drivers")),
         cpu_mhz=max(cpu, 0),
         memory_mb=max(mem, 0),
     )
@@ -174,6 +175,15 @@ def _decode_node(node_id: NodeId, raw: Mapping[str, Any], sharing: SharingConfig
         raise InvalidInventory(f"NodeResources.Devices must be a list, got {type(devices).__name__}")
     gpus, migs = _decode_devices(base, devices, sharing)
     return replace(base, gpus=tuple(gpus), migs=tuple(migs))
+
+
+def _healthy_drivers(raw: Any) -> frozenset[str] | None:
+    """`Drivers: {name: {Detected, Healthy, ...}}` (full nodes and list stubs alike, `api/nodes.go` v2.0.5);
+    None when absent, so an old or partial payload never hides a node."""
+    if not isinstance(raw, Mapping):
+        return None
+    return frozenset(str(name) for name, info in raw.items()
+                     if isinstance(info, Mapping) and info.get("Detected") and info.get("Healthy"))
 
 
 def _decode_devices(node: Node, devices: Sequence[Mapping[str, Any]], sharing: SharingConfig

@@ -284,13 +284,14 @@ class Lifecycle:
         return False
 
     def _foreign_alloc(self, a: AllocInfo) -> bool:
-        """Allocations of plain Nomad jobs (or of ours no entry claims) hold GPUs too."""
+        """Allocations of plain Nomad jobs (or of ours no entry claims) hold GPUs, CPU and memory too."""
         key = EntryId(f"nomad:{a.id}")
         if a.is_terminal:
             self.foreign.pop(a.id, None)
             return self.ledger.release(key) is not None
-        if key in self.ledger or not a.device_ids or self.ledger.node_free(a.node_id) is None:
-            return False
+        if key in self.ledger or not (a.device_ids or a.cpu_mhz or a.memory_mb) \
+                or self.ledger.node_free(a.node_id) is None:
+            return False  # every allocation's CPU and memory count too (system jobs, plain jobs)
         p = AllocPlacement(group=a.task_group, index=0, node=a.node_id, cpu_mhz=a.cpu_mhz, memory_mb=a.memory_mb,
                            instance_ids=tuple(InstanceId(i) for i in a.device_ids), device_name=a.device_name,
                            gpu_equivalents=float(len(a.device_ids)))

@@ -42,7 +42,7 @@ def job_request(entry: QueueEntry, spec: JobSpec) -> JobRequest:
     return JobRequest(
         entry=EntryId(entry.id), team=Team(entry.team), asks=tuple(asks), priority=entry.priority,
         submitted_at=entry.submitted_at, datacenters=frozenset(spec.datacenters), node_pool=spec.node_pool,
-        one_node=True,
+        one_node=True, drivers=frozenset(group.task.driver for group in spec.groups),
     )
 
 

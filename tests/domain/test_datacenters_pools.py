@@ -4,12 +4,18 @@ from __future__ import annotations
 
 import pytest
 
-from nomad_gpu.domain.ids import EntryId, Team
+from nomad_gpu.domain.ids import EntryId, NodeId, Team
+from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.requests import AllocAsk, JobRequest
 
 
-def req(datacenters: tuple[str, ...] = (), pool: str | None = None) -> JobRequest:
-    return JobRequest(EntryId("e"), Team("t"), (AllocAsk("g"),), datacenters=frozenset(datacenters), node_pool=pool)
+def req(datacenters: tuple[str, ...] = (), pool: str | None = None, drivers: tuple[str, ...] = ()) -> JobRequest:
+    return JobRequest(EntryId("e"), Team("t"), (AllocAsk("g"),), datacenters=frozenset(datacenters), node_pool=pool,
+                      drivers=frozenset(drivers))
+
+
+def node(dc: str = "dc1", pool: str = "default", name: str = "n1", drivers: frozenset[str] | None = None) -> Node:
+    return Node(NodeId(name), datacenter=dc, node_pool=pool, drivers=drivers)
 
 
 @pytest.mark.parametrize(("patterns", "dc", "ok"), [
@@ -26,19 +32,24 @@ def req(datacenters: tuple[str, ...] = (), pool: str | None = None) -> JobReques
 ])
 def test_datacenters_are_go_glob_patterns(patterns: tuple[str, ...], dc: str, ok: bool) -> None:
     # scheduler/util.go readyNodesInDCsAndPool matches with ryanuber/go-glob (v2.0.5): only `*` is special
-    assert req(patterns).places_on(dc, "default") is ok
+    assert req(patterns).places_on(node(dc)) is ok
 
 
 def test_a_pool_named_in_the_spec_is_the_only_pool() -> None:
-    assert req(pool="gpu").places_on("dc1", "gpu")
-    assert not req(pool="gpu").places_on("dc1", "default")
-    assert req().places_on("dc1", "gpu"), "no pool: any pool, and the chosen node's pool is rendered"
+    assert req(pool="gpu").places_on(node(pool="gpu"))
+    assert not req(pool="gpu").places_on(node(pool="default"))
+    assert req().places_on(node(pool="gpu")), "no pool: any pool, and the chosen node's pool is rendered"
+
+
+def test_every_driver_must_be_healthy_on_the_node() -> None:
+    # scheduler/feasible/feasible.go DriverChecker (v2.0.5): a missing or unhealthy driver filters the node
+    assert req(drivers=("docker",)).places_on(node(drivers=frozenset({"docker", "exec"})))
+    assert not req(drivers=("docker",)).places_on(node(drivers=frozenset({"exec"})))
+    assert req(drivers=("docker",)).places_on(node(drivers=None)), "unknown: left to Nomad"
 
 
 def test_avoided_nodes_are_left_out() -> None:
     from dataclasses import replace
 
-    from nomad_gpu.domain.ids import NodeId
-
     job = replace(req(), avoid_nodes=frozenset({NodeId("n1")}))
-    assert not job.places_on("dc1", "default", NodeId("n1")) and job.places_on("dc1", "default", NodeId("n2"))
+    assert not job.places_on(node(name="n1")) and job.places_on(node(name="n2"))

@@ -282,3 +282,15 @@ def test_an_admission_nomad_never_places_is_requeued_after_the_deadline(clock: C
     svc.run_cycle()
     e = store.get(a.id)
     assert e.refusals == 1 and "within 300 s" in e.history[-1]["reason"]
+
+
+def test_cpu_held_by_a_plain_job_without_gpus_counts(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = service(store, nomad, clock, ex)
+    system = alloc("node-exporter", "running", devices=(), alloc_id="sys1")
+    system = system.__class__(**{**system.__dict__, "cpu_mhz": 63_500, "memory_mb": 1024})
+    svc.on_resync([N1], [system])
+    (a,) = svc.submit(spec("a"))  # 1,000 MHz: Nomad would refuse it for CPU
+    svc.run_cycle()
+    e = store.get(a.id)
+    assert e.state is EntryState.QUEUED and "CPU" in e.reason
