@@ -93,8 +93,7 @@ class BestFit(BasePolicy):
 
     def prefer(self, nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
         if isinstance(ask.gpu, GpuShare):
-            (gid,) = opt.instance_ids
-            return -float(nf.gpu_free[gid])
+            return -float(nf.gpu_free[opt.shared_gpu])
         return 0.0
 
     def normalise(self, scores: Sequence[float]) -> Sequence[float]:

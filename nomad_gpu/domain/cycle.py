@@ -256,5 +256,6 @@ def _hosts_when_empty(node: Node, asks: Sequence[AllocAsk]) -> bool:
         if opt is None:
             return False
         stage = stage.take(AllocPlacement(ask.group, ask.index, node.id, ask.cpu_mhz, ask.memory_mb,
-                                          opt.instance_ids, opt.device_name, opt.share_milli))
+                                          opt.instance_ids, opt.device_name, opt.share_milli,
+                                          share_gpu=opt.share_gpu))
     return True

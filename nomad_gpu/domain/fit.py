@@ -123,7 +123,7 @@ class Fitter:
         return AllocPlacement(
             group=ask.group, index=ask.index, node=nf.id, cpu_mhz=ask.cpu_mhz, memory_mb=ask.memory_mb,
             instance_ids=opt.instance_ids, device_name=opt.device_name, share_milli=opt.share_milli,
-            gpu_equivalents=ask.gpu_equivalents,
+            gpu_equivalents=ask.gpu_equivalents, share_gpu=opt.share_gpu,
         )
 
     def fit_ask(self, job: JobRequest, ask: AllocAsk) -> AllocPlacement | NoFit:

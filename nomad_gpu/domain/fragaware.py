@@ -69,6 +69,5 @@ class FragAware(BasePolicy):
 
     def prefer(self, nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
         if isinstance(ask.gpu, GpuShare):
-            (gid,) = opt.instance_ids
-            return -float(nf.gpu_free[gid])
+            return -float(nf.gpu_free[opt.shared_gpu])
         return 0.0

@@ -10,7 +10,7 @@ nodes as cheap as at 1,000.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from sortedcontainers import SortedDict
@@ -34,6 +34,11 @@ class NodeFree:
     mig_free: dict[str, list[InstanceId]]
     """Free healthy MIG instances by device name, in inventory order."""
     gpus: dict[InstanceId, Gpu]
+    slot_free: dict[InstanceId, list[InstanceId]]
+    """Free share instances per GPU that has them (the device plugin's), in slot order; such a GPU's
+    free milli is always what its free instances stand for (`Gpu.milli_of`)."""
+    slot_gpu: dict[InstanceId, InstanceId]
+    """Share instance -> its GPU (fixed for the node, shared across copies)."""
     _whole: dict[str, list[InstanceId]] | None = None
     _share: dict[str, int] | None = None
     _sig: str | None = None
@@ -56,14 +61,18 @@ class NodeFree:
         for m in node.migs:
             if m.healthy:
                 mig.setdefault(m.device_name, []).append(m.id)
-        nf = NodeFree(node, node.cpu_mhz, node.memory_mb, {g: MILLI_PER_GPU for g in gpus}, {}, mig, gpus)
+        slot_free = {gid: list(g.share_ids) for gid, g in gpus.items() if g.share_ids}
+        slot_gpu = {sid: g.id for g in node.gpus for sid in g.share_ids}
+        nf = NodeFree(node, node.cpu_mhz, node.memory_mb, {g: MILLI_PER_GPU for g in gpus}, {}, mig, gpus,
+                      slot_free, slot_gpu)
         for p in held:
             nf._apply(p, strict=False)
         return nf
 
     def copy(self) -> NodeFree:
         return NodeFree(self.node, self.cpu_free, self.mem_free, dict(self.gpu_free), dict(self.tenants),
-                        {k: list(v) for k, v in self.mig_free.items()}, self.gpus, _layout=self._layout)
+                        {k: list(v) for k, v in self.mig_free.items()}, self.gpus,
+                        {k: list(v) for k, v in self.slot_free.items()}, self.slot_gpu, _layout=self._layout)
 
     def layout(self) -> tuple[tuple[InstanceId, str, int], ...]:
         """(id, model, kind) per healthy GPU in device order; kind: 1 takes whole, 2 takes shares.
@@ -97,7 +106,7 @@ class NodeFree:
             conflict(f"not enough CPU/memory for {p.group}[{p.index}]")
         self.cpu_free = max(0, self.cpu_free - p.cpu_mhz)
         self.mem_free = max(0, self.mem_free - p.memory_mb)
-        if p.is_share:
+        if p.is_share and p.share_gpu is None:  # advisory sharing: the placement names the GPU itself
             (gid,) = p.instance_ids
             gpu = self.gpus.get(gid)
             if gpu is None or not gpu.mode.takes_shares:
@@ -112,18 +121,49 @@ class NodeFree:
             self.gpu_free[gid] = max(0, free - p.share_milli)
             self.tenants[gid] = n + 1
             return
+        if p.is_share:
+            self._check_share(p, conflict)
+        touched: set[InstanceId] = set()
         for iid in p.instance_ids:
             if iid in self.gpus:
                 gpu = self.gpus[iid]
                 if not gpu.mode.takes_whole or self.gpu_free[iid] != MILLI_PER_GPU:
                     conflict(f"{iid} is not free as a whole GPU")
                 self.gpu_free[iid] = 0
+                if iid in self.slot_free:
+                    self.slot_free[iid] = []
+                continue
+            owner = self.slot_gpu.get(iid)
+            if owner is not None:
+                free_slots = self.slot_free.get(owner)
+                if free_slots is not None and iid in free_slots:
+                    free_slots.remove(iid)
+                    touched.add(owner)
+                else:
+                    conflict(f"share instance {iid} is not free")
                 continue
             free_list = self.mig_free.get(p.device_name or "", [])
             if iid in free_list:
                 free_list.remove(iid)
             else:
                 conflict(f"{iid} is not a free instance of {p.device_name!r}")
+        for gid in touched:
+            self.gpu_free[gid] = self.gpus[gid].milli_of(len(self.slot_free[gid]))
+        if p.is_share and p.share_gpu is not None:
+            self.tenants[p.share_gpu] = self.tenants.get(p.share_gpu, 0) + 1
+
+    def _check_share(self, p: AllocPlacement, conflict: Callable[[str], None]) -> None:
+        """A share pinned to share instances: all of one shareable GPU, as many as its milli needs."""
+        gid = p.share_gpu
+        gpu = self.gpus.get(gid) if gid is not None else None
+        if gpu is None or not gpu.mode.takes_shares or not gpu.share_ids:
+            conflict(f"{gid} is not a GPU with share instances here")
+            return
+        if any(self.slot_gpu.get(i) != gid for i in p.instance_ids):
+            conflict(f"share instances {list(p.instance_ids)} are not all of {gid}")
+        if len(set(p.instance_ids)) < gpu.instances_for(p.share_milli):
+            conflict(f"{p.share_milli} milli needs {gpu.instances_for(p.share_milli)} share instances of {gid}, "
+                     f"{len(p.instance_ids)} given")
 
     def signature(self) -> str:
         """Everything a placement on this node depends on except which node it is: free CPU and
@@ -132,7 +172,8 @@ class NodeFree:
         string, so that its hash is computed once (it keys memos looked up millions of times)."""
         if self._sig is None:
             gpus = ";".join(f"{g.model},{g.mode.value},{g.max_tenants},{g.memory_mib},{self.gpu_free[gid]},"
-                            f"{self.tenants.get(gid, 0)}" for gid, g in self.gpus.items())
+                            f"{self.tenants.get(gid, 0)},{len(g.share_ids)},{g.share_device}"
+                            for gid, g in self.gpus.items())
             migs = ";".join(f"{name},{len(ids)}" for name, ids in sorted(self.mig_free.items()))
             self._sig = f"{self.cpu_free}|{self.mem_free}|{gpus}|{migs}"
         return self._sig

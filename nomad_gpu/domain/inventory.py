@@ -2,7 +2,10 @@
 
 - whole GPUs (`GPU-<uuid>`), taken by one job at a time;
 - MIG instances (`MIG-<uuid>`, device name `<model> MIG <profile>`), each taken whole;
-- shared GPUs, GPUs an operator marked for time-slicing, holding shares counted in milli-GPU.
+- shared GPUs, GPUs an operator marked for time-slicing, holding shares counted in milli-GPU. With the
+  project's device plugin a shared GPU of N slots also has N share instances (`<GPU-uuid>-share-<k>`):
+  a slot is 1000/N milli-GPU, and a share of M milli takes ceil(M / slot) of them, pinned in Nomad like
+  any device; without the plugin (the `sharing:` setting) shares are booked here only, advisory.
 
 A GPU in FLEX mode takes both whole and share requests; the service never uses it (Nomad cannot
 pin a GPU both ways at once) but the trace simulator does, as the FGD paper's cluster does.
@@ -14,7 +17,7 @@ import enum
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from nomad_gpu.domain.ids import InstanceId, NodeId
+from nomad_gpu.domain.ids import MILLI_PER_GPU, InstanceId, NodeId
 from nomad_gpu.domain.units import MigProfile
 
 
@@ -50,6 +53,21 @@ class Gpu:
     mode: GpuMode = GpuMode.WHOLE
     max_tenants: int | None = None
     """For a shared GPU, the operator's cap on co-tenants (N equal slots); None = only the milli sum."""
+    share_ids: tuple[InstanceId, ...] = ()
+    """The device plugin's share instances of this GPU, one per slot; empty: no Nomad device stands for
+    a share (advisory sharing), and a share's placement names the GPU itself."""
+    share_device: str | None = None
+    """The Nomad device group (name) of `share_ids`: `<model>`, or `<model> (<N> slots)`."""
+
+    def instances_for(self, milli: int) -> int:
+        """Share instances a share of `milli` takes: ceil(milli / (1000 / N)), exactly in integers."""
+        n = len(self.share_ids)
+        return -(-milli * n // MILLI_PER_GPU) if n else 0
+
+    def milli_of(self, instances: int) -> int:
+        """Milli-GPU that `instances` share instances stand for (the largest share they can hold)."""
+        n = len(self.share_ids)
+        return instances * MILLI_PER_GPU // n if n else 0
 
 
 @dataclass(frozen=True)

@@ -21,12 +21,22 @@ class AllocPlacement:
     device_name: str | None = None
     """Nomad device group name of whole GPUs or MIG slices (`<model>` or `<model> MIG <profile>`)."""
     share_milli: int = 0
-    """Milli-GPU of a time-slice share; then instance_ids holds exactly the one shared GPU."""
+    """Milli-GPU of a time-slice share. Its instance_ids are the share instances it pins (`share_gpu`
+    set, `device_name` their device group), or exactly the one shared GPU (advisory sharing)."""
     gpu_equivalents: float = 0.0
+    share_gpu: InstanceId | None = None
+    """The GPU whose share instances a share pins; None when instance_ids is the GPU itself."""
 
     @property
     def is_share(self) -> bool:
         return self.share_milli > 0
+
+    @property
+    def shared_gpu(self) -> InstanceId | None:
+        """The one GPU a share runs on, either way it is pinned; None for anything else."""
+        if not self.is_share:
+            return None
+        return self.share_gpu or (self.instance_ids[0] if self.instance_ids else None)
 
 
 class WaitReason(enum.Enum):

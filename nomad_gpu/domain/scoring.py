@@ -26,6 +26,13 @@ class Option:
     instance_ids: tuple[InstanceId, ...] = ()
     device_name: str | None = None
     share_milli: int = 0
+    share_gpu: InstanceId | None = None
+    """For a share pinned to share instances (`instance_ids`), their GPU."""
+
+    @property
+    def shared_gpu(self) -> InstanceId:
+        """The GPU a share option runs on, either way it is pinned."""
+        return self.share_gpu or self.instance_ids[0]
 
 
 def options(nf: NodeFree, ask: AllocAsk) -> Iterator[Option]:
@@ -52,20 +59,35 @@ def options(nf: NodeFree, ask: AllocAsk) -> Iterator[Option]:
                 continue
             if gpu.max_tenants is not None and nf.tenants.get(gid, 0) >= gpu.max_tenants:
                 continue
-            yield Option((gid,), gpu.model, g.milli)
+            if gpu.share_ids:  # the device plugin's share instances: pin the first free ones
+                yield Option(tuple(nf.slot_free[gid][: gpu.instances_for(g.milli)]), gpu.share_device or gpu.model,
+                             g.milli, gid)
+            else:
+                yield Option((gid,), gpu.model, g.milli)
+
+
+def share_cost(nf: NodeFree, gid: InstanceId, milli: int) -> int:
+    """Free milli a share of `milli` takes from GPU `gid`: whole slots where it has share instances."""
+    gpu = nf.gpus[gid]
+    if not gpu.share_ids:
+        return milli
+    return nf.gpu_free[gid] - gpu.milli_of(len(nf.slot_free[gid]) - gpu.instances_for(milli))
 
 
 def gpu_state_after(nf: NodeFree, opt: Option) -> GpuState:
     """The node's GPU state tuple (as `Demand` memoises it) once `opt` is committed."""
-    return gpu_state(nf, {i: (opt.share_milli or MILLI_PER_GPU) for i in opt.instance_ids if i in nf.gpus})
+    if opt.share_milli:
+        gid = opt.shared_gpu
+        return gpu_state(nf, {gid: share_cost(nf, gid, opt.share_milli)})
+    return gpu_state(nf, {i: MILLI_PER_GPU for i in opt.instance_ids if i in nf.gpus})
 
 
 def left_after(nf: NodeFree, ask: AllocAsk, opt: Option) -> int:
     """Free capacity of the asked kind left on the node (whole GPUs, MIG instances, share milli)."""
     g = ask.gpu
     if isinstance(g, GpuShare):
-        (gid,) = opt.instance_ids
-        return nf.gpu_free[gid] - g.milli
+        gid = opt.shared_gpu
+        return nf.gpu_free[gid] - share_cost(nf, gid, g.milli)
     if isinstance(g, MigSlices):
         return len(nf.mig_free.get(opt.device_name or "", ())) - g.count
     if isinstance(g, WholeGpus):

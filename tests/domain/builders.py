@@ -38,6 +38,14 @@ def shared_gpus(node: str, n: int, model: str = A100, *, slots: int | None = Non
                  for k in range(start, start + n))
 
 
+def plugin_shared_gpus(node: str, n: int, slots: int, model: str = A100, *, start: int = 0) -> tuple[Gpu, ...]:
+    """Shared GPUs as the device plugin advertises them: N share instances `<gpu>-share-<k>` each."""
+    return tuple(Gpu(InstanceId(f"GPU-{node}-s{k}"), model, 81_920, mode=GpuMode.SHARED, max_tenants=slots,
+                     share_ids=tuple(InstanceId(f"GPU-{node}-s{k}-share-{j}") for j in range(slots)),
+                     share_device=model)
+                 for k in range(start, start + n))
+
+
 def mig_slices(node: str, profile: str, n: int, model: str = H100, *, start: int = 0,
                unhealthy: Iterable[int] = ()) -> tuple[MigSlice, ...]:
     bad = set(unhealthy)

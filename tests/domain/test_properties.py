@@ -51,8 +51,15 @@ def nodes(draw: st.DrawFn, name: str) -> Node:
             k += 1
     for _ in range(draw(st.integers(0, 2))):  # shared (rarely flex) GPUs
         mode = draw(st.sampled_from([GpuMode.SHARED, GpuMode.SHARED, GpuMode.FLEX]))
-        gpus.append(Gpu(InstanceId(f"GPU-{name}-{k}"), draw(st.sampled_from(MODELS)), 81_920, mode=mode,
-                        max_tenants=draw(st.sampled_from([None, 2, 3]))))
+        model = draw(st.sampled_from(MODELS))
+        slots = draw(st.sampled_from([None, None, 2, 3, 4]))  # N share instances (the device plugin's)
+        if slots is None:
+            gpus.append(Gpu(InstanceId(f"GPU-{name}-{k}"), model, 81_920, mode=mode,
+                            max_tenants=draw(st.sampled_from([None, 2, 3]))))
+        else:
+            gpus.append(Gpu(InstanceId(f"GPU-{name}-{k}"), model, 81_920, mode=mode, max_tenants=slots,
+                            share_ids=tuple(InstanceId(f"GPU-{name}-{k}-share-{j}") for j in range(slots)),
+                            share_device=f"{model} ({slots} slots)"))
         k += 1
     migs: list[MigSlice] = []
     for _ in range(draw(st.sampled_from([0, 0, 1, 2]))):
@@ -157,6 +164,7 @@ def check_books(world: World, ledger: Ledger, cfg: CycleConfig) -> None:
     mig_use: Counter[InstanceId] = Counter()
     share_milli: Counter[InstanceId] = Counter()
     share_tenants: Counter[InstanceId] = Counter()
+    slot_use: Counter[InstanceId] = Counter()
     team_use: defaultdict[str, float] = defaultdict(float)
     for entry, placements in world.live.items():
         job = world.jobs[entry]
@@ -167,8 +175,15 @@ def check_books(world: World, ledger: Ledger, cfg: CycleConfig) -> None:
             gpus = {g.id: g for g in node.gpus}
             migs = {m.id: m for m in node.migs}
             if p.is_share:
-                (gid,) = p.instance_ids
+                gid = p.shared_gpu
                 assert gid in gpus and gpus[gid].mode.takes_shares, f"{entry}: share on {gid}"
+                if gpus[gid].share_ids:  # pinned to share instances: ceil(M / slot) of that one GPU
+                    assert p.share_gpu == gid and p.device_name == gpus[gid].share_device
+                    assert set(p.instance_ids) <= set(gpus[gid].share_ids), f"{entry}: {p.instance_ids}"
+                    assert len(set(p.instance_ids)) == gpus[gid].instances_for(p.share_milli)
+                    slot_use.update(p.instance_ids)
+                else:
+                    assert p.instance_ids == (gid,)
                 share_milli[gid] += p.share_milli
                 share_tenants[gid] += 1
             else:
@@ -190,6 +205,9 @@ def check_books(world: World, ledger: Ledger, cfg: CycleConfig) -> None:
             assert share_milli[g.id] <= MILLI_PER_GPU, f"{g.id}: {share_milli[g.id]} milli"
             if g.max_tenants is not None:
                 assert share_tenants[g.id] <= g.max_tenants, f"{g.id}: {share_tenants[g.id]} tenants"
+            for sid in g.share_ids:
+                assert slot_use[sid] <= 1, f"share instance {sid} committed {slot_use[sid]} times"
+                assert not (slot_use[sid] and whole_use[g.id]), f"{sid} shared while {g.id} is whole"
         for m in node.migs:
             assert mig_use[m.id] <= 1, f"{m.id} committed {mig_use[m.id]} times"
     for team, used in team_use.items():
@@ -222,7 +240,8 @@ def check_index(world: World, ledger: Ledger) -> None:
 
 def node_state(nf: NodeFree) -> tuple[object, ...]:
     return (nf.cpu_free, nf.mem_free, dict(nf.gpu_free), {k: v for k, v in nf.tenants.items() if v},
-            {k: list(v) for k, v in nf.mig_free.items() if v}, nf.offered, nf.whole_free(), nf.share_free())
+            {k: list(v) for k, v in nf.mig_free.items() if v}, nf.offered, nf.whole_free(), nf.share_free(),
+            {k: list(v) for k, v in nf.slot_free.items()})
 
 
 def check_admission(world: World, d: Admit) -> None:
@@ -240,8 +259,9 @@ def check_admission(world: World, d: Admit) -> None:
         assert (p.group, p.index, p.cpu_mhz, p.memory_mb) == (a.group, a.index, a.cpu_mhz, a.memory_mb)
         gpus = {g.id: g for g in node.gpus}
         migs = {m.id: m for m in node.migs}
+        slots = {sid: g for g in node.gpus for sid in g.share_ids}
         for iid in p.instance_ids:
-            inst = gpus.get(iid) or migs.get(iid)
+            inst = gpus.get(iid) or migs.get(iid) or slots.get(iid)
             assert inst is not None and inst.healthy, f"{d.entry} placed on unhealthy {iid}"
         g = a.gpu
         if g is None:
@@ -254,8 +274,9 @@ def check_admission(world: World, d: Admit) -> None:
             split = split_mig_device_name(p.device_name or "")
             assert split is not None and split[1] == g.profile and len(p.instance_ids) == g.count
         else:
-            assert p.share_milli == g.milli and len(p.instance_ids) == 1
-            assert g.allows(gpus[p.instance_ids[0]].model)
+            shared = gpus[p.shared_gpu or ""]
+            assert p.share_milli == g.milli and g.allows(shared.model)
+            assert len(p.instance_ids) == (shared.instances_for(g.milli) if shared.share_ids else 1)
 
 
 def check_holds(holds_in: dict[EntryId, frozenset[NodeId]], decisions: tuple[Admit | Wait, ...],
