@@ -23,6 +23,7 @@ from prometheus_client.samples import Sample
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from nomad_gpu.service.settings import AccessSettings
+from nomad_gpu.service.ui import is_ui_path
 from nomad_gpu.store import QueueEntry
 
 OTHER_TEAM = "another team"
@@ -77,7 +78,8 @@ class TokenGate:
             return
         caller: Caller | None = ADMIN
         open_metrics = scope.get("path") == "/metrics" and self.access.metrics_open
-        if self.access.required and not open_metrics:
+        # the dashboard's static files hold no data: its API calls carry the token
+        if self.access.required and not open_metrics and not is_ui_path(str(scope.get("path", ""))):
             caller = self.resolve(_token(scope))
         if caller is None:
             body = json.dumps({"error": "missing or wrong token (set NOMAD_GPU_TOKEN)"}).encode()

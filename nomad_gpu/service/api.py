@@ -7,7 +7,10 @@
     GET    /v1/sweeps/{id}     a sweep's progress
     GET    /v1/inventory       nodes with GPU, MIG and share capacity, free and total
     GET    /v1/status          service health and counts
+    GET    /v1/teams           GPU-equivalents in use, quota and fair share per team
+    GET    /v1/history         GPUs in use, queue depth and admissions per minute over 24 h
     GET    /metrics            Prometheus
+    GET    /ui                 the dashboard (static files; its data comes from the routes above)
 
 The event loop only moves bytes: the body is read with its limit enforced as it arrives, and every
 call that parses, takes the scheduler's lock or touches SQLite runs in the thread pool, so one slow
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -33,8 +37,11 @@ from nomad_gpu.domain.errors import InvalidRequest, UnknownEntry
 from nomad_gpu.render import JobSpec, SpecError, SweepSpec
 from nomad_gpu.render.loading import MAX_SPEC_BYTES, decode_spec
 from nomad_gpu.service.access import Caller, TokenGate, caller_of, metrics_view, status_view
+from nomad_gpu.service.history import History
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
+from nomad_gpu.service.ui import ui_routes
+from nomad_gpu.service.views import capacity_gpu, inventory_for, teams_for, teams_view
 from nomad_gpu.store import EntryState, QueueEntry
 
 logger = logging.getLogger(__name__)
@@ -58,9 +65,15 @@ def error(status: int, message: str) -> JSONResponse:
 
 
 def create_app(service: SchedulerService, token: str | None = None,
-               access: AccessSettings | None = None) -> Starlette:
-    """The API over ``service``; ``token`` (NOMAD_GPU_TOKEN) is an admin token added to ``access``."""
+               access: AccessSettings | None = None, *, nomad_address: str | None = None,
+               history: History | None = None) -> Starlette:
+    """The API over ``service``; ``token`` (NOMAD_GPU_TOKEN) is an admin token added to ``access``.
+
+    ``nomad_address`` is shown in the status (the dashboard links each job to Nomad's UI there);
+    ``history`` is what ``/v1/history`` answers from (empty without one).
+    """
     rules = (access or AccessSettings()).with_admin(token)
+    past = history or History()
 
     async def submit(request: Request) -> Response:
         caller = caller_of(request.scope)
@@ -134,7 +147,8 @@ def create_app(service: SchedulerService, token: str | None = None,
         return await run_in_threadpool(read)
 
     async def inventory(request: Request) -> Response:
-        return JSONResponse({"nodes": await run_in_threadpool(service.inventory)})
+        nodes = await run_in_threadpool(service.inventory)
+        return JSONResponse({"nodes": inventory_for(nodes, caller_of(request.scope))})
 
     async def status(request: Request) -> Response:
         caller = caller_of(request.scope)
@@ -143,9 +157,28 @@ def create_app(service: SchedulerService, token: str | None = None,
             raw = service.status()
             holds = raw.get("holds")
             teams = {} if caller.admin or not isinstance(holds, Mapping) else _teams_of(service, holds)
-            return status_view(raw, caller, teams)
+            out = status_view(raw, caller, teams)
+            if nomad_address:
+                out["nomad_address"] = nomad_address
+            return out
 
         return JSONResponse(await run_in_threadpool(read))
+
+    async def teams(request: Request) -> Response:
+        caller = caller_of(request.scope)
+
+        def read() -> Response:
+            live = service.store.list([EntryState.QUEUED, EntryState.ADMITTED, EntryState.RUNNING])
+            with service._lock:  # reads only: the usage and the inventory at one instant
+                usage = dict(service.ledger.team_usage())
+                capacity = capacity_gpu(service.ledger)
+            rows = teams_view(live, usage, service.settings.fair, capacity)
+            return JSONResponse({"capacity_gpu": round(capacity, 3), "teams": teams_for(rows, caller)})
+
+        return await run_in_threadpool(read)
+
+    async def recent(request: Request) -> Response:
+        return JSONResponse(await run_in_threadpool(past.to_json, time.time()))
 
     async def metrics(request: Request) -> Response:
         text = await run_in_threadpool(metrics_view, service.metrics.registry, caller_of(request.scope))
@@ -176,7 +209,10 @@ def create_app(service: SchedulerService, token: str | None = None,
         Route("/v1/sweeps/{id}", sweep, methods=["GET"]),
         Route("/v1/inventory", inventory, methods=["GET"]),
         Route("/v1/status", status, methods=["GET"]),
+        Route("/v1/teams", teams, methods=["GET"]),
+        Route("/v1/history", recent, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        *ui_routes(),
     ]
     handlers = {ApiError: refused, UnknownEntry: unknown, 404: not_found, 405: bad_method, Exception: crashed}
     return Starlette(routes=routes, middleware=[Middleware(TokenGate, access=rules)],
@@ -224,6 +260,7 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings, call
     except SpecError as exc:
         raise ApiError(400, str(exc)) from exc
     check_drivers(spec, rules)
+    check_namespace(spec, rules)
     if isinstance(spec, SweepSpec):
         check_sweep_size(spec)
     data = dict(document.data)
@@ -233,6 +270,14 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings, call
                                 f"{data['team']!r} (leave team out, or use that team's token)")
         data["team"] = caller.team
     return data
+
+
+def check_namespace(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:
+    """Only configured namespaces: Nomad would refuse an unknown one at register time anyway
+    (`nomad/job_endpoint_validators.go`, v2.0.5), long after the user walked away."""
+    if spec.namespace not in rules.namespaces:
+        raise ApiError(403, f"namespace: {spec.namespace!r} is not open to submissions here (allowed: "
+                            f"{', '.join(sorted(rules.namespaces))}; see namespaces in the service config)")
 
 
 def check_drivers(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:

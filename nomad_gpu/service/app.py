@@ -12,6 +12,7 @@ from nomad_gpu.nomad.client import NomadClient
 from nomad_gpu.nomad.watcher import Watcher
 from nomad_gpu.service.actuator import Actuator
 from nomad_gpu.service.api import create_app
+from nomad_gpu.service.history import History, HistorySampler
 from nomad_gpu.service.listen import ApiServer, plan_listen
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.scheduler import SchedulerService
@@ -36,20 +37,26 @@ class ServiceRuntime:
         self.metrics = Metrics()
         self.scheduler = SchedulerService(self.store, self.actuator, settings.scheduling, self.metrics)
         self.watcher = Watcher(self.client, self.scheduler, settings.scheduling.sharing)
+        self.history = History()
+        self.sampler = HistorySampler(self.history, self.scheduler.status,
+                                      lambda: self.metrics.registry.get_sample_value("nomad_gpu_admitted_total") or 0.0)
         self._api: ApiServer | None = None
         self.address = settings.listen
 
     def start(self, *, wait_ready_s: float = 0.0) -> str:
-        self._api = ApiServer(create_app(self.scheduler, access=self.access), self.listen)
+        self._api = ApiServer(create_app(self.scheduler, access=self.access, nomad_address=self.settings.nomad.address,
+                                         history=self.history), self.listen)
         self._api.bind()  # a port in use or a bad TLS key fails here, before anything runs
         self.scheduler.start()
         self.watcher.start()
+        self.sampler.start()
         self.address = self._api.serve()
         if wait_ready_s > 0:
             self.scheduler.ready.wait(wait_ready_s)
         return self.address
 
     def stop(self) -> None:
+        self.sampler.stop()
         self.watcher.stop()
         self.scheduler.stop()
         if self._api is not None:

@@ -1,0 +1,350 @@
+// nomad-gpu dashboard: polls the service's JSON API (the one the CLI reads) and redraws in place.
+// Plain JavaScript, no build step. Every text from the API is set with textContent, never as HTML.
+"use strict";
+
+const TOKEN_KEY = "nomad-gpu-token";
+const params = new URLSearchParams(location.search);
+const POLL_MS = Math.max(250, Number(params.get("poll_ms")) || 2000);
+const HISTORY_EVERY_MS = 30000;
+const SWEEPS_EVERY_MS = 5000;
+const $ = (id) => document.getElementById(id);
+
+const view = { entries: [], nodes: [], status: {}, teams: [], sweeps: new Map(), selected: null };
+let lastHistory = 0;
+let lastSweeps = 0;
+let timer = null;
+
+function el(tag, attrs, ...children) {
+  const node = document.createElement(tag);
+  for (const [key, value] of Object.entries(attrs || {})) {
+    if (value === null || value === undefined || value === false) continue;
+    if (key === "class") node.className = value;
+    else if (key === "dataset") Object.assign(node.dataset, value);
+    else if (key.startsWith("on")) node.addEventListener(key.slice(2), value);
+    else node.setAttribute(key, value === true ? "" : String(value));
+  }
+  for (const child of children.flat()) {
+    if (child === null || child === undefined || child === false) continue;
+    node.append(child instanceof Node ? child : document.createTextNode(String(child)));
+  }
+  return node;
+}
+
+function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
+
+class Refused extends Error {}
+
+async function api(path) {
+  const headers = { Accept: "application/json" };
+  if (token()) headers.Authorization = "Bearer " + token();
+  const response = await fetch(path, { headers, cache: "no-store" });
+  if (response.status === 401) throw new Refused("the service refused the token (401): enter a valid API token");
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) throw new Error(body.error || `${path}: HTTP ${response.status}`);
+  return body;
+}
+
+// ---- formatting --------------------------------------------------------------------------------
+function duration(seconds) {
+  let s = Math.max(0, Math.floor(seconds));
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, "0")}s`;
+  if (s < 86400) return `${Math.floor(s / 3600)}h${String(Math.floor(s / 60) % 60).padStart(2, "0")}m`;
+  return `${Math.floor(s / 86400)}d${String(Math.floor(s / 3600) % 24).padStart(2, "0")}h`;
+}
+
+function shortModel(model) {
+  return String(model || "").replace(/^NVIDIA\s+/, "").replace(/-SXM\d*|-PCIE|-PCIe/g, "");
+}
+
+function requestOf(entry) {
+  const parts = [];
+  for (const g of (entry.spec && entry.spec.groups) || []) {
+    const count = Number(g.count || 1);
+    if (g.gpu) {
+      const models = g.gpu.models || [];
+      const name = models.length ? models.map(shortModel).join("/") : "GPU";
+      parts.push(`${Number(g.gpu.count || 1) * count} x ${name}`);
+    } else if (g.mig) {
+      parts.push(`${Number(g.mig.count || 1) * count} x mig ${g.mig.profile}`);
+    } else if (g.share) {
+      parts.push(`${count > 1 ? count + " x " : ""}share ${Number(g.share.milli || 0)}m`);
+    }
+  }
+  return parts.length ? parts.join(" + ") : "cpu only";
+}
+
+function nodeName(id) {
+  const node = view.nodes.find((n) => n.id === id);
+  return node ? node.name || node.id : id;
+}
+
+function nomadLink(entry) {
+  const base = view.status.nomad_address;
+  if (!base || !entry.nomad_job_id) return null;
+  const ns = entry.namespace || "default";
+  return `${base.replace(/\/$/, "")}/ui/jobs/${encodeURIComponent(entry.nomad_job_id)}@${encodeURIComponent(ns)}`;
+}
+
+function isLive(entry) { return entry.state === "admitted" || entry.state === "running"; }
+
+// ---- queue -------------------------------------------------------------------------------------
+function fillSelect(select, values, keep) {
+  const current = select.value;
+  const fixed = Array.from(select.options).slice(0, keep);
+  const wanted = [...new Set(values)].sort();
+  const have = Array.from(select.options).slice(keep).map((o) => o.value);
+  if (have.join("\n") === wanted.join("\n")) return;
+  select.replaceChildren(...fixed, ...wanted.map((v) => el("option", { value: v }, v)));
+  select.value = wanted.includes(current) || fixed.some((o) => o.value === current) ? current : "";
+}
+
+function renderQueue() {
+  const now = Date.now() / 1000;
+  fillSelect($("f-team"), view.entries.map((e) => e.team), 1);
+  fillSelect($("f-sweep"), view.entries.filter((e) => e.sweep).map((e) => e.sweep), 2);
+  const team = $("f-team").value, state = $("f-state").value, sweep = $("f-sweep").value;
+  const shown = view.entries.filter((e) => (!team || e.team === team)
+    && (!state || (state === "live" ? isLive(e) : e.state === state))
+    && (!sweep || (sweep === "-" ? !e.sweep : e.sweep === sweep)));
+  const rows = shown.map((e) => {
+    const link = nomadLink(e);
+    const waited = (e.admitted_at || now) - e.submitted_at;
+    let where;
+    if (isLive(e)) {
+      const byNode = new Map();
+      for (const p of e.placements || []) {
+        const ids = byNode.get(p.node) || [];
+        ids.push(...(p.instance_ids || []).map((i) => (p.share_milli ? `${i} (${p.share_milli}m)` : i)));
+        byNode.set(p.node, ids);
+      }
+      where = [...byNode].map(([node, ids]) => el("div", {},
+        el("span", {}, `on ${nodeName(node)}`), " ", el("span", { class: "devices" }, ids.join(", "))));
+      if (!where.length) where = ["admitted, being placed"];
+    } else {
+      where = [el("span", { class: "reason" }, e.reason || "waiting for the next cycle")];
+    }
+    const eta = e.eta !== undefined && e.eta !== null ? (typeof e.eta === "number"
+      ? `in ${duration(e.eta - now)}` : String(e.eta)) : "unknown";
+    return el("tr", { dataset: { entry: e.id, state: e.state } },
+      el("td", { "data-label": "Job" }, el("div", {}, link ? el("a", { href: link, rel: "noopener" }, e.name) : e.name),
+        el("div", { class: "devices" }, e.id)),
+      el("td", { "data-label": "Team" }, e.team),
+      el("td", { "data-label": "State" }, el("span", { class: `state ${e.state}` },
+        e.state === "queued" ? "waiting" : e.state)),
+      el("td", { "data-label": "Priority", class: "num" }, e.priority),
+      el("td", { "data-label": "Request" }, requestOf(e)),
+      el("td", { "data-label": "Waited", class: "num" }, duration(waited)),
+      el("td", { "data-label": "Why / where", class: "why" }, where),
+      el("td", { "data-label": "ETA", class: "eta" }, eta));
+  });
+  $("queue-rows").replaceChildren(...rows);
+  $("queue-empty").hidden = rows.length > 0;
+}
+
+// ---- cluster -----------------------------------------------------------------------------------
+function holderText(holders) {
+  return holders.map((h) => (h.milli && h.milli < 1000 ? `${h.entry} (${h.team}, ${h.milli}m)` : `${h.entry} (${h.team})`))
+    .join(", ");
+}
+
+function describe(node, device, kind, holders, state) {
+  const who = holders.length ? `held by ${holderText(holders)}` : "free";
+  return `${node.name || node.id}, ${kind} ${device.id}: ${state === "unhealthy" ? "unhealthy, " : ""}`
+    + `${state === "draining" ? "node draining or down, " : ""}${who}`;
+}
+
+function select(text, id) {
+  view.selected = id;
+  $("cell-detail").textContent = text;
+}
+
+function gpuCell(node, gpu, index, off) {
+  const holders = gpu.holders || [];
+  const shared = gpu.mode !== "whole";
+  const usedMilli = shared ? Math.max(0, 1000 - Number(gpu.free_milli || 0)) : 0;
+  let state = holders.length ? (shared ? "share" : "used") : "free";
+  if (!gpu.healthy) state = "unhealthy";
+  else if (off && !holders.length) state = "draining";
+  const label = state === "unhealthy" ? "unhealthy" : state === "draining" ? "draining"
+    : state === "free" ? (shared ? "0m shared" : "free")
+    : shared ? `${usedMilli}m of 1000m` : holders.map((h) => h.entry).join(" ");
+  const text = describe(node, gpu, shared ? "shared GPU" : "GPU", holders, state);
+  const cls = `cell ${state}${shared && state === "free" ? " share" : ""}`;
+  const button = el("button", { type: "button", class: cls, title: text, "aria-pressed": String(view.selected === gpu.id),
+    dataset: { device: gpu.id, state, entry: holders.map((h) => h.entry).join(" ") },
+    onclick: (ev) => { select(text, gpu.id); markPressed(ev.currentTarget); } },
+  el("span", { class: "idx" }, `GPU ${index}`), el("span", { class: "what" }, label),
+  el("span", { class: "sr" }, text));
+  if (shared && usedMilli > 0) {
+    const fill = el("span", { class: "fill", "aria-hidden": "true" });
+    fill.style.setProperty("height", `${Math.min(100, usedMilli / 10)}%`);
+    button.prepend(fill);
+  }
+  return el("li", {}, button);
+}
+
+function markPressed(target) {
+  for (const b of document.querySelectorAll("#nodes [aria-pressed]")) b.setAttribute("aria-pressed", String(b === target));
+}
+
+function migCell(node, model, slices, off) {
+  const items = slices.map((m) => {
+    const holders = m.holders || [];
+    const state = !m.healthy ? "unhealthy" : holders.length ? "used" : off ? "draining" : "free";
+    const text = describe(node, m, `MIG ${m.profile}`, holders, state);
+    return el("li", {}, el("button", { type: "button", class: `slice ${state}`, title: text,
+      "aria-pressed": String(view.selected === m.id), dataset: { device: m.id, state, entry: holders.map((h) => h.entry).join(" ") },
+      onclick: (ev) => { select(text, m.id); markPressed(ev.currentTarget); } },
+    holders.length ? `${m.profile} ✓` : m.healthy ? m.profile : `${m.profile} ✕`, el("span", { class: "sr" }, text)));
+  });
+  const used = slices.filter((m) => (m.holders || []).length).length;
+  return el("li", { class: "cell mig" }, el("span", { class: "idx" }, `${shortModel(model)} MIG: ${used}/${slices.length} in use`),
+    el("ul", { class: "slices" }, items));
+}
+
+function renderCluster() {
+  const tiles = view.nodes.map((node) => {
+    const off = !node.schedulable;
+    const cells = node.gpus.map((g, i) => gpuCell(node, g, i, off));
+    const byModel = new Map();
+    for (const m of node.migs) byModel.set(m.device.split(" MIG ")[0], [...(byModel.get(m.device.split(" MIG ")[0]) || []), m]);
+    for (const [model, slices] of byModel) cells.push(migCell(node, model, slices, off));
+    const models = [...new Set(node.gpus.map((g) => shortModel(g.model)))].join(", ");
+    const free = node.gpus.filter((g) => g.healthy && !(g.holders || []).length).length;
+    const why = node.draining ? "draining" : node.status !== "ready" ? node.status : !node.eligible ? "ineligible" : "";
+    return el("article", { class: `node${off ? " off" : ""}`, "aria-labelledby": `node-${node.id}`, dataset: { node: node.id } },
+      el("h3", { id: `node-${node.id}` }, node.name || node.id),
+      el("p", { class: "meta" }, [node.datacenter, node.node_pool, models, `${free}/${node.gpus.length} GPUs free`,
+        why && `⚠ ${why}`].filter(Boolean).join(" · ")),
+      el("ul", { class: "cells", "aria-label": `Devices of ${node.name || node.id}` }, cells));
+  });
+  $("nodes").replaceChildren(...tiles);
+}
+
+// ---- teams, sweeps, history ------------------------------------------------------------------------
+function bar(value, quota, fair, scale) {
+  const b = el("div", { class: "bar", "aria-hidden": "true" }, el("span", { class: "in" }));
+  const pct = (v) => `${Math.min(100, (100 * v) / (scale || 1))}%`;
+  b.firstChild.style.setProperty("width", pct(value));
+  if (fair) { const m = el("span", { class: "mark" }); m.style.setProperty("left", pct(fair)); b.append(m); }
+  if (quota !== null && quota !== undefined) {
+    const q = el("span", { class: "mark quota" }); q.style.setProperty("left", pct(quota)); b.append(q);
+  }
+  return b;
+}
+
+function renderTeams(capacity) {
+  const num = (v) => (v === null || v === undefined ? "none" : Number(v).toFixed(Number(v) % 1 ? 2 : 0));
+  $("team-rows").replaceChildren(...view.teams.map((t) => el("tr", {},
+    el("th", { scope: "row", "data-label": "Team" }, t.team),
+    el("td", { class: "num", "data-label": "In use" }, `${num(t.in_use_gpu)} GPU`),
+    el("td", { class: "num", "data-label": "Quota" }, t.quota_gpu === null ? "no quota" : `${num(t.quota_gpu)} GPU`),
+    el("td", { class: "num", "data-label": "Fair share" }, `${num(t.fair_share_gpu)} GPU`),
+    el("td", { class: "num", "data-label": "Waiting" }, t.queued),
+    el("td", { class: "num", "data-label": "Running" }, t.live),
+    el("td", { "data-label": "Use" }, bar(t.in_use_gpu, t.quota_gpu, t.fair_share_gpu, capacity)))));
+}
+
+async function refreshSweeps() {
+  for (const e of view.entries) if (e.sweep && !view.sweeps.has(e.sweep)) view.sweeps.set(e.sweep, null);
+  const ids = [...view.sweeps.keys()].slice(-20);
+  const results = await Promise.all(ids.map((id) => api(`/v1/sweeps/${encodeURIComponent(id)}`).catch(() => null)));
+  ids.forEach((id, i) => { if (results[i]) view.sweeps.set(id, results[i]); });
+  const rows = ids.filter((id) => view.sweeps.get(id)).map((id) => {
+    const s = view.sweeps.get(id), st = s.states || {};
+    const done = st.complete || 0, ended = (st.failed || 0) + (st.cancelled || 0);
+    return el("tr", {}, el("th", { scope: "row", "data-label": "Sweep" }, id),
+      el("td", { class: "num", "data-label": "Trials" }, s.total),
+      el("td", { class: "num", "data-label": "Done" }, done),
+      el("td", { class: "num", "data-label": "Running" }, (st.admitted || 0) + (st.running || 0)),
+      el("td", { class: "num", "data-label": "Waiting" }, st.queued || 0),
+      el("td", { class: "num", "data-label": "Failed or cancelled" }, ended),
+      el("td", { "data-label": "Progress" }, el("progress", { max: s.total, value: done + ended,
+        "aria-label": `${id}: ${done + ended} of ${s.total} trials ended` })));
+  });
+  $("sweep-rows").replaceChildren(...rows);
+  $("sweeps-empty").hidden = rows.length > 0;
+}
+
+async function refreshHistory() {
+  const h = await api("/v1/history");
+  window.NomadGpuCharts.draw($("chart"), h);
+  const last = h.minutes[h.minutes.length - 1];
+  const caption = $("chart-caption");
+  caption.replaceChildren(
+    el("span", { class: "key s-gpus", "aria-hidden": "true" }), "GPUs in use",
+    el("span", { class: "key s-queued", "aria-hidden": "true" }), "queue depth",
+    el("span", { class: "key s-admitted", "aria-hidden": "true" }), "admissions per minute. ",
+    last ? `Last minute: ${last.gpus_in_use} GPUs in use, ${last.queued} waiting, ${last.admitted} admitted `
+      + `(${h.minutes.length} minutes recorded).` : "No samples yet.");
+}
+
+// ---- the loop ------------------------------------------------------------------------------------
+function showAlert(text) {
+  $("alert").textContent = text || "";
+  $("alert").hidden = !text;
+}
+
+function clearData() {
+  view.entries = []; view.nodes = []; view.teams = []; view.sweeps.clear();
+  for (const id of ["queue-rows", "nodes", "team-rows", "sweep-rows"]) $(id).replaceChildren();
+}
+
+async function refresh() {
+  const [status, jobs, inventory, teams] = await Promise.all([api("/v1/status"),
+    api("/v1/jobs?state=queued,admitted,running"), api("/v1/inventory"), api("/v1/teams")]);
+  Object.assign(view, { status, entries: jobs.entries, nodes: inventory.nodes, teams: teams.teams });
+  $("s-queued").textContent = status.queued;
+  $("s-live").textContent = status.live;
+  const inUse = Object.values(status.team_usage_gpu || {}).reduce((a, b) => a + Number(b), 0);
+  $("s-gpus").textContent = `${Math.round(inUse * 100) / 100} of ${Math.round(teams.capacity_gpu * 100) / 100}`;
+  $("s-nodes").textContent = status.nodes;
+  $("s-nomad").textContent = status.nomad_reachable ? "reachable" : "unreachable: admissions paused";
+  renderQueue();
+  renderCluster();
+  renderTeams(teams.capacity_gpu);
+  const now = Date.now();
+  if (now - lastSweeps >= SWEEPS_EVERY_MS) { lastSweeps = now; await refreshSweeps(); }
+  if (now - lastHistory >= HISTORY_EVERY_MS) { lastHistory = now; await refreshHistory(); }
+}
+
+async function tick() {
+  clearTimeout(timer);
+  try {
+    await refresh();
+    showAlert("");
+    $("conn").textContent = `live · updated ${new Date().toLocaleTimeString()}`;
+    document.body.dataset.loaded = "true";
+  } catch (err) {
+    if (err instanceof Refused) {
+      clearData();
+      document.body.dataset.loaded = "refused";
+      $("conn").textContent = "not signed in";
+      showAlert(err.message);
+      $("token").focus();
+      return; // wait for a new token
+    }
+    $("conn").textContent = "service unreachable, retrying";
+    showAlert(`Could not refresh: ${err.message}`);
+  }
+  timer = setTimeout(tick, POLL_MS);
+}
+
+function start() {
+  $("poll-s").textContent = String(POLL_MS / 1000);
+  $("login").addEventListener("submit", (ev) => {
+    ev.preventDefault();
+    const value = $("token").value.trim();
+    if (value) sessionStorage.setItem(TOKEN_KEY, value); else sessionStorage.removeItem(TOKEN_KEY);
+    $("token").value = "";
+    lastHistory = 0; lastSweeps = 0;
+    tick();
+  });
+  $("forget").addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); clearData(); tick(); });
+  for (const id of ["f-team", "f-state", "f-sweep"]) $(id).addEventListener("change", renderQueue);
+  $("filters").addEventListener("submit", (ev) => ev.preventDefault());
+  tick();
+}
+
+start();

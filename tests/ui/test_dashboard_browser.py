@@ -1,0 +1,176 @@
+"""The dashboard in a real headless Chromium against the service and the dev cluster (fixtures: conftest.py).
+
+Facts the page shows are checked against what the API and the dev cluster did: a waiting job and its
+reason, a GPU cell that turns used when the dev cluster runs the job and free when it ends, a cancel
+made through the API that the page shows without a reload, a refused token. axe-core (vendored under
+vendor/) checks accessibility; a 390 x 844 viewport must not scroll sideways.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+import requests
+
+pytestmark = pytest.mark.e2e
+
+AXE = Path(__file__).resolve().parent / "vendor" / "axe.min.js"
+POLL_MS = 250
+
+
+def headers(runtime: Any) -> dict[str, str]:
+    return {"Authorization": f"Bearer {runtime.settings.token}"}
+
+
+def submit(runtime: Any, text: str) -> str:
+    r = requests.post(f"{runtime.address}/v1/jobs", data=text.encode(), headers=headers(runtime), timeout=10)
+    assert r.status_code == 201, r.text
+    return str(r.json()["entries"][0]["id"])
+
+
+def job(name: str, *, duration_s: float, model: str | None = None) -> str:
+    models = f", models: [{model}]" if model else ""
+    return (f"name: {name}\nteam: vision\ntask: {{image: busybox}}\nresources: {{cpu: 1000, memory: 1024}}\n"
+            f"gpu: {{count: 1{models}}}\ndev: {{duration_s: {duration_s}}}\n")
+
+
+def wait_until(check: Callable[[], Any], what: str, timeout_s: float = 15.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s} s waiting for {what}")
+
+
+def js(driver: Any, script: str, *args: Any) -> Any:
+    return driver.execute_script(script, *args)
+
+
+def cells(driver: Any) -> list[dict[str, str]]:
+    return list(js(driver, "return Array.from(document.querySelectorAll('#nodes .cell[data-device]'))"
+                           ".map(c => ({device: c.dataset.device, state: c.dataset.state, entry: c.dataset.entry}))"))
+
+
+def row(driver: Any, entry: str) -> dict[str, str] | None:
+    return js(driver, "const r = document.querySelector(`#queue-rows tr[data-entry='${arguments[0]}']`);"
+                      "return r && {state: r.dataset.state, why: r.querySelector('.why').textContent, "
+                      "eta: r.querySelector('.eta').textContent, text: r.textContent};", entry)
+
+
+def severe_logs(driver: Any) -> list[dict[str, Any]]:
+    return [e for e in driver.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+def open_dashboard(driver: Any, runtime: Any) -> None:
+    """Sign in the way the page does (session storage of this origin), then load the dashboard."""
+    driver.get(f"{runtime.address}/ui/style.css")
+    js(driver, "sessionStorage.setItem('nomad-gpu-token', arguments[0])", runtime.settings.token)
+    driver.get_log("browser")  # drained: a bare stylesheet tab asks for /favicon.ico, which is not the page's
+    driver.get(f"{runtime.address}/ui?poll_ms={POLL_MS}")
+    wait_until(lambda: js(driver, "return document.body.dataset.loaded") == "true", "the dashboard's first refresh")
+    js(driver, "window.sameDocument = true")
+
+
+def same_document(driver: Any) -> bool:
+    return bool(js(driver, "return window.sameDocument === true"))
+
+
+@pytest.fixture(scope="module")
+def page(browser: Any, stack: Any) -> tuple[Any, Any, Any]:
+    """The signed-in dashboard tab, the dev cluster and the service."""
+    dc, runtime = stack
+    open_dashboard(browser, runtime)
+    return browser, dc, runtime
+
+
+def test_the_page_loads_with_no_console_errors(page: tuple[Any, Any, Any]) -> None:
+    browser, _, runtime = page
+    gpus = wait_until(lambda: cells(browser), "the GPU cells")
+    assert len(gpus) == 8 and {c["state"] for c in gpus} == {"free"}
+    assert js(browser, "return document.querySelectorAll('#nodes article.node').length") == 1
+    time.sleep(4 * POLL_MS / 1000)  # a few refreshes: none may log an error either
+    assert severe_logs(browser) == []
+
+
+def test_the_queue_shows_a_waiting_job_with_its_reason(page: tuple[Any, Any, Any]) -> None:
+    browser, _, runtime = page
+    entry = submit(runtime, job("needs-h100", duration_s=60, model="NVIDIA H100-SXM5-80GB"))
+    shown = wait_until(lambda: (r := row(browser, entry)) and "no node offers" in r["why"] and r, "the reason")
+    assert shown["state"] == "queued" and shown["eta"] == "unknown" and "needs-h100" in shown["text"]
+    assert same_document(browser)
+
+
+def test_a_gpu_cell_turns_used_while_its_job_runs_and_free_after(page: tuple[Any, Any, Any]) -> None:
+    browser, dc, runtime = page
+    entry = submit(runtime, job("short", duration_s=100))  # 2 s of wall time at speed 50
+    used = wait_until(lambda: [c for c in cells(browser) if c["state"] == "used" and entry in c["entry"].split()],
+                      "the job's cell to turn used")
+    (cell,) = used
+    running = [a for a in dc.audit()["allocations"] if entry in a["job_id"] and a["device_ids"]]
+    assert running and running[0]["device_ids"] == [cell["device"]], "the page shows the device Nomad gave the job"
+    assert "on gpu-a800-1" in wait_until(lambda: row(browser, entry), "the running row")["why"]
+    wait_until(lambda: all(c["state"] == "free" for c in cells(browser) if c["device"] == cell["device"])
+               and row(browser, entry) is None, "the cell to be free again", timeout_s=20)
+    assert same_document(browser)
+
+
+def test_a_cancel_made_through_the_api_shows_without_a_reload(page: tuple[Any, Any, Any]) -> None:
+    browser, _, runtime = page
+    entry = submit(runtime, job("long", duration_s=100_000))
+    wait_until(lambda: any(entry in c["entry"].split() for c in cells(browser)), "the long job on a GPU")
+    r = requests.delete(f"{runtime.address}/v1/jobs/{entry}", headers=headers(runtime), timeout=10)
+    assert r.status_code == 200, r.text
+    wait_until(lambda: row(browser, entry) is None and not any(entry in c["entry"].split() for c in cells(browser)),
+               "the cancelled job to leave the queue and its GPU", timeout_s=20)
+    assert same_document(browser)
+
+
+def run_axe(driver: Any) -> list[dict[str, Any]]:
+    js(driver, AXE.read_text(encoding="utf-8"))
+    result = driver.execute_async_script(
+        "const done = arguments[arguments.length - 1];"
+        "axe.run(document, {resultTypes: ['violations']}).then(r => done(r.violations), e => done(String(e)));")
+    assert isinstance(result, list), result
+    return [{"id": v["id"], "impact": v["impact"], "nodes": [n["target"] for n in v["nodes"]][:3]}
+            for v in result if v["impact"] in ("serious", "critical")]
+
+
+def test_no_serious_accessibility_violation_at_desktop_and_phone_sizes(page: tuple[Any, Any, Any]) -> None:
+    browser, _, runtime = page
+    submit(runtime, job("running-for-axe", duration_s=100_000))
+    wait_until(lambda: any(c["state"] == "used" for c in cells(browser)), "a used cell")
+    assert run_axe(browser) == []
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                            {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True})
+    try:
+        time.sleep(2 * POLL_MS / 1000)
+        width = js(browser, "return [document.documentElement.scrollWidth, window.innerWidth]")
+        assert width[1] == 390 and width[0] <= width[1], f"horizontal scroll at 390 px: {width}"
+        assert run_axe(browser) == []
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+def test_a_wrong_token_is_refused_and_the_right_one_signs_in(page: tuple[Any, Any, Any]) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser, _, runtime = page
+    field = browser.find_element(By.ID, "token")
+    field.send_keys("wrong-token-0123456789abcdef")
+    field.submit()
+    wait_until(lambda: js(browser, "return document.body.dataset.loaded") == "refused", "the refusal")
+    alert = browser.find_element(By.ID, "alert")
+    assert alert.is_displayed() and "refused" in alert.text
+    assert cells(browser) == [] and js(browser, "return document.querySelectorAll('#queue-rows tr').length") == 0
+    assert js(browser, "return sessionStorage.getItem('nomad-gpu-token')") == "wrong-token-0123456789abcdef"
+    field = browser.find_element(By.ID, "token")
+    field.send_keys(runtime.settings.token)
+    field.submit()
+    wait_until(lambda: js(browser, "return document.body.dataset.loaded") == "true" and cells(browser), "sign-in")
+    assert not browser.find_element(By.ID, "alert").is_displayed()
