@@ -69,6 +69,9 @@ class NomadSettings:
     skip_verify: bool = False
     tls_server_name: str | None = None
     timeout_s: float = 10.0
+    watch_namespace: str = "*"
+    """The namespace(s) the event stream and the allocation list cover: `*`, every namespace (so GPUs held
+    in any of them count, and every namespace the service submits to is seen), or one name."""
 
     @staticmethod
     def from_env(env: Mapping[str, str]) -> NomadSettings:
@@ -168,12 +171,14 @@ class NomadClient:
         of the two lists' `X-Nomad-Index`. A stream resumed after it misses nothing the lists lack, and
         never replays the buffer's older events (`index=0` replays all of it, reference section 1), whose
         allocations may have been garbage-collected since."""
-        nodes, node_index = self._list_indexed(self.api.nodes, "list nodes")
-        allocs, alloc_index = self._list_indexed(self.api.allocations, "list allocations")
+        nodes, node_index = self._list_indexed(self.api.nodes, "list nodes", {})
+        allocs, alloc_index = self._list_indexed(self.api.allocations, "list allocations",
+                                                 {"namespace": self.settings.watch_namespace})
         return nodes, allocs, min(node_index, alloc_index)
 
-    def _list_indexed(self, endpoint: Any, what: str) -> tuple[list[dict[str, Any]], int]:
-        resp = _translate(lambda: endpoint.request(method="get", params={"resources": "true"}), what)
+    def _list_indexed(self, endpoint: Any, what: str, params: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
+        query = {"resources": "true", **params}
+        resp = _translate(lambda: endpoint.request(method="get", params=query), what)
         try:
             index = int(resp.headers.get("X-Nomad-Index") or 0)
             return list(resp.json()), index
@@ -244,8 +249,7 @@ class NomadClient:
         even a heartbeat; beyond it NomadUnavailable is raised. Raises NomadError on anything else.
         """
         params: list[tuple[str, str | int]] = [("index", index), *(("topic", t) for t in topics)]
-        if self.settings.namespace:
-            params.append(("namespace", self.settings.namespace))
+        params.append(("namespace", self.settings.watch_namespace))
         if self.settings.region:
             params.append(("region", self.settings.region))
         headers = {"X-Nomad-Token": self.settings.token} if self.settings.token else {}

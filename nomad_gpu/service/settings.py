@@ -58,6 +58,8 @@ class AccessSettings:
     max_trials: int = MAX_TRIALS
     metrics_open: bool = False
     """Serve ``/metrics`` without a token (e.g. for a Prometheus that cannot send one)."""
+    namespaces: frozenset[str] = frozenset({"default"})
+    """The Nomad namespaces users may submit to; a spec naming another is refused at submit."""
 
     @property
     def required(self) -> bool:
@@ -69,13 +71,13 @@ class AccessSettings:
         if not token:
             return self
         return AccessSettings(types.MappingProxyType({**self.tokens, token: None}), self.allowed_drivers,
-                              self.max_trials, self.metrics_open)
+                              self.max_trials, self.metrics_open, self.namespaces)
 
     def __repr__(self) -> str:
         teams = sorted({t or "admin" for t in self.tokens.values()})
         return (f"AccessSettings(tokens={len(self.tokens)} for {teams}, "
                 f"allowed_drivers={sorted(self.allowed_drivers)}, max_trials={self.max_trials}, "
-                f"metrics_open={self.metrics_open})")
+                f"metrics_open={self.metrics_open}, namespaces={sorted(self.namespaces)})")
 
 
 @dataclass(frozen=True)
@@ -124,7 +126,7 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
     """``api: {tokens: {<token>: {team: vision} | {admin: true}}, allowed_drivers, max_trials, metrics_open}``."""
     if not isinstance(raw, Mapping):
         raise InvalidRequest(f"{where}: must be a mapping")
-    unknown = sorted(set(raw) - {"tokens", "allowed_drivers", "max_trials", "metrics_open"})
+    unknown = sorted(set(raw) - {"tokens", "allowed_drivers", "max_trials", "metrics_open", "namespaces"})
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
     tokens: dict[str, str | None] = {}
@@ -155,7 +157,12 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
     metrics_open = raw.get("metrics_open", False)
     if not isinstance(metrics_open, bool):
         raise InvalidRequest(f"{where}: metrics_open: must be true or false")
-    return AccessSettings(types.MappingProxyType(tokens), frozenset(drivers), max_trials, metrics_open)
+    namespaces = raw.get("namespaces", ["default"])
+    if not isinstance(namespaces, list) or not namespaces or not all(isinstance(n, str) and _TEAM.fullmatch(n)
+                                                                      for n in namespaces):
+        raise InvalidRequest(f"{where}: namespaces: must be a non-empty list of Nomad namespace names")
+    return AccessSettings(types.MappingProxyType(tokens), frozenset(drivers), max_trials, metrics_open,
+                          frozenset(namespaces))
 
 
 def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> SchedulingSettings:

@@ -1,0 +1,47 @@
+"""Namespaces (the real-Nomad issue, section 3): submissions only to configured namespaces; each job is
+registered, followed and stopped in its own namespace, and GPUs held in any namespace count."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from nomad_gpu.service.api import create_app
+from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.settings import AccessSettings, SchedulingSettings, access_from_mapping
+from nomad_gpu.store import SqliteStore
+
+SPEC = "name: ns-job\nteam: t\nnamespace: ml\ntask: {image: busybox}\ngpu: {count: 1}\n"
+
+
+class NoActuator:
+    def submit(self, *args: Any, **kwargs: Any) -> str:
+        raise AssertionError("no registration expected")
+
+    def stop(self, *args: Any, **kwargs: Any) -> None:
+        raise AssertionError("no stop expected")
+
+
+@pytest.fixture
+def service() -> Iterator[SchedulerService]:
+    svc = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())  # type: ignore[arg-type]
+    yield svc
+    svc.stop()
+
+
+def test_only_configured_namespaces_take_submissions(service: SchedulerService) -> None:
+    refused = TestClient(create_app(service)).post("/v1/jobs", content=SPEC)
+    assert refused.status_code == 403 and "'ml' is not open" in refused.json()["error"]
+    assert service.store.list() == []
+    opened = TestClient(create_app(service, access=AccessSettings(namespaces=frozenset({"default", "ml"}))))
+    r = opened.post("/v1/jobs", content=SPEC)
+    assert r.status_code == 201 and r.json()["entries"][0]["namespace"] == "ml"
+
+
+def test_the_namespaces_setting_is_checked() -> None:
+    assert access_from_mapping({"namespaces": ["default", "ml"]}).namespaces == {"default", "ml"}
+    with pytest.raises(Exception, match="namespaces"):
+        access_from_mapping({"namespaces": []})
