@@ -321,9 +321,9 @@ def dev(cluster_path: str, speed: float, db_path: str | None, config_path: str |
     runtime = ServiceRuntime(_service_settings(db, config_path, None, nomad_addr=nomad_url,
                                                templates_dir=templates_dir))
     addr = runtime.start(wait_ready_s=10)
-    click.echo(f"dev cluster (Nomad API): {nomad_url}\nnomad-gpu:               {addr}\nqueue:   "
-               f"                {db}\n\nexport NOMAD_GPU_ADDR={addr}\nnomad-gpu submit jobspecs/train.yaml\n"
-               "nomad-gpu queue\n\nCtrl-C stops both.")
+    click.echo(f"dev cluster (Nomad API): {nomad_url}\nnomad-gpu:               {addr}\ndashboard:               "
+               f"{addr}/ui\nqueue:                   {db}\n\nexport NOMAD_GPU_ADDR={addr}\n"
+               "nomad-gpu submit jobspecs/train.yaml\nnomad-gpu queue\n\nCtrl-C stops both.")
     try:
         _wait_for_signal()
     finally:
