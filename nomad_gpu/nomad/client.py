@@ -41,6 +41,11 @@ class NomadUnavailable(NomadError):
     retryable = True
 
 
+class NomadForbidden(NomadUnavailable):
+    """403: the token lacks a capability. Not a verdict on the job: an operator must fix the token, and
+    nothing is marked failed meanwhile (admissions pause, entries keep their place)."""
+
+
 class NomadRejected(NomadError):
     """Nomad refused the request (bad job, permission denied): retrying the same will not help."""
 
@@ -117,19 +122,33 @@ def _translate(call: Callable[[], T], what: str) -> T:
         return call()
     except nomad_exc.URLNotFoundNomadException as exc:
         raise NomadNotFound(f"{what}: {_text(exc)}") from exc
-    except (nomad_exc.BadRequestNomadException, nomad_exc.URLNotAuthorizedNomadException) as exc:
+    except nomad_exc.URLNotAuthorizedNomadException as exc:
+        raise NomadForbidden(f"{what}: permission denied ({_text(exc)}); check the token's ACL policy") from exc
+    except nomad_exc.BadRequestNomadException as exc:
         raise NomadRejected(f"{what}: {_text(exc)}") from exc
     except nomad_exc.BaseNomadException as exc:
         status = getattr(getattr(exc, "nomad_resp", None), "status_code", None)
         text = _text(exc)
-        # jobspec validation errors come back as 500 text (reference section 6): not worth retrying
-        if status == 500 and text and "rpc error" not in text.lower() and "no cluster leader" not in text.lower():
+        # jobspec validation errors come back as 500 text (reference section 6): a verdict on the job; any
+        # other 500 (no leader, an RPC or raft error, a timeout) says nothing about it and is retried
+        if status == 500 and _is_verdict(text):
             raise NomadRejected(f"{what}: {text}") from exc
         raise NomadUnavailable(f"{what}: HTTP {status}: {text}") from exc
     except (requests.ConnectionError, requests.Timeout) as exc:
         raise NomadUnavailable(f"{what}: cannot reach Nomad ({type(exc).__name__})") from exc
     except requests.RequestException as exc:
         raise NomadUnavailable(f"{what}: {exc}") from exc
+
+
+# How Nomad words a refusal of the job itself (`nomad/structs` Validate errors, wrapped by go-multierror as
+# "N error(s) occurred"; the register hooks' namespace/pool checks; EnforceIndex), v2.0.5
+_VERDICTS = ("error occurred", "errors occurred", "validation failed", "nonexistent namespace",
+             "nonexistent node pool", "enforcing job modify index", "job already exists", "failed to parse")
+
+
+def _is_verdict(text: str) -> bool:
+    low = text.lower()
+    return any(marker in low for marker in _VERDICTS)
 
 
 def _text(exc: BaseException) -> str:

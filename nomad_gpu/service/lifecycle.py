@@ -35,7 +35,7 @@ from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId, Team
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import JobRequest
-from nomad_gpu.nomad.client import NomadError
+from nomad_gpu.nomad.client import NomadError, NomadForbidden
 from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
 from nomad_gpu.render import JobSpec, RenderError
 from nomad_gpu.service.actuator import NomadActuator
@@ -238,7 +238,7 @@ class Lifecycle:
         if retryable:
             t.failures += 1
             t.retry_at = now + backoff_s(t.failures)
-            self.outage.unreachable(str(failure))
+            self.outage.unreachable(str(failure), "forbidden" if isinstance(failure, NomadForbidden) else "unavailable")
             logger.debug("register %s failed (%s); retry in %.1f s with the same pins", job_id, failure,
                          t.retry_at - now)
             return

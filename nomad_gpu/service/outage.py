@@ -27,14 +27,18 @@ class Outage:
     def down(self) -> bool:
         return self.since is not None
 
-    def unreachable(self, reason: str) -> None:
-        self.metrics.nomad_errors.labels("unavailable").inc()
+    def unreachable(self, reason: str, kind: str = "unavailable") -> None:
+        """Nomad did not answer (or refused the token, `kind` "forbidden"): pause admissions."""
+        self.metrics.nomad_errors.labels(kind).inc()
         with self._lock:
             if self.since is not None:
                 return
             self.since, self.reason = self.clock(), reason
         self.metrics.nomad_reachable.set(0)
         logger.warning("Nomad is not answering (%s); admissions paused, retries back off", reason)
+        if kind == "forbidden":
+            logger.error("Nomad refused the service's token: fix its ACL policy (docs/nomad-acl.md); "
+                         "entries keep their place meanwhile")
 
     def reachable(self) -> None:
         with self._lock:

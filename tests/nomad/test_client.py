@@ -127,3 +127,43 @@ def test_silence_longer_than_the_read_timeout_is_unavailable() -> None:
         assert next(frames) == {}
         with pytest.raises(NomadUnavailable, match="no data"):
             next(frames)
+
+
+@pytest.mark.parametrize(("status", "body", "verdict"), [
+    pytest.param(403, "Permission denied", False, id="403-token-not-job"),
+    pytest.param(500, "rpc error: No cluster leader", False, id="500-no-leader"),
+    pytest.param(500, "raft apply failed: timed out enqueuing operation", False, id="500-raft"),
+    pytest.param(500, "1 error occurred:\n\t* Task group main validation failed: bad", True, id="500-validation"),
+    pytest.param(500, 'job "x" is in nonexistent namespace "ml"', True, id="500-namespace"),
+    pytest.param(400, "Job ID hasn't been provided", True, id="400"),
+])
+def test_only_a_verdict_on_the_job_is_permanent(status: int, body: str, verdict: bool) -> None:
+    """A 403, or a 500 that is not a job validation error, says nothing about the job (reference section 6)."""
+    import http.server
+    import threading
+
+    from nomad_gpu.nomad.client import NomadError, NomadForbidden
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 (http.server's naming)
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            data = body.encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        client = NomadClient(NomadSettings(address=f"http://127.0.0.1:{server.server_port}", timeout_s=5))
+        with pytest.raises(NomadError) as info:
+            client.register({"ID": "x"}, "job x {}", create_only=True)
+        assert info.value.retryable is not verdict, info.value
+        assert isinstance(info.value, NomadForbidden) is (status == 403)
+    finally:
+        server.shutdown()

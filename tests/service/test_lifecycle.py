@@ -294,3 +294,19 @@ def test_cpu_held_by_a_plain_job_without_gpus_counts(clock: Clock, ex: ManualExe
     svc.run_cycle()
     e = store.get(a.id)
     assert e.state is EntryState.QUEUED and "CPU" in e.reason
+
+
+def test_a_token_nomad_refuses_fails_nothing_and_pauses_admissions(clock: Clock, ex: ManualExecutor) -> None:
+    from nomad_gpu.nomad.client import NomadForbidden
+
+    nomad, store = FakeNomad(fail=NomadForbidden("register: permission denied")), SqliteStore()
+    svc = service(store, nomad, clock, ex)
+    svc.on_resync([gpu_node("n1", 4)], [])
+    entries = [svc.submit(spec(f"j{i}"))[0] for i in range(3)]
+    svc.run_cycle()
+    ex.run_all()
+    assert all(store.get(e.id).state is not EntryState.FAILED for e in entries)
+    assert svc.outage.down and b'nomad_gpu_nomad_errors_total{kind="forbidden"}' in svc.metrics.render()
+    svc.submit(spec("later"))
+    svc.run_cycle()
+    assert store.list([EntryState.QUEUED])[0].name == "later", "admissions pause while the token is refused"
