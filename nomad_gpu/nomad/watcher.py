@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 import requests
 
+from nomad_gpu.domain.errors import InvalidInventory
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.nomad.client import NomadClient, NomadError
 from nomad_gpu.nomad.decode import AllocInfo, EvalInfo, SharingConfig, decode_alloc, decode_eval, decode_node
@@ -86,6 +87,7 @@ class Watcher:
         self._seen: deque[tuple[int, str, str, str]] = deque(maxlen=4096)
         self._seen_set: set[tuple[int, str, str, str]] = set()
         self.backoff = Backoff()
+        self._warned: set[str] = set()
         self.reconnects = 0
         self.connected = threading.Event()
         self.synced = threading.Event()
@@ -130,8 +132,8 @@ class Watcher:
     def resync(self) -> None:
         """Re-list nodes and allocations and hand them over whole (after every (re)connect)."""
         raw_nodes, raw_allocs, index = self.client.snapshot()
-        nodes = [decode_node(n, self.sharing) for n in raw_nodes]
-        allocs = [decode_alloc(a) for a in raw_allocs]
+        nodes = [n for n in (self._node(raw) for raw in raw_nodes) if n is not None]
+        allocs = [a for a in (self._alloc(raw) for raw in raw_allocs) if a is not None]
         self.handler.on_resync(nodes, allocs)
         # the lists are Nomad's state as of `index`: follow from there, so a fresh subscription (a restart)
         # does not replay the buffer's older frames about allocations long gone
@@ -175,14 +177,40 @@ class Watcher:
         self._seen.append(key)
         self._seen_set.add(key)
 
+    def _node(self, raw: Mapping[str, Any]) -> Node | None:
+        """One node Nomad reports in a shape we cannot read is skipped and logged: the rest of the cluster
+        must not wait on it (an aborted resync would retry forever)."""
+        try:
+            return decode_node(raw, self.sharing)
+        except InvalidInventory as exc:
+            self._skipped(f"node skipped: {exc}")
+            return None
+
+    def _alloc(self, raw: Mapping[str, Any]) -> AllocInfo | None:
+        try:
+            return decode_alloc(raw)
+        except InvalidInventory as exc:
+            self._skipped(f"allocation skipped: {exc}")
+            return None
+
+    def _skipped(self, what: str) -> None:
+        if what not in self._warned:  # once per distinct problem, not once per resync
+            if len(self._warned) < 1000:
+                self._warned.add(what)
+            logger.warning("%s", what)
+
     def _dispatch(self, event: Mapping[str, Any]) -> None:
         topic, etype, payload = event.get("Topic"), event.get("Type"), event.get("Payload") or {}
         if topic == "Allocation" and etype in ALLOC_TYPES and payload.get("Allocation"):
-            self.handler.on_alloc(decode_alloc(payload["Allocation"]))
+            alloc = self._alloc(payload["Allocation"])
+            if alloc is not None:
+                self.handler.on_alloc(alloc)
         elif topic == "Node" and etype == "NodeDeregistration":
             self.handler.on_node_removed(str(event.get("Key")))
         elif topic == "Node" and etype in NODE_TYPES and payload.get("Node"):
-            self.handler.on_node(decode_node(payload["Node"], self.sharing))
+            node = self._node(payload["Node"])
+            if node is not None:
+                self.handler.on_node(node)
         elif topic == "Job" and etype == "JobDeregistered":
             job = payload.get("Job") or {}
             self.handler.on_job_deregistered(str(job.get("ID") or event.get("Key")))

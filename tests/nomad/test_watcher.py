@@ -280,3 +280,16 @@ def test_a_fresh_watcher_does_not_replay_events_of_collected_allocations() -> No
             w.stop()
     finally:
         dc.stop()
+
+
+def test_a_node_that_does_not_decode_is_skipped_not_a_failed_resync() -> None:
+    class OneBadNode(ScriptedClient):
+        def snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+            good = {"ID": "n1", "Name": "n1", "Status": "ready"}
+            bad = {"ID": "n2", "NodeResources": {"Cpu": {"CpuShares": "lots"}}}
+            return [good, bad], [{"ClientStatus": "running"}], 7
+
+    rec = Recorder()
+    w = Watcher(OneBadNode([]), rec, NO_SHARING)
+    w.resync()
+    assert rec.resyncs == [(1, 0)] and w.last_index == 7
