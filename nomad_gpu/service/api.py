@@ -1,7 +1,7 @@
 """The HTTP API of the service (Starlette). Errors are JSON `{"error": "..."}` with a 4xx status.
 
     POST   /v1/jobs            submit a job or sweep spec (YAML or JSON body); Idempotency-Key honoured
-    GET    /v1/jobs            list entries (?state=queued,running &sweep=ID &limit=N)
+    GET    /v1/jobs            list entries (?state=queued,running &sweep=ID &limit=N &offset=K; default all)
     GET    /v1/jobs/{id}       one entry, with its wait reason and placements
     DELETE /v1/jobs/{id}       cancel
     GET    /v1/sweeps/{id}     a sweep's progress
@@ -103,17 +103,20 @@ def create_app(service: SchedulerService, token: str | None = None,
                 states = [EntryState(s.strip()) for s in raw.split(",") if s.strip()]
             except ValueError:
                 return error(400, f"unknown state in {raw!r}; known: {', '.join(s.value for s in EntryState)}")
-        limit = request.query_params.get("limit")
-        if limit is not None and not (limit.isascii() and limit.isdigit() and len(limit) <= 18):
-            return error(400, "limit must be a non-negative integer")
+        limit, offset = request.query_params.get("limit"), request.query_params.get("offset")
+        for name, value in (("limit", limit), ("offset", offset)):
+            if value is not None and not (value.isascii() and value.isdigit() and len(value) <= 18):
+                return error(400, f"{name} must be a non-negative integer")
         sweep = request.query_params.get("sweep")
         n = int(limit) if limit else None
+        skip = int(offset) if offset else 0
 
         def read() -> Response:  # a long list takes a while to encode too: not on the event loop
             if caller.admin:
-                entries = service.store.list(states, sweep=sweep, limit=n)
+                entries = service.store.list(states, sweep=sweep, limit=n, offset=skip)
             else:
-                entries = caller.visible(service.store.list(states, sweep=sweep))[:n]
+                visible = caller.visible(service.store.list(states, sweep=sweep))[skip:]
+                entries = visible[:n] if n is not None else visible
             return JSONResponse({"entries": [e.to_json() for e in entries]})
 
         return await run_in_threadpool(read)

@@ -6,11 +6,15 @@ from collections.abc import Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+MAX_TEAM_LABELS = 200
+OTHER_TEAMS = "_other"
+
 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         self._teams: set[str] = set()
+        self._other_seen = False
         r = self.registry
         self.submitted = Counter("nomad_gpu_submitted_total", "Queue entries accepted", registry=r)
         self.admitted = Counter("nomad_gpu_admitted_total", "Entries admitted with a placement", registry=r)
@@ -37,11 +41,20 @@ class Metrics:
     def set_queue(self, queued: int, live: int, usage: Mapping[str, float]) -> None:
         self.queued.set(queued)
         self.live.set(live)
-        for team in self._teams - set(usage):
-            self.team_gpu.labels(team).set(0)
+        # teams come from specs: past MAX_TEAM_LABELS distinct ones, the rest share one label, so a
+        # stream of made-up team names cannot grow the registry (and every scrape) without bound
+        folded: dict[str, float] = {}
         for team, value in usage.items():
+            label = team if team in self._teams or len(self._teams) < MAX_TEAM_LABELS else OTHER_TEAMS
+            if label != OTHER_TEAMS:
+                self._teams.add(label)
+            folded[label] = folded.get(label, 0.0) + value
+        for team in (self._teams | {OTHER_TEAMS}) - set(folded):
+            if team in self._teams or self._other_seen:
+                self.team_gpu.labels(team).set(0)
+        for team, value in folded.items():
             self.team_gpu.labels(team).set(value)
-        self._teams |= set(usage)
+        self._other_seen = self._other_seen or OTHER_TEAMS in folded
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

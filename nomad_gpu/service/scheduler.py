@@ -77,6 +77,7 @@ class SchedulerService:
         self.ready = threading.Event()
         """Set after the first reconcile: nothing is admitted before Nomad's state is known."""
         self.cycles = 0
+        self._last_purge = 0.0
         with self._lock:
             self.life.load()
         raw = self.store.get_meta("sweep_limits")
@@ -147,6 +148,7 @@ class SchedulerService:
                 continue
             try:
                 self.run_cycle()
+                self.purge_finished()
             except Exception:
                 logger.exception("scheduling cycle failed")
 
@@ -183,6 +185,24 @@ class SchedulerService:
             self.metrics.set_queue(len(self.life.entries) - live, live,
                                    {str(t): v for t, v in self.ledger.team_usage().items()})
         return list(result.decisions)
+
+    def purge_finished(self, every_s: float = 600.0) -> int:
+        """Retention: delete entries that finished more than `retention_s` ago (at most every `every_s`),
+        and forget the parallelism limits of sweeps that have no entry left."""
+        now = self.clock()
+        if self.settings.retention_s <= 0 or now - self._last_purge < every_s:
+            return 0
+        self._last_purge = now
+        with self._lock:
+            removed = self.store.purge_finished(before=now - self.settings.retention_s)
+            if removed and self._sweep_limits:
+                alive = {s for s in self._sweep_limits if self.store.list(sweep=s, limit=1)}
+                if alive != set(self._sweep_limits):
+                    self._sweep_limits = {k: v for k, v in self._sweep_limits.items() if k in alive}
+                    self.store.set_meta("sweep_limits", json.dumps(self._sweep_limits))
+        if removed:
+            logger.info("retention: %d finished entries older than %.0f s deleted", removed, self.settings.retention_s)
+        return removed
 
     def _eligible(self) -> list[Tracked]:
         """Queued entries, less sweep trials beyond their sweep's parallelism."""

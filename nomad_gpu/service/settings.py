@@ -42,6 +42,8 @@ class SchedulingSettings:
     admission_deadline_s: float = 300.0
     """An admitted entry with no allocation this long after its register is re-queued (the safety net
     behind following Nomad's blocked evaluations)."""
+    retention_s: float = 30 * 86400.0
+    """Finished entries older than this are deleted from the queue database (0 keeps them forever)."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,8 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
 
 def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> SchedulingSettings:
     known = {"policy", "hol_threshold_s", "tick_s", "half_life_s", "teams", "default_team", "sharing",
-             "actuator_workers", "model_weights", "api", "refusal_avoid_s", "admission_deadline_s"}
+             "actuator_workers", "model_weights", "api", "refusal_avoid_s", "admission_deadline_s",
+             "retention_s"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -192,6 +195,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             actuator_workers=int(raw.get("actuator_workers", base.actuator_workers)),
             refusal_avoid_s=float(raw.get("refusal_avoid_s", base.refusal_avoid_s)),
             admission_deadline_s=float(raw.get("admission_deadline_s", base.admission_deadline_s)),
+            retention_s=float(raw.get("retention_s", base.retention_s)),
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from exc

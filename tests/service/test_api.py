@@ -104,3 +104,13 @@ def test_metrics_count_submissions(service: SchedulerService) -> None:
     client = TestClient(create_app(service))
     client.post("/v1/jobs", content=SPEC)
     assert "nomad_gpu_submitted_total 1.0" in client.get("/metrics").text
+
+
+def test_the_list_pages_with_limit_and_offset(service: SchedulerService) -> None:
+    client = TestClient(create_app(service))
+    for i in range(5):
+        assert client.post("/v1/jobs", content=SPEC.replace("api-job", f"job-{i}")).status_code == 201
+    names = lambda r: [e["name"] for e in r.json()["entries"]]  # noqa: E731
+    assert names(client.get("/v1/jobs")) == [f"job-{i}" for i in range(5)], "the default stays the full list"
+    assert names(client.get("/v1/jobs", params={"limit": 2, "offset": 2})) == ["job-2", "job-3"]
+    assert client.get("/v1/jobs", params={"offset": "-1"}).status_code == 400

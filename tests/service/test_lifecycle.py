@@ -310,3 +310,26 @@ def test_a_token_nomad_refuses_fails_nothing_and_pauses_admissions(clock: Clock,
     svc.submit(spec("later"))
     svc.run_cycle()
     assert store.list([EntryState.QUEUED])[0].name == "later", "admissions pause while the token is refused"
+
+
+def test_finished_entries_are_deleted_after_the_retention(clock: Clock, ex: ManualExecutor) -> None:
+    from dataclasses import replace as _replace
+
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    svc.settings = _replace(svc.settings, retention_s=3600.0)
+    old, new = svc.submit(spec("old"))[0], svc.submit(spec("new"))[0]
+    svc.cancel(old.id)
+    clock.now += 3601
+    svc.cancel(new.id)
+    assert svc.purge_finished() == 1
+    assert [e.id for e in store.list()] == [new.id]
+
+
+def test_team_metric_labels_are_bounded() -> None:
+    from nomad_gpu.service.metrics import MAX_TEAM_LABELS, Metrics
+
+    m = Metrics()
+    m.set_queue(0, 0, {f"team-{i}": 1.0 for i in range(MAX_TEAM_LABELS + 50)})
+    text = m.render().decode()
+    assert text.count("nomad_gpu_team_gpu_in_use{") == MAX_TEAM_LABELS + 1 and 'team="_other"} 50.0' in text
