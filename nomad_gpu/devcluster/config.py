@@ -13,7 +13,7 @@ import re
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -44,6 +44,9 @@ class GpuSpec(BaseModel):
     memory_mib: int = Field(gt=0, le=1 << 24)
     mig: tuple[str, ...] | None = None
     shared: bool = False
+    # N share instances of a shared GPU on a node with `device_plugin: nomad-gpu` (the project's plugin
+    # advertises them, docs/node.md "The share contract"); 1 to 48 as the plugin accepts.
+    slots: int | None = Field(default=None, ge=1, le=48)
 
     @field_validator("mig")
     @classmethod
@@ -69,6 +72,8 @@ class GpuSpec(BaseModel):
     def _check_combination(self) -> GpuSpec:
         if self.mig is not None and self.shared:
             raise ValueError("a GPU cannot be both MIG-partitioned and shared")
+        if self.slots is not None and not self.shared:
+            raise ValueError("`slots` is for a shared GPU (set `shared: true`)")
         if self.mig is not None:
             used = sum(mig_memory_slices(profile, self.memory_mib) for profile in self.mig)
             if used > 8:
@@ -96,6 +101,20 @@ class NodeSpec(BaseModel):
     # driver cannot be placed there ("missing drivers", `scheduler/feasible/feasible.go` v2.0.5).
     drivers: dict[str, bool] = Field(default_factory=lambda: {"docker": True, "exec": True, "raw_exec": True})
     gpus: tuple[GpuSpec, ...] = ()
+    # Which device plugin fingerprints the GPUs. `nvidia` (the stock nomad-device-nvidia) advertises
+    # every GPU whole, shared ones too: sharing is then only the service's advisory `sharing:` setting.
+    # `nomad-gpu` (the project's plugin) also advertises a shared GPU's `slots` share instances.
+    device_plugin: Literal["nvidia", "nomad-gpu"] = "nvidia"
+
+    @model_validator(mode="after")
+    def _check_plugin(self) -> NodeSpec:
+        for position, gpu in enumerate(self.gpus):
+            if gpu.slots is not None and self.device_plugin != "nomad-gpu":
+                raise ValueError(f"gpus[{position}]: `slots` needs `device_plugin: nomad-gpu` (the stock plugin "
+                                 "has no share instances)")
+            if gpu.shared and gpu.slots is None and self.device_plugin == "nomad-gpu":
+                raise ValueError(f"gpus[{position}]: a shared GPU under `device_plugin: nomad-gpu` needs `slots`")
+        return self
 
     @model_validator(mode="after")
     def _check_reserved(self) -> NodeSpec:

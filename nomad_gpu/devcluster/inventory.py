@@ -7,8 +7,15 @@ reference/nomad-api.md sections 4 and 5 live in one place:
 - whole GPUs form one `nvidia/gpu/<model>` group per model (the plugin groups by Name, section 5);
 - a MIG-enabled GPU is skipped and each MIG instance is advertised in a `<model> MIG <profile>` group
   with a `MIG-...` ID, sharing its parent's PciBusID (section 5, "MIG");
-- GPUs marked `shared: true` are hidden from the nvidia plugin (`ignored_gpu_ids`) and advertised by
-  the project's own plugin as a `nomad-gpu/shared-gpu/<model>` group (DESIGN.md 3.4).
+- on a node with `device_plugin: nomad-gpu`, a GPU marked `shared: true` with N `slots` is left out
+  of `nvidia/gpu` and advertised as N share instances `<GPU uuid>-share-<k>` in the group
+  `nomad-gpu/shared-gpu/<model>` (`<model> (<N> slots)` where one model has several slot counts on the
+  node), with the project plugin's attributes (docs/node.md, "The share contract"); Nomad places them
+  like any device (`plugins/device/device.go` DeviceGroup, `scheduler/feasible/device.go`, v2.0.5);
+- on a node with the stock plugin (the default), every GPU is advertised whole, shared ones too: the
+  stock plugin can hide a GPU only by dropping it entirely (`ignored_gpu_ids`, nomad-device-nvidia
+  `fingerprint.go`), so sharing there is the service's advisory `sharing:` setting, and such GPUs are
+  listed in `Node.shared_gpus` for the audit's share sums.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from .events import Event
 NOMAD_VERSION = "2.0.5"
 SHARED_VENDOR = "nomad-gpu"
 SHARED_TYPE = "shared-gpu"
+SHARE_SEP = "-share-"
 _DRIVER_VERSION = "550.54.15"
 
 
@@ -42,14 +50,35 @@ class DeviceGroup:
     name: str
     memory_mib: int
     instances: tuple[DeviceInstance, ...]
+    slots: int | None = None
+    """Share instances per GPU, for the project plugin's share group; None for nvidia groups."""
 
     @property
     def ids(self) -> tuple[str, ...]:
         return tuple(instance.id for instance in self.instances)
 
+    def share_hold(self, ids: tuple[str, ...]) -> tuple[str, int] | None:
+        """For share instances of this group: (their GPU, the milli-GPU they stand for: k x 1000/N).
+        None for other groups, or instances of more than one GPU (which no share should get)."""
+        if self.slots is None or not ids:
+            return None
+        gpus = {i.rpartition(SHARE_SEP)[0] for i in ids}
+        if len(gpus) != 1:
+            return None
+        return gpus.pop(), len(ids) * 1000 // self.slots
+
     def attributes(self) -> dict[str, dict[str, Any]]:
         """Typed attributes; unset value keys are null, as the server-side struct has no omitempty
-        (reference section 4, `NodeResources`)."""
+        (reference section 4, `NodeResources`). The project plugin's share group carries its own:
+        memory, slots, milli_per_slot, mps and driver_version (nomad_gpu/plugin/devices.py)."""
+        if self.slots is not None:
+            return {
+                "memory": _attr(integer=self.memory_mib, unit="MiB"),
+                "slots": _attr(integer=self.slots),
+                "milli_per_slot": _attr(integer=1000 // self.slots),
+                "mps": {"Float": None, "Int": None, "String": None, "Bool": False, "Unit": ""},
+                "driver_version": _attr(string=_DRIVER_VERSION),
+            }
         return {
             "memory": _attr(integer=self.memory_mib, unit="MiB"),
             "bar1": _attr(integer=131072, unit="MiB"),
@@ -97,6 +126,8 @@ class Node:
     meta: dict[str, str]
     address: str
     groups: tuple[DeviceGroup, ...]
+    shared_gpus: tuple[str, ...] = ()
+    """GPUs marked shared on a stock-plugin node: advertised whole, shared only by the advisory setting."""
     drivers: dict[str, bool] = field(default_factory=lambda: {"docker": True, "exec": True, "raw_exec": True})
     version: str = NOMAD_VERSION  # the Nomad release the cluster plays
     status: str = "ready"
@@ -264,8 +295,10 @@ def build_nodes(cluster: ClusterSpec) -> list[Node]:
 def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
     whole: dict[str, list[DeviceInstance]] = {}
     mig: dict[str, list[DeviceInstance]] = {}
-    shared: dict[str, list[DeviceInstance]] = {}
+    shared: dict[tuple[str, int], list[DeviceInstance]] = {}
+    advisory: list[str] = []
     memory: dict[tuple[str, str], int] = {}
+    plugin = spec.device_plugin == "nomad-gpu"
     gpu_index = 0
     for entry in spec.gpus:
         for _ in range(entry.count):
@@ -276,15 +309,26 @@ def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
                     name = f"{entry.model} MIG {profile}"
                     mig.setdefault(name, []).append(DeviceInstance(mig_uuid(cluster, spec, gpu_index, slot), bus))
                     memory.setdefault(("mig", name), mig_memory_mib(profile, entry.memory_mib))
+            elif entry.shared and plugin and entry.slots is not None:
+                uuid = gpu_uuid(cluster, spec, gpu_index)
+                shared.setdefault((entry.model, entry.slots), []).extend(
+                    DeviceInstance(f"{uuid}{SHARE_SEP}{k}", bus) for k in range(entry.slots))
+                memory.setdefault(("shared", entry.model), entry.memory_mib)
             else:
-                target = shared if entry.shared else whole
-                target.setdefault(entry.model, []).append(DeviceInstance(gpu_uuid(cluster, spec, gpu_index), bus))
-                memory.setdefault(("shared" if entry.shared else "gpu", entry.model), entry.memory_mib)
+                uuid = gpu_uuid(cluster, spec, gpu_index)
+                whole.setdefault(entry.model, []).append(DeviceInstance(uuid, bus))
+                memory.setdefault(("gpu", entry.model), entry.memory_mib)
+                if entry.shared:
+                    advisory.append(uuid)
             gpu_index += 1
     groups = [DeviceGroup("nvidia", "gpu", name, memory[("gpu", name)], tuple(ids)) for name, ids in whole.items()]
     groups += [DeviceGroup("nvidia", "gpu", name, memory[("mig", name)], tuple(ids)) for name, ids in mig.items()]
-    groups += [DeviceGroup(SHARED_VENDOR, SHARED_TYPE, name, memory[("shared", name)], tuple(ids))
-               for name, ids in shared.items()]
+    counts: dict[str, int] = {}
+    for model, _ in shared:
+        counts[model] = counts.get(model, 0) + 1
+    groups += [DeviceGroup(SHARED_VENDOR, SHARED_TYPE, model if counts[model] == 1 else f"{model} ({slots} slots)",
+                           memory[("shared", model)], tuple(ids), slots)
+               for (model, slots), ids in shared.items()]
     return Node(
         id=node_id(cluster, spec),
         name=spec.name,
@@ -299,5 +343,6 @@ def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
         meta=dict(spec.meta),
         address=f"10.0.{position // 250}.{position % 250 + 2}",
         groups=tuple(groups),
+        shared_gpus=tuple(advisory),
         drivers=dict(spec.drivers),
     )

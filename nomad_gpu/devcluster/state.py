@@ -28,7 +28,7 @@ from .config import ClusterSpec
 from .evals import Evaluation
 from .events import Event, EventBroker
 from .faults import Faults
-from .inventory import SHARED_TYPE, Node, build_nodes
+from .inventory import Node, build_nodes
 from .jobs import JSON, GroupAsk, canonicalize, group_asks, job_event, stamp_version, validate
 from .ledger import DeviceLedger
 from .placement import DeviceChoice, node_view, place
@@ -79,7 +79,7 @@ class ClusterState:
                 node.create_index = node.modify_index = index
                 node.version = str(nomad_version)
                 self.nodes[node.id] = node
-                self.shared_gpu_ids.update(i for g in node.groups if g.type == SHARED_TYPE for i in g.ids)
+                self.shared_gpu_ids.update(node.shared_gpus)
                 self._emit(index, [node.event("NodeRegistration")])
 
     @property
@@ -295,10 +295,16 @@ class ClusterState:
         )
         self.ledger.hold(alloc.id, alloc.device_ids)
         share_gpu = next((i for i in ask.visible_devices() if i in self.shared_gpu_ids), None)
+        # A shared GPU used without a declared share takes all of its time (advisory sharing), and
+        # share instances the time of their slots (the project plugin's, held above like any device).
+        milli = 1000 if ask.share_milli is None else ask.share_milli
+        for choice in devices:
+            held = choice.group.share_hold(choice.ids)
+            if held is not None:
+                share_gpu, milli = held[0], max(ask.share_milli or 0, held[1])
         if share_gpu is not None:
             alloc.share_gpu, alloc.share_milli = share_gpu, ask.share_milli
-            # A shared GPU used without a declared share takes all of its time.
-            if self.ledger.add_share(alloc.id, share_gpu, 1000 if ask.share_milli is None else ask.share_milli):
+            if self.ledger.add_share(alloc.id, share_gpu, milli):
                 logger.warning("shared GPU %s is oversubscribed (%d milli) by %s", share_gpu,
                                self.ledger.share_sum(share_gpu), alloc.name)
         if item.previous_alloc in self.allocs:

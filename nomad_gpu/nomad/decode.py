@@ -4,12 +4,15 @@ Shapes follow reference/nomad-api.md sections 3-5: nodes from `GET /v1/node/:id`
 `GET /v1/nodes?resources=true`, devices grouped by name (`<model>` for whole GPUs,
 `<model> MIG <profile>` for MIG instances), device attributes with or without null value keys.
 Shared GPUs come either from the project's own device plugin (vendor `nomad-gpu`, type
-`shared-gpu`) or from stock-plugin GPUs that the operator marks shared in `SharingConfig`.
+`shared-gpu`: N share instances `<GPU uuid>-share-<k>` per GPU, which become one `Gpu` holding them
+as `share_ids`) or from stock-plugin GPUs that the operator marks shared in `SharingConfig`
+(advisory: no Nomad device stands for a share, so nothing but the queue keeps tenants apart).
 """
 
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -20,6 +23,10 @@ from nomad_gpu.domain.inventory import Gpu, GpuMode, MigSlice, Node, NodeStatus
 from nomad_gpu.domain.units import MigProfile, split_mig_device_name
 
 SHARED_VENDOR, SHARED_TYPE = "nomad-gpu", "shared-gpu"
+SHARE_SEP = "-share-"
+"""Share instance IDs are `<GPU uuid>-share-<k>` (docs/node.md, "The share contract")."""
+_SLOTS_SUFFIX = re.compile(r" \(\d+ slots\)$")
+"""A model with GPUs of different slot counts gets one group per count, named `<model> (<N> slots)`."""
 
 
 @dataclass(frozen=True)
@@ -189,6 +196,7 @@ def _healthy_drivers(raw: Any) -> frozenset[str] | None:
 def _decode_devices(node: Node, devices: Sequence[Mapping[str, Any]], sharing: SharingConfig
                     ) -> tuple[list[Gpu], list[MigSlice]]:
     gpus: list[Gpu] = []
+    shared: list[Gpu] = []
     migs: list[MigSlice] = []
     for group in devices:
         vendor, dtype, name = group.get("Vendor") or "", group.get("Type") or "", group.get("Name") or ""
@@ -196,10 +204,7 @@ def _decode_devices(node: Node, devices: Sequence[Mapping[str, Any]], sharing: S
         memory = _attr_int(attrs, "memory")
         instances = group.get("Instances") or []
         if vendor == SHARED_VENDOR and dtype == SHARED_TYPE:
-            slots = _attr_int(attrs, "slots") or None
-            for inst in instances:
-                gpus.append(Gpu(_instance_id(inst, name), name, memory, bool(inst.get("Healthy", True)),
-                                GpuMode.SHARED, slots))
+            shared.extend(_decode_shares(name, memory, instances))
             continue
         if dtype != "gpu":
             continue
@@ -219,7 +224,29 @@ def _decode_devices(node: Node, devices: Sequence[Mapping[str, Any]], sharing: S
             rule = sharing.rule_for(node, iid, name)
             mode = GpuMode.SHARED if rule is not None else GpuMode.WHOLE
             gpus.append(Gpu(iid, name, memory, healthy, mode, rule.slots if rule else None))
-    return gpus, migs
+    # A GPU advertised both whole (a stock plugin not told to ignore it) and as share instances is a
+    # shared GPU: the core then never offers it whole, and what Nomad places on it whole is booked.
+    share_of = {g.id for g in shared}
+    return [g for g in gpus if g.id not in share_of] + shared, migs
+
+
+def _decode_shares(name: str, memory: int, instances: Sequence[Mapping[str, Any]]) -> list[Gpu]:
+    """The device plugin's share instances, one `Gpu` per GPU UUID they map back to; its N slots are
+    the instances found (the plugin keeps a vanished one listed, unhealthy)."""
+    by_gpu: dict[str, list[tuple[int, InstanceId, bool]]] = {}
+    for inst in instances:
+        iid = _instance_id(inst, name)
+        uuid, sep, k = iid.rpartition(SHARE_SEP)
+        if not sep or not uuid or not k.isdigit():
+            raise InvalidInventory(f"device {name!r}: share instance ID {iid!r} is not <GPU uuid>{SHARE_SEP}<k>")
+        by_gpu.setdefault(uuid, []).append((int(k), iid, bool(inst.get("Healthy", True))))
+    model = _SLOTS_SUFFIX.sub("", name)
+    out = []
+    for uuid, found in by_gpu.items():
+        found.sort()
+        out.append(Gpu(InstanceId(uuid), model, memory, all(h for _, _, h in found), GpuMode.SHARED, len(found),
+                       share_ids=tuple(i for _, i, _ in found), share_device=name))
+    return out
 
 
 def _instance_id(inst: Mapping[str, Any], group: str) -> InstanceId:

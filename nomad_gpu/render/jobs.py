@@ -212,7 +212,14 @@ def _group_context(group: GroupSpec, placement: RenderPlacement) -> dict[str, An
     env = dict(task.env)
     meta: dict[str, str] = {}
     device: dict[str, Any] | None = None
-    if group.share is not None and placed.share_gpu is not None:
+    if group.share is not None and placed.device_name is not None:
+        # The device plugin's share instances: Nomad reserves them (the plugin's Reserve sets
+        # NVIDIA_VISIBLE_DEVICES to the GPU), like any device, so the count is the instances pinned.
+        device = {"name": placed.device_name, "count": len(placed.device_ids), "ids": ",".join(placed.device_ids)}
+        meta[META_SHARE_GPU] = placed.share_gpu or ""
+        meta[META_SHARE_MILLI] = str(placed.share_milli or group.share.milli)
+    elif group.share is not None and placed.share_gpu is not None:
+        # Advisory sharing (no plugin): not a Nomad device, so the job names the GPU itself.
         env[ENV_VISIBLE_DEVICES] = placed.share_gpu
         if task.driver == "docker":
             # Nomad's docker driver picks the nvidia runtime only for devices it

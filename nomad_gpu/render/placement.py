@@ -14,7 +14,10 @@ from dataclasses import dataclass
 from nomad_gpu.render.hcl import RenderError
 from nomad_gpu.render.spec import GroupSpec, JobSpec
 
-__all__ = ["GroupPlacement", "RenderPlacement", "check_placement"]
+__all__ = ["SHARE_DEVICE_PREFIX", "GroupPlacement", "RenderPlacement", "check_placement"]
+
+SHARE_DEVICE_PREFIX = "nomad-gpu/shared-gpu/"
+"""The device plugin's share instances (docs/node.md, "The share contract")."""
 
 
 @dataclass(frozen=True)
@@ -24,9 +27,11 @@ class GroupPlacement:
     group: str
     """The spec group's name."""
     device_name: str | None
-    """``nvidia/gpu/<model>`` or ``nvidia/gpu/<model> MIG <profile>``; None for share / no GPU."""
+    """``nvidia/gpu/<model>``, ``nvidia/gpu/<model> MIG <profile>``, or for a share pinned to the device
+    plugin's share instances ``nomad-gpu/shared-gpu/<group>``; None for an advisory share / no GPU."""
     device_ids: tuple[str, ...]
-    """The exact instance IDs to pin (``GPU-...`` or ``MIG-...``), for all allocations of the group."""
+    """The exact instance IDs to pin (``GPU-...``, ``MIG-...`` or ``GPU-...-share-<k>``), for all
+    allocations of the group."""
     share_gpu: str | None = None
     """The ``GPU-...`` ID of the shared GPU a time-slice share runs on."""
     share_milli: int | None = None
@@ -78,11 +83,12 @@ def _check_group(group: GroupSpec, placed: GroupPlacement) -> None:
                 f"{where} needs {expected} device ids ({group.count} x {group.device_count}), "
                 f"the placement pins {len(placed.device_ids)}"
             )
-        if len(set(placed.device_ids)) != len(placed.device_ids):
-            raise RenderError(f"{where}: the placement pins a device id twice")
-        for device_id in placed.device_ids:
-            if not device_id or "," in device_id or _has_control_or_space(device_id):
-                raise RenderError(f"{where}: invalid device id {device_id!r}")
+        _check_ids(where, placed.device_ids)
+    elif kind == "share" and placed.device_name is not None:
+        if not placed.device_name.startswith(SHARE_DEVICE_PREFIX) or not placed.device_ids:
+            raise RenderError(f"{where}: a share pins share instances of {SHARE_DEVICE_PREFIX}<model>, "
+                              f"not {placed.device_name!r} x {len(placed.device_ids)}")
+        _check_ids(where, placed.device_ids)
     elif placed.device_name is not None or placed.device_ids:
         raise RenderError(f"{where} asks for no whole device but its placement pins some")
     if group.share is not None:
@@ -94,6 +100,14 @@ def _check_group(group: GroupSpec, placed: GroupPlacement) -> None:
             )
     elif placed.share_gpu is not None or placed.share_milli is not None:
         raise RenderError(f"{where} asks for no share but its placement has one")
+
+
+def _check_ids(where: str, device_ids: tuple[str, ...]) -> None:
+    if len(set(device_ids)) != len(device_ids):
+        raise RenderError(f"{where}: the placement pins a device id twice")
+    for device_id in device_ids:
+        if not device_id or "," in device_id or _has_control_or_space(device_id):
+            raise RenderError(f"{where}: invalid device id {device_id!r}")
 
 
 def _has_control_or_space(text: str) -> bool:

@@ -14,6 +14,7 @@ from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId, Team
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import AllocAsk, GpuAsk, GpuShare, JobRequest, MigSlices, WholeGpus
 from nomad_gpu.render import GroupPlacement, JobSpec, RenderPlacement, parse_spec
+from nomad_gpu.render.placement import SHARE_DEVICE_PREFIX
 from nomad_gpu.store import QueueEntry
 
 DEVICE_PREFIX = "nvidia/gpu/"
@@ -56,7 +57,12 @@ def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement],
         mine = sorted((p for p in placements if p.group == group.name), key=lambda p: p.index)
         if group.share is not None:
             (p,) = mine
-            groups.append(GroupPlacement(group.name, None, (), share_gpu=p.instance_ids[0], share_milli=p.share_milli))
+            if p.share_gpu is not None:  # the device plugin's share instances, pinned like any device
+                groups.append(GroupPlacement(group.name, SHARE_DEVICE_PREFIX + (p.device_name or ""), p.instance_ids,
+                                             share_gpu=p.share_gpu, share_milli=p.share_milli))
+            else:  # advisory sharing: the GPU itself, named in the job's environment
+                groups.append(GroupPlacement(group.name, None, (), share_gpu=p.instance_ids[0],
+                                             share_milli=p.share_milli))
         elif group.gpu is not None or group.mig is not None:
             ids = tuple(i for p in mine for i in p.instance_ids)
             groups.append(GroupPlacement(group.name, DEVICE_PREFIX + (mine[0].device_name or ""), ids))
@@ -68,7 +74,7 @@ def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement],
 def placement_json(p: AllocPlacement) -> dict[str, Any]:
     return {"group": p.group, "index": p.index, "node": p.node, "cpu_mhz": p.cpu_mhz, "memory_mb": p.memory_mb,
             "instance_ids": list(p.instance_ids), "device_name": p.device_name, "share_milli": p.share_milli,
-            "gpu_equivalents": p.gpu_equivalents}
+            "gpu_equivalents": p.gpu_equivalents, "share_gpu": p.share_gpu}
 
 
 def placement_from_json(d: Mapping[str, Any]) -> AllocPlacement:
@@ -77,6 +83,7 @@ def placement_from_json(d: Mapping[str, Any]) -> AllocPlacement:
         memory_mb=int(d["memory_mb"]), instance_ids=tuple(InstanceId(str(i)) for i in d["instance_ids"]),
         device_name=d.get("device_name"), share_milli=int(d.get("share_milli") or 0),
         gpu_equivalents=float(d.get("gpu_equivalents") or 0.0),
+        share_gpu=InstanceId(str(d["share_gpu"])) if d.get("share_gpu") else None,
     )
 
 

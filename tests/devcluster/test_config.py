@@ -34,7 +34,44 @@ def test_mixed_fleet_has_two_datacenters_mig_and_shared() -> None:
     assert {node.datacenter for node in nodes} == {"dc1", "dc2"}
     assert any(" MIG " in group.name for node in nodes for group in node.groups)
     shared = [group for node in nodes for group in node.groups if group.type == SHARED_TYPE]
-    assert len(shared) == 1 and len(shared[0].ids) == 2
+    assert len(shared) == 1 and len(shared[0].ids) == 2 * 4 and shared[0].slots == 4
+    assert len({i.rpartition("-share-")[0] for i in shared[0].ids}) == 2
+
+
+def _node(gpus: list[dict[str, object]], **node: object) -> dict[str, object]:
+    return {"name": "c", "nodes": [{"name": "n", "gpus": gpus, **node}]}
+
+
+def test_the_plugin_node_advertises_share_instances_and_the_stock_node_the_gpu_whole() -> None:
+    shared = {"model": "L40S", "count": 1, "memory_mib": 46068, "shared": True}
+    (plugin,) = build_nodes(parse_cluster(_node([{**shared, "slots": 4}], device_plugin="nomad-gpu")))
+    (group,) = plugin.groups
+    assert (group.vendor, group.type, group.name, group.slots) == ("nomad-gpu", "shared-gpu", "L40S", 4)
+    assert [i.rpartition("-share-")[2] for i in group.ids] == ["0", "1", "2", "3"]
+    assert group.attributes()["milli_per_slot"]["Int"] == 250 and plugin.shared_gpus == ()
+    assert group.share_hold(group.ids[:2]) == (group.ids[0].rpartition("-share-")[0], 500)
+    (stock,) = build_nodes(parse_cluster(_node([shared])))
+    (group,) = stock.groups
+    assert (group.vendor, group.type, group.name, group.slots) == ("nvidia", "gpu", "L40S", None)
+    assert stock.shared_gpus == group.ids and group.share_hold(group.ids) is None
+
+
+def test_one_model_with_two_slot_counts_gets_a_group_per_count() -> None:
+    gpus = [{"model": "L40S", "memory_mib": 46068, "shared": True, "slots": n} for n in (2, 4)]
+    (node,) = build_nodes(parse_cluster(_node(gpus, device_plugin="nomad-gpu")))
+    assert sorted((g.name, len(g.ids)) for g in node.groups) == [("L40S (2 slots)", 2), ("L40S (4 slots)", 4)]
+
+
+@pytest.mark.parametrize(("gpu", "node", "message"), [
+    ({"shared": True, "slots": 4}, {}, "`slots` needs `device_plugin: nomad-gpu`"),
+    ({"shared": True}, {"device_plugin": "nomad-gpu"}, "needs `slots`"),
+    ({"slots": 4}, {"device_plugin": "nomad-gpu"}, "`slots` is for a shared GPU"),
+    ({"shared": True, "slots": 49}, {"device_plugin": "nomad-gpu"}, "less than or equal to 48"),
+    ({}, {"device_plugin": "nvidia-mps"}, "device_plugin"),
+])
+def test_bad_sharing_settings_are_refused(gpu: dict[str, object], node: dict[str, object], message: str) -> None:
+    with pytest.raises(ClusterFileError, match=message):
+        parse_cluster(_node([{"model": "L40S", "memory_mib": 46068, **gpu}], **node))
 
 
 def test_ids_are_deterministic_and_distinct() -> None:

@@ -102,7 +102,9 @@ def test_shared_gpus_are_a_separate_group(shared_mixed: DevCluster, resources: b
         node = requests.get(f"{shared_mixed.url}/v1/node/{node_id}").json()
     (group,) = node["NodeResources"]["Devices"]
     assert (group["Vendor"], group["Type"], group["Name"]) == ("nomad-gpu", "shared-gpu", "NVIDIA L40S")
-    assert [i["ID"][:4] for i in group["Instances"]] == ["GPU-", "GPU-"]
+    ids = [i["ID"] for i in group["Instances"]]
+    assert [i.rpartition("-share-")[2] for i in ids] == ["0", "1", "2", "3"] * 2 and ids[0].startswith("GPU-")
+    assert (group["Attributes"]["slots"]["Int"], group["Attributes"]["milli_per_slot"]["Int"]) == (4, 250)
 
 
 def test_cpu_only_node_has_no_devices(shared_mixed: DevCluster) -> None:

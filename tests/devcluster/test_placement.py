@@ -166,11 +166,18 @@ def test_node_meta_and_class_constraints(shared_mixed: DevCluster) -> None:
     assert job_allocs(audit, "class-pin")[0]["node_id"] == ids["cpu-1"]
 
 
-def test_shared_gpus_are_not_refused_but_oversubscription_is_counted(make_cluster: ClusterFactory) -> None:
-    cluster = make_cluster(CLUSTERS / "mixed-fleet.yaml")
+STOCK_SHARED: dict[str, Any] = {
+    "name": "stock-shared",
+    "nodes": [{"name": "s1", "gpus": [{"model": "NVIDIA L40S", "count": 2, "memory_mib": 46068, "shared": True}]}],
+}
+
+
+def test_advisory_shares_are_not_refused_but_oversubscription_is_counted(make_cluster: ClusterFactory) -> None:
+    """With the stock plugin a shared GPU is an ordinary device: shares reach it only by environment."""
+    cluster = make_cluster(STOCK_SHARED)
     client = nomad.Nomad(address=cluster.url)
-    node_id = cluster.node_ids()["shared-l40s-1"]
-    gpu = _instances(cluster, "shared-l40s-1")[0]
+    node_id = cluster.node_ids()["s1"]
+    gpu = _instances(cluster, "s1")[0]
     for name in ("share-a", "share-b", "share-c"):
         submit(client, jobspec(name, node=node_id, duration=3600, env={"NVIDIA_VISIBLE_DEVICES": gpu},
                                meta={"nomad_gpu_share_milli": "400"}))
@@ -179,6 +186,28 @@ def test_shared_gpus_are_not_refused_but_oversubscription_is_counted(make_cluste
     assert shares == [(gpu, 400)] * 3
     assert audit["share_oversubscriptions"] == 1  # 400 + 400 + 400 > 1000, counted once
     assert audit["shared_gpus"] == {gpu: 1200}
-    # A plain GPU request never takes a shared GPU whole.
+
+
+def test_share_instances_are_devices_held_once(make_cluster: ClusterFactory) -> None:
+    """The plugin's share instances are placed and held like any device: pinned twice, refused."""
+    cluster = make_cluster(CLUSTERS / "mixed-fleet.yaml")
+    client = nomad.Nomad(address=cluster.url)
+    node_id = cluster.node_ids()["shared-l40s-1"]
+    slots = _instances(cluster, "shared-l40s-1")
+    gpu = slots[0].rpartition("-share-")[0]
+    shared = "nomad-gpu/shared-gpu/NVIDIA L40S"
+    submit(client, jobspec("half-a", gpus=2, device=shared, pin=slots[:2], node=node_id, duration=3600,
+                           meta={"nomad_gpu_share_milli": "500"}))
+    submit(client, jobspec("half-b", gpus=2, device=shared, pin=slots[:4], node=node_id, duration=3600,
+                           meta={"nomad_gpu_share_milli": "500"}))
+    audit = cluster.audit()
+    (a,), (b,) = job_allocs(audit, "half-a"), job_allocs(audit, "half-b")
+    assert sorted(a["device_ids"]) == sorted(slots[:2]) and sorted(b["device_ids"]) == sorted(slots[2:4])
+    assert (a["share_gpu"], a["share_milli"], b["share_gpu"]) == (gpu, 500, gpu)
+    assert audit["shared_gpus"][gpu] == 1000 and audit["share_oversubscriptions"] == 0
+    submit(client, jobspec("again", gpus=1, device=shared, pin=slots[:1], node=node_id, duration=3600))
+    audit = cluster.audit()
+    assert job_allocs(audit, "again") == [] and audit["double_bookings_refused"] >= 1
+    # A plain GPU request never takes a shared GPU whole: the node has no nvidia/gpu group.
     submit(client, jobspec("plain", gpus=1, node=node_id, duration=0.001))
     assert job_allocs(cluster.audit(), "plain") == []

@@ -115,13 +115,53 @@ def test_shared_gpus(shared: dict[str, Any]) -> None:
     sharing = SharingConfig((ShareRule(node="gpu-shared-03", gpu_id=stock[1], slots=2),))
     node = decode_node(shared, sharing)
     modes = {g.id: (g.mode, g.max_tenants) for g in node.gpus}
-    plugin = [i["ID"] for i in shared["NodeResources"]["Devices"][1]["Instances"]]
+    instances = [i["ID"] for i in shared["NodeResources"]["Devices"][1]["Instances"]]
+    plugin = sorted({i.rpartition("-share-")[0] for i in instances})
     assert modes == {stock[0]: (GpuMode.WHOLE, None), stock[1]: (GpuMode.SHARED, 2),
                      plugin[0]: (GpuMode.SHARED, 4), plugin[1]: (GpuMode.SHARED, 4)}
     assert {g.model for g in node.gpus} == {A100}
     nf = NodeFree.of(node, ())
     assert nf.whole_free() == {A100: [stock[0]]}
     assert nf.share_free() == {A100: 1000}
+
+
+def test_plugin_share_instances_become_one_gpu_each(shared: dict[str, Any]) -> None:
+    """The plugin's N share instances `<GPU uuid>-share-<k>` are one shared GPU of N slots, not N GPUs."""
+    node = decode_node(shared)
+    by_id = {g.id: g for g in node.gpus}
+    first = by_id["GPU-cf781d8d-e801-f404-768f-417c36359c13"]
+    assert first.share_ids == tuple(f"GPU-cf781d8d-e801-f404-768f-417c36359c13-share-{k}" for k in range(4))
+    assert (first.max_tenants, first.share_device, first.memory_mib, first.healthy) == (4, A100, 81920, True)
+    assert first.instances_for(500) == 2
+    assert sum(1 for g in node.gpus if g.share_ids) == 2
+    assert all(not g.share_ids for g in node.gpus if g.mode is GpuMode.WHOLE)
+
+
+def test_one_unhealthy_share_instance_makes_its_gpu_unhealthy(shared: dict[str, Any]) -> None:
+    shared["NodeResources"]["Devices"][1]["Instances"][5]["Healthy"] = False
+    gpus = {g.id: g for g in decode_node(shared).gpus if g.share_ids}
+    assert [g.healthy for g in gpus.values()] == [True, False]
+
+
+def test_slot_count_groups_name_the_model(shared: dict[str, Any]) -> None:
+    """GPUs of one model with different slot counts come in groups named `<model> (<N> slots)`."""
+    shared["NodeResources"]["Devices"][1]["Name"] = f"{A100} (4 slots)"
+    gpu = next(g for g in decode_node(shared).gpus if g.share_ids)
+    assert (gpu.model, gpu.share_device) == (A100, f"{A100} (4 slots)")
+
+
+def test_a_gpu_advertised_whole_and_shared_is_only_shared(shared: dict[str, Any]) -> None:
+    """A stock plugin not told to ignore a shared GPU advertises it too: the core never offers it whole."""
+    dup = shared["NodeResources"]["Devices"][0]["Instances"][0]
+    dup["ID"] = "GPU-cf781d8d-e801-f404-768f-417c36359c13"
+    gpus = [g for g in decode_node(shared).gpus if g.id == dup["ID"]]
+    assert len(gpus) == 1 and gpus[0].mode is GpuMode.SHARED and gpus[0].share_ids
+
+
+def test_a_share_instance_id_without_its_gpu_is_refused(shared: dict[str, Any]) -> None:
+    shared["NodeResources"]["Devices"][1]["Instances"][0]["ID"] = "slot-0"
+    with pytest.raises(InvalidInventory, match="share instance ID 'slot-0'"):
+        decode_node(shared)
 
 
 def test_without_sharing_config_a_stock_gpu_stays_whole(shared: dict[str, Any]) -> None:

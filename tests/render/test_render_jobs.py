@@ -167,6 +167,44 @@ def test_share_reaches_the_task_as_visible_devices_and_group_meta() -> None:
     assert "device" not in only(task, "resources")
 
 
+SHARED_L40S = "nomad-gpu/shared-gpu/NVIDIA L40S"
+
+
+def test_a_share_on_the_plugins_share_instances_is_a_pinned_device() -> None:
+    """The share contract: k share instances of one GPU, pinned by ${device.ids} with count = k, so
+    Nomad reserves them through the plugin; the job names no GPU in its own environment."""
+    spec = load_spec("name: nb\ntask: {image: i, driver: docker}\nshare: {milli: 500}\n")
+    assert isinstance(spec, JobSpec)
+    slots = ("GPU-s-share-0", "GPU-s-share-1")
+    placement = RenderPlacement(NODE, (GroupPlacement("main", SHARED_L40S, slots, share_gpu="GPU-s",
+                                                      share_milli=500),))
+    _, job = parse_job(render_job(spec, job_id="nb-1", placement=placement))
+    group = labelled(job, "group")["main"]
+    task = labelled(group, "task")["main"]
+    device = labelled(only(task, "resources"), "device")[SHARED_L40S]
+    assert device["count"] == 2
+    (pin,) = device["constraint"]
+    assert (target(pin["attribute"]), text(pin["operator"]), text(pin["value"])) == (
+        "${device.ids}", "set_contains_any", "GPU-s-share-0,GPU-s-share-1")
+    assert "env" not in task
+    assert "runtime" not in only(task, "config")
+    assert attrs(only(group, "meta")) == {"nomad_gpu_share_gpu": "GPU-s", "nomad_gpu_share_milli": "500"}
+
+
+@pytest.mark.parametrize(("name", "ids", "message"), [
+    ("nvidia/gpu/NVIDIA L40S", ("GPU-s-share-0",), "a share pins share instances"),
+    (SHARED_L40S, (), "a share pins share instances"),
+    (SHARED_L40S, ("GPU-s-share-0", "GPU-s-share-0"), "twice"),
+    (SHARED_L40S, ("GPU-s-share-0,GPU-t-share-0",), "invalid device id"),
+])
+def test_a_bad_share_pin_is_refused(name: str, ids: tuple[str, ...], message: str) -> None:
+    spec = load_spec("name: nb\ntask: {image: i}\nshare: {milli: 500}\n")
+    assert isinstance(spec, JobSpec)
+    placement = RenderPlacement(NODE, (GroupPlacement("main", name, ids, share_gpu="GPU-s", share_milli=500),))
+    with pytest.raises(RenderError, match=message):
+        render_job(spec, job_id="nb-1", placement=placement)
+
+
 def test_share_meta_reports_the_reserved_milli() -> None:
     spec = load_spec("name: nb\ntask: {image: i}\nshare: {milli: 200}\n")
     assert isinstance(spec, JobSpec)
