@@ -293,3 +293,32 @@ def test_a_node_that_does_not_decode_is_skipped_not_a_failed_resync() -> None:
     w = Watcher(OneBadNode([]), rec, NO_SHARING)
     w.resync()
     assert rec.resyncs == [(1, 0)] and w.last_index == 7
+
+
+def test_a_refused_placement_reaches_the_handler_with_nomads_reasons() -> None:
+    """The register's evaluation completes with FailedTGAllocs and a blocked follow-up is created
+    (`nomad/structs/eval.go` CreateBlockedEval, `scheduler/generic_sched.go`, v2.0.5): the watcher
+    follows the Evaluation topic and hands such evaluations over, decoded."""
+    import nomad
+
+    cluster = {"name": "refuse", "nodes": [{"name": "n1", "drivers": {"docker": False, "exec": True},
+                                            "gpus": [{"model": "NVIDIA A100-SXM4-80GB", "count": 1,
+                                                      "memory_mib": 81920}]}]}
+    dc = DevCluster(cluster, heartbeat_s=0.2)
+    url = dc.start()
+    rec = Recorder()
+    w = watcher(rec, url)
+    w.start()
+    try:
+        assert w.connected.wait(5)
+        hcl = ('job "refused" {\n  type = "batch"\n  datacenters = ["*"]\n  group "main" {\n    task "work" {\n'
+               '      driver = "docker"\n      config { image = "busybox:1" }\n'
+               '      resources {\n        cpu = 100\n        memory = 64\n      }\n    }\n  }\n}\n')
+        api = nomad.Nomad(address=url, timeout=5)
+        api.jobs.register_job({"Job": api.jobs.parse(hcl), "Submission": {"Source": hcl, "Format": "hcl2"}})
+        wait_until(lambda: any(e.job_id == "refused" and e.refused for e in rec.evals))
+        failed = next(e for e in rec.evals if e.job_id == "refused" and e.failures)
+        assert "group main" in failed.failures and "driver" in failed.failures.lower()
+    finally:
+        w.stop()
+        dc.stop()
