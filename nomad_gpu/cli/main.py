@@ -150,6 +150,10 @@ def status(entry_id: str | None, as_json: bool) -> None:
     for p in info.get("placements") or []:
         click.echo(f"placement     {p['group']}[{p['index']}] node={p['node']} ids={','.join(p['instance_ids'])}"
                    + (f" share={p['share_milli']}m" if p.get("share_milli") else ""))
+    from nomad_gpu.cli.queueview import usage_note
+
+    if note := usage_note(info, time.time()):
+        click.echo(f"{'gpu usage':13} {note}")
 
 
 @main.command()

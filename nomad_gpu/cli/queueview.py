@@ -14,7 +14,7 @@ from typing import Any
 
 from nomad_gpu.cli.output import Column
 
-__all__ = ["QUEUE_COLUMNS", "QUEUE_WIDE_COLUMNS", "queue_row", "request_of", "short_model", "waited"]
+__all__ = ["QUEUE_COLUMNS", "QUEUE_WIDE_COLUMNS", "queue_row", "request_of", "short_model", "usage_note", "waited"]
 
 QUEUE_COLUMNS = (Column("ID"), Column("NAME", shrink=True), Column("TEAM"), Column("PRIO", right=True),
                  Column("STATE"), Column("REQUEST"), Column("WAITED", right=True),
@@ -120,9 +120,27 @@ def where(entry: Mapping[str, Any], node_names: Mapping[str, str], wide: bool = 
     return "; ".join(parts)
 
 
+def usage_note(entry: Mapping[str, Any], now: float) -> str:
+    """`7% util, 3.2/80 GiB` for a running entry whose devices report figures; `IDLE 35m` leads when its
+    GPUs are held but idle (the service's idle rule). Empty while nothing is known."""
+    usage = entry.get("usage") or {}
+    parts = []
+    if usage.get("idle"):
+        since = usage.get("idle_since")
+        parts.append("IDLE" + (f" {duration(now - float(since))}" if since is not None else ""))
+    if usage.get("gpu_util_pct") is not None:
+        parts.append(f"{float(usage['gpu_util_pct']):.0f}% util")
+    used, total = usage.get("gpu_memory_used_mib"), usage.get("gpu_memory_total_mib")
+    if used is not None:
+        parts.append(f"{float(used) / 1024:.1f}" + (f"/{float(total) / 1024:.0f}" if total else "") + " GiB")
+    return ", ".join(parts)
+
+
 def queue_row(entry: Mapping[str, Any], node_names: Mapping[str, str], now: float,
               wide: bool = False) -> tuple[Any, ...]:
     why = entry.get("reason") or where(entry, node_names, wide)
+    if note := usage_note(entry, now):
+        why = f"{why} ({note})" if why else note
     base = (entry.get("id"), entry.get("name"), entry.get("team"), entry.get("priority"), entry.get("state"),
             request_of(entry, wide), waited(entry, now))
     if not wide:

@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from . import gc, queries
+from . import gc, queries, usage
 from .events import EventBroker
 from .faults import FaultGate
 from .hcl import HclError, parse_job_hcl
@@ -166,6 +166,10 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     def allocation(request: Request) -> Response:
         return reply(queries.get_allocation(state, request.path_params["alloc_id"]))
 
+    def allocation_stats(request: Request) -> Response:
+        """`GET /v1/client/allocation/:id/stats` (usage.py)."""
+        return reply(usage.alloc_stats(state, request.path_params["alloc_id"], request.query_params.get("task", "")))
+
     async def stop_allocation(request: Request) -> Response:
         return reply(await run_in_threadpool(state.stop_alloc, request.path_params["alloc_id"]))
 
@@ -243,6 +247,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         Route("/v1/allocations", allocations, methods=["GET"]),
         Route("/v1/allocation/{alloc_id}", allocation, methods=["GET"]),
         Route("/v1/allocation/{alloc_id}/stop", stop_allocation, methods=["POST", "PUT"]),
+        Route("/v1/client/allocation/{alloc_id}/stats", allocation_stats, methods=["GET"]),
         Route("/v1/event/stream", EventStreamEndpoint(broker, heartbeat_s, version), methods=["GET"]),
         Route("/v1/status/leader", leader, methods=["GET"]),
         Route("/v1/namespaces", namespaces, methods=["GET"]),

@@ -128,6 +128,8 @@ class Node:
     groups: tuple[DeviceGroup, ...]
     shared_gpus: tuple[str, ...] = ()
     """GPUs marked shared on a stock-plugin node: advertised whole, shared only by the advisory setting."""
+    device_plugin: str = "nvidia"
+    """`nvidia` (the stock plugin) or `nomad-gpu` (the project's), from the cluster file."""
     drivers: dict[str, bool] = field(default_factory=lambda: {"docker": True, "exec": True, "raw_exec": True})
     version: str = NOMAD_VERSION  # the Nomad release the cluster plays
     status: str = "ready"
@@ -344,5 +346,6 @@ def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
         address=f"10.0.{position // 250}.{position % 250 + 2}",
         groups=tuple(groups),
         shared_gpus=tuple(advisory),
+        device_plugin=spec.device_plugin,
         drivers=dict(spec.drivers),
     )

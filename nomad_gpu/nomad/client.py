@@ -218,6 +218,17 @@ class NomadClient:
         except NomadNotFound:
             return []
 
+    def alloc_stats(self, alloc_id: str, timeout_s: float) -> dict[str, Any]:
+        """`GET /v1/client/allocation/:id/stats`: the allocation's resource usage, devices included
+        (`command/agent/alloc_endpoint.go` allocStats, v2.0.5; 404 once it is gone)."""
+        what = f"read stats of allocation {alloc_id}"
+        resp = _translate(lambda: self.api.client.allocation.request(alloc_id, "stats", method="get",
+                                                                      timeout=timeout_s), what)
+        try:
+            return dict(resp.json())
+        except (ValueError, TypeError) as exc:
+            raise NomadUnavailable(f"{what}: the reply is not a JSON object") from exc
+
     # ---- writes ------------------------------------------------------------------------------
     def parse(self, hcl: str) -> dict[str, Any]:
         """HCL2 -> Job JSON through Nomad's own parser (`POST /v1/jobs/parse`)."""

@@ -30,6 +30,7 @@ __all__ = [
     "DEFAULT_TEMPLATES_DIR",
     "META_DEV_DURATION",
     "META_DEV_EXIT",
+    "META_DEV_GPU_UTIL",
     "META_ENTRY",
     "META_NAME",
     "META_SHARE_GPU",
@@ -59,6 +60,8 @@ META_DEV_DURATION = "nomad_gpu_dev_duration_s"
 """Job meta for the embedded dev cluster: how long the tasks "run", in seconds."""
 META_DEV_EXIT = "nomad_gpu_dev_exit"
 """Job meta for the embedded dev cluster: ``fail`` makes the tasks fail at the end."""
+META_DEV_GPU_UTIL = "nomad_gpu_dev_gpu_util"
+"""Job meta for the embedded dev cluster: the GPU utilisation (%) its devices report."""
 META_SHARE_GPU = "nomad_gpu_share_gpu"
 """Group meta of a time-slice share: the ``GPU-...`` ID it runs on."""
 META_SHARE_MILLI = "nomad_gpu_share_milli"
@@ -180,6 +183,8 @@ def build_job_context(
         meta[META_DEV_DURATION] = _seconds(spec.dev.duration_s)
         if spec.dev.fail:
             meta[META_DEV_EXIT] = "fail"
+        if spec.dev.gpu_util is not None:
+            meta[META_DEV_GPU_UTIL] = _seconds(spec.dev.gpu_util)
     for key, value in extra_meta.items():
         hcl_ident(key)
         if not isinstance(value, str):

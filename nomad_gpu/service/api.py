@@ -41,6 +41,7 @@ from nomad_gpu.service.history import History
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
 from nomad_gpu.service.ui import ui_routes
+from nomad_gpu.service.usage import UsagePoller
 from nomad_gpu.service.views import capacity_gpu, inventory_for, teams_for, teams_view
 from nomad_gpu.store import EntryState, QueueEntry
 
@@ -66,14 +67,18 @@ def error(status: int, message: str) -> JSONResponse:
 
 def create_app(service: SchedulerService, token: str | None = None,
                access: AccessSettings | None = None, *, nomad_address: str | None = None,
-               history: History | None = None) -> Starlette:
+               history: History | None = None, usage: UsagePoller | None = None) -> Starlette:
     """The API over ``service``; ``token`` (NOMAD_GPU_TOKEN) is an admin token added to ``access``.
 
     ``nomad_address`` is shown in the status (the dashboard links each job to Nomad's UI there);
-    ``history`` is what ``/v1/history`` answers from (empty without one).
+    ``history`` is what ``/v1/history`` answers from (empty without one); ``usage`` adds each running
+    entry's GPU utilisation and memory (``usage``, null while unknown) to the entry JSON.
     """
     rules = (access or AccessSettings()).with_admin(token)
     past = history or History()
+
+    def entry_json(e: QueueEntry) -> dict[str, Any]:
+        return {**e.to_json(), **(usage.fields(e.id) if usage is not None else {"usage": None})}
 
     async def submit(request: Request) -> Response:
         caller = caller_of(request.scope)
@@ -117,13 +122,13 @@ def create_app(service: SchedulerService, token: str | None = None,
             else:
                 visible = caller.visible(service.store.list(states, sweep=sweep))[skip:]
                 entries = visible[:n] if n is not None else visible
-            return JSONResponse({"entries": [e.to_json() for e in entries]})
+            return JSONResponse({"entries": [entry_json(e) for e in entries]})
 
         return await run_in_threadpool(read)
 
     async def get_job(request: Request) -> Response:
         entry = await run_in_threadpool(visible_entry, service, caller_of(request.scope), request.path_params["id"])
-        return JSONResponse(entry.to_json())
+        return JSONResponse(entry_json(entry))
 
     async def cancel_job(request: Request) -> Response:
         caller, entry_id = caller_of(request.scope), request.path_params["id"]
@@ -145,7 +150,7 @@ def create_app(service: SchedulerService, token: str | None = None,
             for e in entries:
                 counts[e.state.value] = counts.get(e.state.value, 0) + 1
             return JSONResponse({"sweep": sweep_id, "total": len(entries), "states": counts,
-                                 "trials": [e.to_json() for e in entries]})
+                                 "trials": [entry_json(e) for e in entries]})
 
         return await run_in_threadpool(read)
 

@@ -17,6 +17,7 @@ from nomad_gpu.service.listen import ApiServer, plan_listen
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import ServiceSettings
+from nomad_gpu.service.usage import UsagePoller
 from nomad_gpu.store.sqlite import SqliteStore
 
 logger = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ class ServiceRuntime:
         self.scheduler = SchedulerService(self.store, self.actuator, settings.scheduling, self.metrics)
         self.watcher = Watcher(self.client, self.scheduler, settings.scheduling.sharing)
         self.history = History()
+        self.usage = UsagePoller(self.client, self.scheduler, settings.scheduling.usage, self.metrics)
         self.sampler = HistorySampler(self.history, self.scheduler.status,
                                       lambda: self.metrics.registry.get_sample_value("nomad_gpu_admitted_total") or 0.0)
         self._api: ApiServer | None = None
@@ -45,11 +47,12 @@ class ServiceRuntime:
 
     def start(self, *, wait_ready_s: float = 0.0) -> str:
         self._api = ApiServer(create_app(self.scheduler, access=self.access, nomad_address=self.settings.nomad.address,
-                                         history=self.history), self.listen)
+                                         history=self.history, usage=self.usage), self.listen)
         self._api.bind()  # a port in use or a bad TLS key fails here, before anything runs
         self.scheduler.start()
         self.watcher.start()
         self.sampler.start()
+        self.usage.start()
         self.address = self._api.serve()
         if wait_ready_s > 0:
             self.scheduler.ready.wait(wait_ready_s)
@@ -57,6 +60,7 @@ class ServiceRuntime:
 
     def stop(self) -> None:
         self.sampler.stop()
+        self.usage.stop()
         self.watcher.stop()
         self.scheduler.stop()
         if self._api is not None:

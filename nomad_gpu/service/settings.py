@@ -29,6 +29,46 @@ _DRIVER = re.compile(r"[a-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
+class UsageSettings:
+    """Reading the device stats of running allocations, and when a held GPU counts as idle."""
+
+    interval_s: float = 30.0
+    """Between two rounds of reads; 0 turns the reads off."""
+    timeout_s: float = 5.0
+    """Of one read (one allocation)."""
+    max_allocs: int = 500
+    """Allocations read per round at most (the ones read longest ago first)."""
+    idle_util_pct: float = 5.0
+    """A whole GPU below this utilisation is idle ..."""
+    idle_mig_memory_mib: float = 512.0
+    """... a MIG instance (which reports no utilisation) below this much memory in use ..."""
+    idle_after_s: float = 1800.0
+    """... once it has stayed so this long."""
+
+
+def usage_from_mapping(raw: Any, where: str = "usage") -> UsageSettings:
+    """``usage: {interval_s, timeout_s, max_allocs, idle_util_pct, idle_mig_memory_mib, idle_after_s}``."""
+    if not isinstance(raw, Mapping):
+        raise InvalidRequest(f"{where}: must be a mapping")
+    base = UsageSettings()
+    unknown = sorted(set(raw) - set(base.__dataclass_fields__))
+    if unknown:
+        raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
+    values: dict[str, float] = {}
+    for key in base.__dataclass_fields__:
+        value = raw.get(key, getattr(base, key))
+        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != value:
+            raise InvalidRequest(f"{where}: {key}: must be a number >= 0")
+        values[key] = value
+    if values["timeout_s"] <= 0 or int(values["max_allocs"]) < 1:
+        raise InvalidRequest(f"{where}: timeout_s must be > 0 and max_allocs >= 1")
+    return UsageSettings(interval_s=float(values["interval_s"]), timeout_s=float(values["timeout_s"]),
+                         max_allocs=int(values["max_allocs"]), idle_util_pct=float(values["idle_util_pct"]),
+                         idle_mig_memory_mib=float(values["idle_mig_memory_mib"]),
+                         idle_after_s=float(values["idle_after_s"]))
+
+
+@dataclass(frozen=True)
 class SchedulingSettings:
     policy: str = DEFAULT_POLICY
     hol_threshold_s: float = HOL_THRESHOLD_S
@@ -44,6 +84,8 @@ class SchedulingSettings:
     behind following Nomad's blocked evaluations)."""
     retention_s: float = 30 * 86400.0
     """Finished entries older than this are deleted from the queue database (0 keeps them forever)."""
+    usage: UsageSettings = field(default_factory=UsageSettings)
+    """Device stats of running allocations: GPU utilisation per entry, idle GPUs."""
 
 
 @dataclass(frozen=True)
@@ -170,7 +212,7 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
 def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> SchedulingSettings:
     known = {"policy", "hol_threshold_s", "tick_s", "half_life_s", "teams", "default_team", "sharing",
              "actuator_workers", "model_weights", "api", "refusal_avoid_s", "admission_deadline_s",
-             "retention_s"}
+             "retention_s", "usage"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -196,6 +238,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             refusal_avoid_s=float(raw.get("refusal_avoid_s", base.refusal_avoid_s)),
             admission_deadline_s=float(raw.get("admission_deadline_s", base.admission_deadline_s)),
             retention_s=float(raw.get("retention_s", base.retention_s)),
+            usage=usage_from_mapping(raw.get("usage") or {}, f"{where}: usage"),
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from exc
