@@ -131,6 +131,36 @@ def test_a_cancel_made_through_the_api_shows_without_a_reload(page: tuple[Any, A
     assert same_document(browser)
 
 
+def test_a_cell_names_its_entry_and_device_from_the_keyboard_and_rows_link_to_nomad(
+        page: tuple[Any, Any, Any]) -> None:
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select
+
+    browser, dc, runtime = page
+    entry = submit(runtime, job("inspect-me", duration_s=100_000))
+    (cell,) = wait_until(lambda: [c for c in cells(browser) if entry in c["entry"].split()], "the job's cell")
+    button = browser.find_element(By.CSS_SELECTOR, f"#nodes button[data-device='{cell['device']}']")
+    button.send_keys(Keys.ENTER)  # a button: reachable and pressed from the keyboard
+    detail = browser.find_element(By.ID, "cell-detail").text
+    assert entry in detail and cell["device"] in detail and "vision" in detail
+    assert button.get_attribute("aria-pressed") == "true"
+    job_id = requests.get(f"{runtime.address}/v1/jobs/{entry}", headers=headers(runtime), timeout=10).json()
+    link = browser.find_element(By.CSS_SELECTOR, f"#queue-rows tr[data-entry='{entry}'] a").get_attribute("href")
+    assert link == f"{dc.url}/ui/jobs/{job_id['nomad_job_id']}@default"
+    state = Select(browser.find_element(By.ID, "f-state"))
+    state.select_by_value("queued")
+    assert row(browser, entry) is None
+    state.select_by_value("live")
+    assert row(browser, entry) is not None
+    Select(browser.find_element(By.ID, "f-team")).select_by_value("vision")
+    assert row(browser, entry) is not None
+    state.select_by_value("")
+    Select(browser.find_element(By.ID, "f-team")).select_by_value("")
+    requests.delete(f"{runtime.address}/v1/jobs/{entry}", headers=headers(runtime), timeout=10).raise_for_status()
+    wait_until(lambda: row(browser, entry) is None, "the cancelled job to leave the queue", timeout_s=20)
+
+
 def run_axe(driver: Any) -> list[dict[str, Any]]:
     js(driver, AXE.read_text(encoding="utf-8"))
     result = driver.execute_async_script(

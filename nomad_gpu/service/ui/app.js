@@ -9,7 +9,8 @@ const HISTORY_EVERY_MS = 30000;
 const SWEEPS_EVERY_MS = 5000;
 const $ = (id) => document.getElementById(id);
 
-const view = { entries: [], nodes: [], status: {}, teams: [], sweeps: new Map(), selected: null };
+const QUEUE_ROWS = 20;
+const view = { entries: [], nodes: [], status: {}, teams: [], sweeps: new Map(), selected: null, allRows: false };
 let lastHistory = 0;
 let lastSweeps = 0;
 let timer = null;
@@ -107,7 +108,7 @@ function renderQueue() {
   const shown = view.entries.filter((e) => (!team || e.team === team)
     && (!state || (state === "live" ? isLive(e) : e.state === state))
     && (!sweep || (sweep === "-" ? !e.sweep : e.sweep === sweep)));
-  const rows = shown.map((e) => {
+  const rows = shown.slice(0, view.allRows ? shown.length : QUEUE_ROWS).map((e) => {
     const link = nomadLink(e);
     const waited = (e.admitted_at || now) - e.submitted_at;
     let where;
@@ -140,6 +141,10 @@ function renderQueue() {
   });
   $("queue-rows").replaceChildren(...rows);
   $("queue-empty").hidden = rows.length > 0;
+  $("queue-count").textContent = shown.length ? `Showing ${rows.length} of ${shown.length}.` : "";
+  const more = $("queue-more");
+  more.hidden = shown.length <= QUEUE_ROWS;
+  more.textContent = view.allRows ? `Show the first ${QUEUE_ROWS}` : `Show all ${shown.length}`;
 }
 
 // ---- cluster -----------------------------------------------------------------------------------
@@ -265,6 +270,7 @@ async function refreshSweeps() {
   });
   $("sweep-rows").replaceChildren(...rows);
   $("sweeps-empty").hidden = rows.length > 0;
+  document.querySelector("table.sweeps").hidden = rows.length === 0;
 }
 
 async function refreshHistory() {
@@ -344,6 +350,7 @@ function start() {
   $("forget").addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); clearData(); tick(); });
   for (const id of ["f-team", "f-state", "f-sweep"]) $(id).addEventListener("change", renderQueue);
   $("filters").addEventListener("submit", (ev) => ev.preventDefault());
+  $("queue-more").addEventListener("click", () => { view.allRows = !view.allRows; renderQueue(); });
   tick();
 }
 

@@ -21,7 +21,8 @@
   function draw(container, history) {
     const minutes = history.minutes || [];
     const end = Math.floor((history.now || Date.now() / 1000) / 60) * 60 + 60;
-    const span = Math.min(history.window_s || 86400, Math.max(3600, end - (minutes.length ? minutes[0].t : end)));
+    // the recorded stretch, at least ten minutes wide, at most the window (24 h)
+    const span = Math.min(history.window_s || 86400, Math.max(600, end - (minutes.length ? minutes[0].t : end)));
     const start = end - span;
     const top = Math.max(1, ...minutes.map((m) => Math.max(m.gpus_in_use, m.queued, m.admitted)));
     const x = (t) => PAD.left + ((t - start) / span) * (W - PAD.left - PAD.right);
@@ -44,8 +45,9 @@
         d += `${prev !== null && m.t - prev <= 60 ? "L" : "M"}${x(m.t + 30).toFixed(1)},${y(m[key]).toFixed(1)} `;
         prev = m.t;
       }
-      if (minutes.length === 1) d += `h2`;
       if (d) root.append(svg("path", { class: cls, d: d.trim() }));
+      const last = minutes[minutes.length - 1];
+      if (last) root.append(svg("circle", { class: cls, cx: x(last.t + 30), cy: y(last[key]), r: 3 }));
     }
     container.replaceChildren(root);
   }
