@@ -40,7 +40,8 @@ def node_view(node: Node, nf: Any, held: Mapping[str, list[dict[str, Any]]] | No
     by_gpu: dict[str, list[dict[str, Any]]] = {}
     for instance, owners in held.items():  # a share slot's holder is shown on its GPU
         gpu = nf.slot_gpu.get(instance, instance) if nf is not None else instance
-        by_gpu.setdefault(str(gpu), []).extend(owners)
+        listed = by_gpu.setdefault(str(gpu), [])  # a share holds k slots of one GPU: name it once
+        listed.extend(o for o in owners if o not in listed)
     return {
         "id": node.id, "name": node.name, "datacenter": node.datacenter, "status": node.status.value,
         "schedulable": node.schedulable, "cpu_mhz": node.cpu_mhz, "memory_mb": node.memory_mb,
