@@ -112,6 +112,7 @@ class Node:
     def instance_ids(self) -> Iterator[InstanceId]:
         for g in self.gpus:
             yield g.id
+            yield from g.share_ids
         for m in self.migs:
             yield m.id
 
