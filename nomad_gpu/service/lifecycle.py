@@ -50,7 +50,8 @@ logger = logging.getLogger(__name__)
 
 FOREIGN = Team("_nomad")
 LIVE = (EntryState.ADMITTED, EntryState.RUNNING)
-_ALLOC_INDEX_MAX = 200_000
+_ALLOC_INDEX_MAX = 10_000
+"""Allocations whose last index is remembered (to drop stale replays): only recent ones can be replayed."""
 
 
 class _NotSent(Exception):
