@@ -39,7 +39,17 @@ def chromium_paths() -> tuple[str, str] | None:
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevCluster, ServiceRuntime]]:
-    dc = DevCluster(CLUSTERS / "seed-a800.yaml", speed=50.0, heartbeat_s=1.0)
+    yield from started("seed-a800", tmp_path_factory)
+
+
+@pytest.fixture(scope="module")
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevCluster, ServiceRuntime]]:
+    """mixed-fleet: whole GPUs, MIG instances, shared GPUs, a CPU-only node, several node pools."""
+    yield from started("mixed-fleet", tmp_path_factory)
+
+
+def started(cluster: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevCluster, ServiceRuntime]]:
+    dc = DevCluster(CLUSTERS / f"{cluster}.yaml", speed=50.0, heartbeat_s=1.0)
     nomad_url = dc.start()
     db = tmp_path_factory.mktemp("ui") / "queue.db"
     runtime = ServiceRuntime(ServiceSettings(nomad=NomadSettings(address=nomad_url),

@@ -164,14 +164,14 @@ function select(text, id) {
   $("cell-detail").textContent = text;
 }
 
-function gpuCell(node, gpu, index, off) {
+function gpuCell(node, gpu, index, off, why) {
   const holders = gpu.holders || [];
   const shared = gpu.mode !== "whole";
   const usedMilli = shared ? Math.max(0, 1000 - Number(gpu.free_milli || 0)) : 0;
   let state = holders.length ? (shared ? "share" : "used") : "free";
   if (!gpu.healthy) state = "unhealthy";
   else if (off && !holders.length) state = "draining";
-  const label = state === "unhealthy" ? "unhealthy" : state === "draining" ? "draining"
+  const label = state === "unhealthy" ? "unhealthy" : state === "draining" ? why
     : state === "free" ? (shared ? "0m shared" : "free")
     : shared ? `${usedMilli}m of 1000m` : holders.map((h) => h.entry).join(" ");
   const text = describe(node, gpu, shared ? "shared GPU" : "GPU", holders, state);
@@ -209,19 +209,24 @@ function migCell(node, model, slices, off) {
 }
 
 function renderCluster() {
-  const tiles = view.nodes.map((node) => {
+  const byName = [...view.nodes].sort((a, b) => (a.name || a.id).localeCompare(b.name || b.id));
+  const tiles = byName.map((node) => {
     const off = !node.schedulable;
-    const cells = node.gpus.map((g, i) => gpuCell(node, g, i, off));
+    const why = node.draining ? "draining" : node.status !== "ready" ? node.status : !node.eligible ? "ineligible"
+      : off ? "unschedulable" : "";
+    const cells = node.gpus.map((g, i) => gpuCell(node, g, i, off, why));
     const byModel = new Map();
     for (const m of node.migs) byModel.set(m.device.split(" MIG ")[0], [...(byModel.get(m.device.split(" MIG ")[0]) || []), m]);
     for (const [model, slices] of byModel) cells.push(migCell(node, model, slices, off));
     const models = [...new Set(node.gpus.map((g) => shortModel(g.model)))].join(", ");
     const free = node.gpus.filter((g) => g.healthy && !(g.holders || []).length).length;
-    const why = node.draining ? "draining" : node.status !== "ready" ? node.status : !node.eligible ? "ineligible" : "";
+    const freeMig = node.migs.filter((m) => m.healthy && !(m.holders || []).length).length;
     return el("article", { class: `node${off ? " off" : ""}`, "aria-labelledby": `node-${node.id}`, dataset: { node: node.id } },
       el("h3", { id: `node-${node.id}` }, node.name || node.id),
-      el("p", { class: "meta" }, [node.datacenter, node.node_pool, models, `${free}/${node.gpus.length} GPUs free`,
-        why && `⚠ ${why}`].filter(Boolean).join(" · ")),
+      el("p", { class: "meta" }, [node.datacenter, node.node_pool, models,
+        node.gpus.length && `${free}/${node.gpus.length} GPUs free`,
+        node.migs.length && `${freeMig}/${node.migs.length} MIG instances free`,
+        !node.gpus.length && !node.migs.length && "no GPU", why && `⚠ ${why}`].filter(Boolean).join(" · ")),
       el("ul", { class: "cells", "aria-label": `Devices of ${node.name || node.id}` }, cells));
   });
   $("nodes").replaceChildren(...tiles);
