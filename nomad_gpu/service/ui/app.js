@@ -320,10 +320,15 @@ async function refresh() {
   if (now - lastHistory >= HISTORY_EVERY_MS) { lastHistory = now; await refreshHistory(); }
 }
 
+let delay = POLL_MS;
+
 async function tick() {
   clearTimeout(timer);
+  const started = performance.now();
   try {
     await refresh();
+    // a refresh that takes long (a very long queue, a busy service) spaces the next ones out
+    delay = Math.max(POLL_MS, 4 * (performance.now() - started));
     showAlert("");
     $("conn").textContent = `live · updated ${new Date().toLocaleTimeString()}`;
     document.body.dataset.loaded = "true";
@@ -339,7 +344,7 @@ async function tick() {
     $("conn").textContent = "service unreachable, retrying";
     showAlert(`Could not refresh: ${err.message}`);
   }
-  timer = setTimeout(tick, POLL_MS);
+  timer = setTimeout(tick, delay);
 }
 
 function start() {
