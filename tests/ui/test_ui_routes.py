@@ -135,3 +135,18 @@ def test_history_and_the_nomad_address_for_links(client: TestClient) -> None:
     h = client.get("/v1/history", headers=as_(VISION)).json()
     assert h["step_s"] == 60 and isinstance(h["minutes"], list)
     assert client.get("/v1/status", headers=as_(ROOT)).json()["nomad_address"] == "http://nomad.example:4646"
+
+
+def test_every_served_file_exists_and_ships_in_the_wheel() -> None:
+    import fnmatch
+    import tomllib
+    from importlib import resources
+    from pathlib import Path
+
+    from nomad_gpu.service import ui
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text(encoding="utf-8"))
+    globs = pyproject["tool"]["setuptools"]["package-data"]["nomad_gpu.service.ui"]
+    for name in ui.FILES:
+        assert resources.files(ui).joinpath(name).is_file(), name
+        assert any(fnmatch.fnmatch(name, g) for g in globs), f"{name} is not package data"
