@@ -132,6 +132,24 @@ MetaKey = Annotated[
     Field(strict=True),
     _matching(r"[A-Za-z_][A-Za-z0-9_-]{0,127}", "a meta key ([A-Za-z_][A-Za-z0-9_-]*)"),
 ]
+def _seconds(value: Any) -> float:
+    """A duration: seconds as a number, or text like `90s`, `30m`, `4h`, `1d`, `1h30m`."""
+    if isinstance(value, bool):
+        raise ValueError("must be a duration like 30m or 4h, or a number of seconds")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        text = value.strip().lower()
+        if re.fullmatch(r"\d+(\.\d+)?", text):
+            return float(text)
+        parts = re.findall(r"(\d+(?:\.\d+)?)([smhd])", text)
+        if parts and "".join(n + u for n, u in parts) == text.replace(" ", ""):
+            return sum(float(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u] for n, u in parts)
+    raise ValueError("must be a duration like 30m or 4h, or a number of seconds")
+
+
+Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0, le=366 * 86400, allow_inf_nan=False)]
+"""A positive duration, stored in seconds."""
 SweepValue = Annotated[str | int | float | bool, PlainValidator(_sweep_value)]
 """One value of a sweep parameter, as written in YAML."""
 
@@ -275,6 +293,10 @@ class _SpecBase(_Model):
     meta: dict[MetaKey, Text] = Field(default_factory=dict)
     groups: Annotated[list[GroupSpec], Field(min_length=1)]
     dev: DevSpec | None = None
+    runtime: Seconds | None = None
+    """An estimate of how long the job runs, for the queue's ETA (never enforced)."""
+    max_runtime: Seconds | None = None
+    """A wall-time limit: past it the service stops the job and the entry fails with reason `timeout`."""
 
     @model_validator(mode="before")
     @classmethod

@@ -77,6 +77,8 @@ class Tracked:
     registering: bool = False
     failures: int = 0
     retry_at: float = 0.0
+    running_since: float = 0.0
+    """When this process saw the attempt start (0 after a restart: its admission time stands in)."""
     avoid: dict[NodeId, float] = field(default_factory=dict)
     """Nodes where Nomad refused this entry, until when they are left out of its candidates."""
 
@@ -139,7 +141,7 @@ class Lifecycle:
     def queued(self, now: float) -> list[Tracked]:
         out = []
         for t in self.entries.values():
-            if t.entry.state is not EntryState.QUEUED or t.request is None:
+            if t.entry.state is not EntryState.QUEUED or t.request is None or t.entry.held:
                 continue
             if t.avoid and min(t.avoid.values()) <= now:
                 t.avoid = {n: until for n, until in t.avoid.items() if until > now}
@@ -270,6 +272,7 @@ class Lifecycle:
         if not a.is_terminal and t.entry.state is EntryState.ADMITTED:
             t.entry = self.store.transition(t.entry.id, EntryState.RUNNING, expect=(EntryState.ADMITTED,),
                                             at=self.clock())
+            t.running_since = self.clock()
             if EntryId(t.entry.id) in self.ledger:
                 self.ledger.confirm(EntryId(t.entry.id))
         if not a.is_terminal:
@@ -351,6 +354,46 @@ class Lifecycle:
             self.entries.pop(entry_id, None)
             return moved
         return self.end(t, EntryState.CANCELLED, "cancelled by user")
+
+    def hold(self, entry_id: str, held: bool) -> QueueEntry:
+        """Hold (or release) a queued entry: it keeps its place in the order but is not admitted."""
+        entry = self.store.get(entry_id)
+        if entry.state is not EntryState.QUEUED:
+            raise InvalidRequest(f"{entry_id} is {entry.state.value}: only a queued entry can be "
+                                 f"{'held' if held else 'released'}")
+        if entry.held == held:
+            return entry
+        moved = self.store.transition(entry_id, EntryState.QUEUED, expect=(EntryState.QUEUED,), held=held,
+                                      at=self.clock(), reason="held by user" if held else "released by user")
+        if (t := self.entries.get(entry_id)) is not None:
+            t.entry = moved
+        self.wake()
+        return moved
+
+    def requeue(self, entry_id: str) -> QueueEntry:
+        """Stop a live attempt and queue the entry again (no retry used); a queued entry stays as it is."""
+        entry = self.store.get(entry_id)
+        if entry.state.is_terminal():
+            raise InvalidRequest(f"{entry_id} is {entry.state.value}: submit it again instead")
+        t = self.entries.get(entry_id)
+        if entry.state is EntryState.QUEUED or t is None:
+            return entry
+        return self.end(t, EntryState.QUEUED, "re-queued by user", refused=True)
+
+    def set_priority(self, entry_id: str, priority: int) -> QueueEntry:
+        if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= 100:
+            raise InvalidRequest("priority must be an integer from 1 to 100")
+        entry = self.store.get(entry_id)
+        if entry.state.is_terminal():
+            raise InvalidRequest(f"{entry_id} is {entry.state.value}: its priority no longer matters")
+        moved = self.store.transition(entry_id, entry.state, expect=(entry.state,), priority=priority,
+                                      at=self.clock(), reason=entry.reason)
+        if (t := self.entries.get(entry_id)) is not None:
+            t.entry = moved
+            if moved.state is EntryState.QUEUED:
+                t.request = self._request(t)
+        self.wake()
+        return moved
 
     def on_job_gone(self, t: Tracked) -> None:
         """A live attempt's job was deregistered by someone else before any allocation."""
@@ -452,5 +495,12 @@ class Lifecycle:
                     self.start_register(t)
             elif not t.allocs and now - t.entry.registered_at >= self.admission_deadline_s:
                 self._refused(t, f"Nomad placed no allocation within {self.admission_deadline_s:g} s", now)
+        for t in list(self.entries.values()):
+            limit = t.spec.max_runtime if t.spec is not None else None
+            if limit and t.entry.state is EntryState.RUNNING:
+                since = t.running_since or t.entry.admitted_at or now
+                if now - since >= limit:
+                    self.end(t, EntryState.FAILED, f"timeout: still running after max_runtime ({limit:g} s)")
+                    self.metrics.finished.labels("timeout").inc()
         for s in self.store.stops(due_by=now):
             self.start_stop(s.job_id, s.namespace)

@@ -137,6 +137,38 @@ class SchedulerService:
         self.wake()
         return moved
 
+    def hold(self, entry_id: str) -> QueueEntry:
+        """Keep a queued entry's place but admit nothing for it until `release`."""
+        with self._lock:
+            self.holds.pop(EntryId(entry_id), None)
+            return self.life.hold(entry_id, True)
+
+    def release(self, entry_id: str) -> QueueEntry:
+        with self._lock:
+            return self.life.hold(entry_id, False)
+
+    def requeue(self, entry_id: str) -> QueueEntry:
+        """Stop a live entry's job and queue it again (its GPUs drain first); no retry is used."""
+        with self._lock:
+            return self.life.requeue(entry_id)
+
+    def update(self, entry_id: str, *, priority: int) -> QueueEntry:
+        with self._lock:
+            return self.life.set_priority(entry_id, priority)
+
+    def cancel_sweep(self, sweep_id: str) -> list[QueueEntry]:
+        """Drop a sweep's queued trials and stop its running ones. UnknownEntry for an unknown sweep."""
+        with self._lock:
+            trials = self.store.list(sweep=sweep_id)
+            if not trials:
+                raise UnknownEntry(f"no sweep {sweep_id!r}")
+            out = []
+            for e in trials:
+                self.holds.pop(EntryId(e.id), None)
+                out.append(e if e.state.is_terminal() else self.life.cancel(e.id))
+        self.wake()
+        return out
+
     # ---- the cycle ---------------------------------------------------------------------------
     def _loop(self) -> None:
         while not self._stop.is_set():

@@ -72,7 +72,9 @@ class QueueEntry:
     registered_at: float | None = None
     """When Nomad acknowledged this attempt's register; None until then (and for each new attempt)."""
     refusals: int = 0
-    """Attempts Nomad refused to place (blocked evaluations): re-queued without using up a retry."""
+    """Attempts that ended without using up a retry: Nomad refused to place them, or a user re-queued."""
+    held: bool = False
+    """A user holds it: it keeps its place in the queue but is not admitted until released."""
 
     @property
     def retries_used(self) -> int:
@@ -91,6 +93,7 @@ class QueueEntry:
             "placements": list(self.placements), "admitted_at": self.admitted_at,
             "finished_at": self.finished_at, "sweep": self.sweep, "spec": dict(self.spec),
             "namespace": self.namespace, "registered_at": self.registered_at, "refusals": self.refusals,
+            "held": self.held,
         }
 
 

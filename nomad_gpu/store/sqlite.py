@@ -183,10 +183,10 @@ class SqliteStore:
         moved = replace(current, state=to, history=(*current.history, event)[-20:], **fields)
         self._db.execute(
             "UPDATE entries SET state=?, attempts=?, reason=?, placements=?, admitted_at=?, finished_at=?,"
-            " history=?, registered_at=?, refusals=? WHERE id=?",
+            " history=?, registered_at=?, refusals=?, held=?, priority=? WHERE id=?",
             (moved.state.value, moved.attempts, moved.reason, dumps(list(moved.placements)),
              moved.admitted_at, moved.finished_at, dumps(list(moved.history)), moved.registered_at, moved.refusals,
-             entry_id),
+             int(moved.held), moved.priority, entry_id),
         )
         return moved
 
@@ -277,5 +277,5 @@ def _row(r: sqlite3.Row) -> QueueEntry:
         admitted_at=r["admitted_at"], finished_at=r["finished_at"], sweep=r["sweep"],
         idempotency_key=r["idempotency_key"], history=tuple(json.loads(r["history"])),
         job_prefix=r["job_prefix"], namespace=r["namespace"], registered_at=r["registered_at"],
-        refusals=r["refusals"],
+        refusals=r["refusals"], held=bool(r["held"]),
     )

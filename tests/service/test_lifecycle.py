@@ -333,3 +333,86 @@ def test_team_metric_labels_are_bounded() -> None:
     m.set_queue(0, 0, {f"team-{i}": 1.0 for i in range(MAX_TEAM_LABELS + 50)})
     text = m.render().decode()
     assert text.count("nomad_gpu_team_gpu_in_use{") == MAX_TEAM_LABELS + 1 and 'team="_other"} 50.0' in text
+
+
+def test_a_held_entry_keeps_its_place_but_is_not_admitted(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    (b,) = svc.submit(spec("b"))
+    assert svc.hold(a.id).held
+    svc.run_cycle()
+    assert store.get(a.id).state is EntryState.QUEUED and store.get(b.id).state is EntryState.ADMITTED
+    assert store.get(a.id).reason == "held by user"
+    svc.release(a.id)
+    svc.on_alloc(alloc(store.get(b.id).nomad_job_id, "complete", index=20))
+    svc.run_cycle()
+    assert store.get(a.id).state is EntryState.ADMITTED
+    with pytest.raises(Exception, match="only a queued entry"):
+        svc.hold(a.id)
+
+
+def test_requeue_stops_the_job_drains_and_uses_no_retry(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    job = store.get(a.id).nomad_job_id
+    svc.on_alloc(alloc(job, "running"))
+    e = svc.requeue(a.id)
+    ex.run_all()
+    assert e.state is EntryState.QUEUED and e.retries_used == 0 and nomad.jobs[job].stopped
+    svc.run_cycle()
+    assert store.get(a.id).state is EntryState.QUEUED, "its GPU is free only once Nomad confirms the old job ended"
+    svc.on_alloc(alloc(job, "complete", desired="stop", index=30))
+    svc.run_cycle()
+    assert store.get(a.id).state is EntryState.ADMITTED and store.get(a.id).nomad_job_id != job
+
+
+def test_priority_can_change_while_queued(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (blocker,) = svc.submit(spec("blocker"))
+    svc.run_cycle()
+    (a,) = svc.submit(spec("a"))
+    (b,) = svc.submit(spec("b"))
+    svc.update(b.id, priority=90)
+    svc.on_alloc(alloc(store.get(blocker.id).nomad_job_id, "complete", index=20))
+    svc.run_cycle()
+    assert store.get(b.id).state is EntryState.ADMITTED and store.get(a.id).state is EntryState.QUEUED
+    with pytest.raises(Exception, match="priority"):
+        svc.update(a.id, priority=0)
+
+
+def test_max_runtime_stops_the_job_and_fails_the_entry_with_timeout(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit({**spec("a", retries=3), "max_runtime": "1h"})
+    svc.run_cycle()
+    ex.run_all()
+    job = store.get(a.id).nomad_job_id
+    svc.on_alloc(alloc(job, "running"))
+    clock.now += 3599
+    svc.run_cycle()
+    assert store.get(a.id).state is EntryState.RUNNING
+    clock.now += 2
+    svc.run_cycle()
+    ex.run_all()
+    e = store.get(a.id)
+    assert e.state is EntryState.FAILED and e.reason.startswith("timeout") and nomad.jobs[job].stopped
+
+
+def test_cancelling_a_sweep_cancels_every_trial(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    sweep = {"kind": "sweep", "name": "hpo", "team": "t", "task": {"image": "busybox"},
+             "resources": {"cpu": 1000, "memory": 1024}, "gpu": {"count": 1},
+             "sweep": {"parameters": {"lr": [0.1, 0.01, 0.001]}}}
+    trials = svc.submit(sweep)
+    svc.run_cycle()
+    ex.run_all()
+    out = svc.cancel_sweep(trials[0].sweep or "")
+    assert {e.state for e in out} == {EntryState.CANCELLED}
+    ex.run_all()
+    assert all(j.stopped for j in nomad.jobs.values())
