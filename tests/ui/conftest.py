@@ -67,7 +67,7 @@ def browser() -> Iterator[Any]:
     paths = chromium_paths()
     if paths is None:
         pytest.skip("chromium and chromedriver are not installed (apt-get install chromium chromium-driver)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (the dev extras)")
+    from selenium import webdriver  # the dev extras: missing is a failure, not a skip
     from selenium.webdriver.chrome.service import Service
 
     profile = tempfile.mkdtemp(prefix="nomad-gpu-ui-chromium-")

@@ -198,9 +198,10 @@ def test_a_wrong_token_is_refused_and_the_right_one_signs_in(page: tuple[Any, An
     alert = browser.find_element(By.ID, "alert")
     assert alert.is_displayed() and "refused" in alert.text
     assert cells(browser) == [] and js(browser, "return document.querySelectorAll('#queue-rows tr').length") == 0
-    assert js(browser, "return sessionStorage.getItem('nomad-gpu-token')") == "wrong-token-0123456789abcdef"
+    assert js(browser, "return sessionStorage.getItem('nomad-gpu-token')") is None
     field = browser.find_element(By.ID, "token")
     field.send_keys(runtime.settings.token)
     field.submit()
     wait_until(lambda: js(browser, "return document.body.dataset.loaded") == "true" and cells(browser), "sign-in")
     assert not browser.find_element(By.ID, "alert").is_displayed()
+    assert js(browser, "return sessionStorage.getItem('nomad-gpu-token')") == runtime.settings.token

@@ -334,6 +334,7 @@ async function tick() {
     document.body.dataset.loaded = "true";
   } catch (err) {
     if (err instanceof Refused) {
+      sessionStorage.removeItem(TOKEN_KEY); // a refused token is not kept for the next load
       clearData();
       document.body.dataset.loaded = "refused";
       $("conn").textContent = "not signed in";
