@@ -2,16 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 from starlette.testclient import TestClient
 
 from nomad_gpu.service.api import create_app
 from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings
-from nomad_gpu.store import SqliteStore
+from nomad_gpu.service.settings import AccessSettings
 
 SPEC = """
 name: api-job
@@ -21,21 +17,6 @@ gpu: {count: 1}
 """
 
 
-class NoActuator:
-    """The API tests never admit (no inventory), so nothing may reach Nomad."""
-
-    def submit(self, *args: Any, **kwargs: Any) -> str:
-        raise AssertionError("no registration expected")
-
-    def stop(self, *args: Any, **kwargs: Any) -> None:
-        raise AssertionError("no stop expected")
-
-
-@pytest.fixture
-def service() -> Iterator[SchedulerService]:
-    svc = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())  # type: ignore[arg-type]
-    yield svc
-    svc.stop()
 
 
 def test_submit_list_get_cancel(service: SchedulerService) -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import httpx
@@ -15,25 +15,11 @@ from starlette.testclient import TestClient
 from nomad_gpu.render.loading import MAX_DEPTH
 from nomad_gpu.service.api import MAX_BODY, create_app
 from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings
-from nomad_gpu.store import SqliteStore
+from nomad_gpu.service.settings import AccessSettings
 
 SPEC = "name: ok\ntask: {image: busybox}\n"
 
 
-class NoActuator:
-    def submit(self, *args: Any, **kwargs: Any) -> str:
-        raise AssertionError("no registration expected")
-
-    def stop(self, *args: Any, **kwargs: Any) -> None:
-        raise AssertionError("no stop expected")
-
-
-@pytest.fixture
-def service() -> Iterator[SchedulerService]:
-    svc = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())  # type: ignore[arg-type]
-    yield svc
-    svc.stop()
 
 
 async def asgi_post(app: Any, chunks: Sequence[bytes], headers: Sequence[tuple[bytes, bytes]] = ()

@@ -3,33 +3,16 @@ registered, followed and stopped in its own namespace, and GPUs held in any name
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Any
-
 import pytest
 from starlette.testclient import TestClient
 
 from nomad_gpu.service.api import create_app
 from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings, access_from_mapping
-from nomad_gpu.store import SqliteStore
+from nomad_gpu.service.settings import AccessSettings, access_from_mapping
 
 SPEC = "name: ns-job\nteam: t\nnamespace: ml\ntask: {image: busybox}\ngpu: {count: 1}\n"
 
 
-class NoActuator:
-    def submit(self, *args: Any, **kwargs: Any) -> str:
-        raise AssertionError("no registration expected")
-
-    def stop(self, *args: Any, **kwargs: Any) -> None:
-        raise AssertionError("no stop expected")
-
-
-@pytest.fixture
-def service() -> Iterator[SchedulerService]:
-    svc = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())  # type: ignore[arg-type]
-    yield svc
-    svc.stop()
 
 
 def test_only_configured_namespaces_take_submissions(service: SchedulerService) -> None:

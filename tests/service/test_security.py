@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +18,7 @@ from nomad_gpu.service.access import ADMIN, OTHER_TEAM, Caller, status_view
 from nomad_gpu.service.api import create_app
 from nomad_gpu.service.listen import ApiServer, plan_listen
 from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings, load_config
-from nomad_gpu.store import SqliteStore
+from nomad_gpu.service.settings import AccessSettings, load_config
 
 VISION = "vision-0123456789abcdef"
 NLP = "nlp-0123456789abcdef0000"
@@ -28,19 +26,6 @@ ROOT = "admin-0123456789abcdef00"
 ACCESS = AccessSettings(tokens={VISION: "vision", NLP: "nlp"})
 
 
-class NoActuator:
-    def submit(self, *args: Any, **kwargs: Any) -> str:
-        raise AssertionError("no registration expected")
-
-    def stop(self, *args: Any, **kwargs: Any) -> None:
-        raise AssertionError("no stop expected")
-
-
-@pytest.fixture
-def service() -> Iterator[SchedulerService]:
-    svc = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())  # type: ignore[arg-type]
-    yield svc
-    svc.stop()
 
 
 @pytest.fixture
