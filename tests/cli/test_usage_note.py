@@ -1,0 +1,34 @@
+"""`nomad-gpu queue` flags idle entries and shows the utilisation of running ones."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from nomad_gpu.cli.queueview import queue_row, usage_note
+
+
+def _entry(usage: dict[str, Any] | None) -> dict[str, Any]:
+    return {"id": "q1", "name": "n", "team": "t", "priority": 50, "state": "running", "spec": {"groups": []},
+            "placements": [{"group": "main", "index": 0, "node": "n1", "instance_ids": ["GPU-a"],
+                            "device_name": "NVIDIA A100", "share_milli": 0}], "usage": usage}
+
+
+@pytest.mark.parametrize(("usage", "note"), [
+    (None, ""),
+    ({"gpu_util_pct": 87.4, "gpu_memory_used_mib": 40960, "gpu_memory_total_mib": 81920, "idle": False,
+      "idle_since": None}, "87% util, 40.0/80 GiB"),
+    ({"gpu_util_pct": 2, "gpu_memory_used_mib": None, "gpu_memory_total_mib": None, "idle": True,
+      "idle_since": 1000.0}, "IDLE 35m, 2% util"),
+    ({"gpu_util_pct": None, "gpu_memory_used_mib": 100, "gpu_memory_total_mib": None, "idle": True,
+      "idle_since": None}, "IDLE, 0.1 GiB"),
+])
+def test_usage_note(usage: dict[str, Any] | None, note: str) -> None:
+    assert usage_note({"usage": usage}, now=1000.0 + 35 * 60) == note
+
+
+def test_the_queue_row_carries_the_note_after_where_it_runs() -> None:
+    usage = {"gpu_util_pct": 1, "idle": True, "idle_since": 0.0}
+    assert queue_row(_entry(usage), {"n1": "gpu-1"}, now=3600.0)[-1] == "gpu-1: 1 device (IDLE 1h00m, 1% util)"
+    assert queue_row(_entry(None), {"n1": "gpu-1"}, now=3600.0)[-1] == "gpu-1: 1 device"
