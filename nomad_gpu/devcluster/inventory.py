@@ -52,6 +52,9 @@ class DeviceGroup:
     instances: tuple[DeviceInstance, ...]
     slots: int | None = None
     """Share instances per GPU, for the project plugin's share group; None for nvidia groups."""
+    project_plugin: bool = False
+    """Advertised by the project's plugin, which sends only `memory` and `driver_version` for
+    nvidia/gpu groups (nomad_gpu/plugin/devices.py), not the stock plugin's clocks, power and bar1."""
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -79,6 +82,9 @@ class DeviceGroup:
                 "mps": {"Float": None, "Int": None, "String": None, "Bool": False, "Unit": ""},
                 "driver_version": _attr(string=_DRIVER_VERSION),
             }
+        if self.project_plugin:
+            return {"memory": _attr(integer=self.memory_mib, unit="MiB"),
+                    "driver_version": _attr(string=_DRIVER_VERSION)}
         return {
             "memory": _attr(integer=self.memory_mib, unit="MiB"),
             "bar1": _attr(integer=131072, unit="MiB"),
@@ -323,8 +329,10 @@ def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
                 if entry.shared:
                     advisory.append(uuid)
             gpu_index += 1
-    groups = [DeviceGroup("nvidia", "gpu", name, memory[("gpu", name)], tuple(ids)) for name, ids in whole.items()]
-    groups += [DeviceGroup("nvidia", "gpu", name, memory[("mig", name)], tuple(ids)) for name, ids in mig.items()]
+    groups = [DeviceGroup("nvidia", "gpu", name, memory[("gpu", name)], tuple(ids), project_plugin=plugin)
+              for name, ids in whole.items()]
+    groups += [DeviceGroup("nvidia", "gpu", name, memory[("mig", name)], tuple(ids), project_plugin=plugin)
+               for name, ids in mig.items()]
     counts: dict[str, int] = {}
     for model, _ in shared:
         counts[model] = counts.get(model, 0) + 1

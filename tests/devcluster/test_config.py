@@ -56,6 +56,15 @@ def test_the_plugin_node_advertises_share_instances_and_the_stock_node_the_gpu_w
     assert stock.shared_gpus == group.ids and group.share_hold(group.ids) is None
 
 
+def test_the_plugin_advertises_whole_gpus_with_its_own_attributes() -> None:
+    whole = [{"model": "A100", "memory_mib": 81920}]
+    (plugin,) = build_nodes(parse_cluster(_node(whole, device_plugin="nomad-gpu")))
+    (stock,) = build_nodes(parse_cluster(_node(whole)))
+    assert set(plugin.groups[0].attributes()) == {"memory", "driver_version"}
+    assert {"bar1", "power", "memory", "driver_version"} <= set(stock.groups[0].attributes())
+    assert plugin.groups[0].ids == stock.groups[0].ids
+
+
 def test_one_model_with_two_slot_counts_gets_a_group_per_count() -> None:
     gpus = [{"model": "L40S", "memory_mib": 46068, "shared": True, "slots": n} for n in (2, 4)]
     (node,) = build_nodes(parse_cluster(_node(gpus, device_plugin="nomad-gpu")))
