@@ -192,8 +192,11 @@ def inventory(as_json: bool) -> None:
 @click.option("--job-id", default=None, help="Nomad job ID (default: ngpu-preview).")
 @click.option("--templates", "templates_dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help=TEMPLATES_HELP)
+@click.option("--share-slots", type=click.IntRange(0, 48), default=4, show_default=True,
+              help="Slots of the shared GPU a share is previewed on (its device plugin's share instances); "
+                   "0 previews advisory sharing without the plugin.")
 @friendly
-def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path | None) -> None:
+def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path | None, share_slots: int) -> None:
     """Render a spec to HCL with a placeholder placement (every trial, for a sweep)."""
     from nomad_gpu.render import GroupPlacement, JobRenderer, RenderPlacement, SweepSpec, load_spec
     from nomad_gpu.render.sweep import expand_sweep
@@ -204,7 +207,12 @@ def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path |
     for i, s in enumerate(specs):
         groups = []
         for g in s.groups:
-            if g.share is not None:
+            if g.share is not None and share_slots:
+                k = -(-g.share.milli * share_slots // 1000)  # ceil(milli / slot)
+                groups.append(GroupPlacement(g.name, "nomad-gpu/shared-gpu/<model>",
+                                             tuple(f"GPU-<shared>-share-{i}" for i in range(k)),
+                                             share_gpu="GPU-<shared>", share_milli=g.share.milli))
+            elif g.share is not None:
                 groups.append(GroupPlacement(g.name, None, (), share_gpu="GPU-<shared>", share_milli=g.share.milli))
             elif g.gpu is not None or g.mig is not None:
                 n = g.device_count * g.count

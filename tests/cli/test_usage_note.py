@@ -1,4 +1,5 @@
-"""`nomad-gpu queue` flags idle entries and shows the utilisation of running ones."""
+"""`nomad-gpu queue` flags idle entries and shows the utilisation of running ones; `render` previews a
+share as the device plugin's share instances."""
 
 from __future__ import annotations
 
@@ -6,6 +7,9 @@ from typing import Any
 
 import pytest
 
+from click.testing import CliRunner
+
+from nomad_gpu.cli.main import main
 from nomad_gpu.cli.queueview import queue_row, usage_note
 
 
@@ -32,3 +36,17 @@ def test_the_queue_row_carries_the_note_after_where_it_runs() -> None:
     usage = {"gpu_util_pct": 1, "idle": True, "idle_since": 0.0}
     assert queue_row(_entry(usage), {"n1": "gpu-1"}, now=3600.0)[-1] == "gpu-1: 1 device (IDLE 1h00m, 1% util)"
     assert queue_row(_entry(None), {"n1": "gpu-1"}, now=3600.0)[-1] == "gpu-1: 1 device"
+
+
+@pytest.mark.parametrize(("slots", "expected"), [
+    ("4", 'value     = "GPU-<shared>-share-0,GPU-<shared>-share-1"'),
+    ("8", 'value     = "GPU-<shared>-share-0,GPU-<shared>-share-1,GPU-<shared>-share-2,GPU-<shared>-share-3"'),
+    ("0", 'NVIDIA_VISIBLE_DEVICES = "GPU-<shared>"'),
+])
+def test_render_previews_a_share(tmp_path: Any, slots: str, expected: str) -> None:
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: nb\ntask: {image: i}\nshare: {milli: 500}\n")
+    result = CliRunner().invoke(main, ["render", str(spec), "--share-slots", slots])
+    assert result.exit_code == 0, result.output
+    assert expected in result.output
+    assert ('device "nomad-gpu/shared-gpu/<model>"' in result.output) == (slots != "0")
