@@ -6,7 +6,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-
 from click.testing import CliRunner
 
 from nomad_gpu.cli.main import main
