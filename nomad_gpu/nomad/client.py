@@ -229,6 +229,34 @@ class NomadClient:
         except (ValueError, TypeError) as exc:
             raise NomadUnavailable(f"{what}: the reply is not a JSON object") from exc
 
+    def job_submission(self, job_id: str, version: int, namespace: str | None = None) -> dict[str, Any] | None:
+        """`GET /v1/job/:id/submission?version=N`: the source registered with that version (`Source`,
+        `Format`, ...), or None when Nomad kept none (`command/agent/job_endpoint.go`, v2.0.5)."""
+        params: dict[str, Any] = {"version": str(version)}
+        if namespace:
+            params["namespace"] = namespace
+        what = f"read the submission of job {job_id} version {version}"
+        try:
+            resp = _translate(lambda: self.api.job.request(job_id, "submission", method="get", params=params), what)
+        except NomadNotFound:
+            return None
+        try:
+            return dict(resp.json())
+        except (ValueError, TypeError) as exc:
+            raise NomadUnavailable(f"{what}: the reply is not a JSON object") from exc
+
+    def task_logs(self, alloc_id: str, task: str, log_type: str, *, offset: int = 0, origin: str = "start",
+                  timeout_s: float | None = None) -> bytes:
+        """`GET /v1/client/fs/logs/:alloc_id` with `plain=true`, not followed: the log's bytes from
+        ``offset`` (counted from ``origin``) to its end as the client holds it now
+        (`command/agent/fs_endpoint.go` Logs, `client/fs_endpoint.go` logs, v2.0.5)."""
+        params = {"task": task, "type": log_type, "plain": "true", "follow": "false", "offset": str(offset),
+                  "origin": origin}
+        what = f"read the {log_type} of task {task} in allocation {alloc_id}"
+        resp = _translate(lambda: self.api.client.stream_logs.request(
+            alloc_id, method="get", params=params, timeout=timeout_s or self.settings.timeout_s), what)
+        return bytes(resp.content)
+
     # ---- writes ------------------------------------------------------------------------------
     def parse(self, hcl: str) -> dict[str, Any]:
         """HCL2 -> Job JSON through Nomad's own parser (`POST /v1/jobs/parse`)."""

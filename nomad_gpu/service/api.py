@@ -5,6 +5,8 @@
     GET    /v1/jobs/{id}       one entry, with its wait reason and placements
     DELETE /v1/jobs/{id}       cancel
     GET    /v1/sweeps/{id}     a sweep's progress
+    ...                        hold, release, requeue, priority, allocations, HCL, logs, sweep cancel:
+                               see :mod:`nomad_gpu.service.entryroutes`
     GET    /v1/inventory       nodes with GPU, MIG and share capacity, free and total
     GET    /v1/status          service health and counts
     GET    /v1/teams           GPU-equivalents in use, quota and fair share per team
@@ -37,7 +39,10 @@ from nomad_gpu.domain.errors import InvalidRequest, UnknownEntry
 from nomad_gpu.render import JobSpec, SpecError, SweepSpec
 from nomad_gpu.render.loading import MAX_SPEC_BYTES, decode_spec
 from nomad_gpu.service.access import Caller, TokenGate, caller_of, metrics_view, status_view
+from nomad_gpu.service.entryroutes import entry_routes
 from nomad_gpu.service.history import History
+from nomad_gpu.service.httpkit import ApiError, error, read_body, visible_entry
+from nomad_gpu.service.jobdetail import NomadReads
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
 from nomad_gpu.service.ui import ui_routes
@@ -53,26 +58,16 @@ MAX_SWEEP_STORED_BYTES = 64 << 20
 is what it writes to the queue: bounded here, before expanding, until trials share one stored spec."""
 
 
-class ApiError(Exception):
-    """A request refused with a status and one line (raised by helpers, answered by the app)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
-
-
-def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
-
-
 def create_app(service: SchedulerService, token: str | None = None,
                access: AccessSettings | None = None, *, nomad_address: str | None = None,
-               history: History | None = None, usage: UsagePoller | None = None) -> Starlette:
+               history: History | None = None, usage: UsagePoller | None = None,
+               nomad: NomadReads | None = None) -> Starlette:
     """The API over ``service``; ``token`` (NOMAD_GPU_TOKEN) is an admin token added to ``access``.
 
     ``nomad_address`` is shown in the status (the dashboard links each job to Nomad's UI there);
     ``history`` is what ``/v1/history`` answers from (empty without one); ``usage`` adds each running
-    entry's GPU utilisation and memory (``usage``, null while unknown) to the entry JSON.
+    entry's GPU utilisation and memory (``usage``, null while unknown) to the entry JSON; ``nomad``
+    answers what is read from Nomad for one entry (allocations, registered HCL, logs).
     """
     rules = (access or AccessSettings()).with_admin(token)
     past = history or History()
@@ -220,33 +215,12 @@ def create_app(service: SchedulerService, token: str | None = None,
         Route("/v1/teams", teams, methods=["GET"]),
         Route("/v1/history", recent, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        *entry_routes(service, entry_json, nomad=nomad, nomad_address=nomad_address),
         *ui_routes(),
     ]
     handlers = {ApiError: refused, UnknownEntry: unknown, 404: not_found, 405: bad_method, Exception: crashed}
     return Starlette(routes=routes, middleware=[Middleware(TokenGate, access=rules)],
                      exception_handlers=handlers)  # type: ignore[arg-type]
-
-
-async def read_body(request: Request, limit: int) -> bytes:
-    """The request body, refused with 413 as soon as it is known to exceed ``limit`` bytes.
-
-    A declared Content-Length over the limit is refused before a byte is read; a body that
-    declares less (or nothing, when chunked) is counted as it arrives and dropped at the limit.
-    """
-    declared = request.headers.get("content-length")
-    if declared is not None:
-        if not (declared.isascii() and declared.isdigit()):
-            raise ApiError(400, "Content-Length must be a whole number of bytes")
-        if int(declared) > limit:
-            raise ApiError(413, f"spec larger than {limit} bytes")
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise ApiError(413, f"spec larger than {limit} bytes")
-        chunks.append(chunk)
-    return b"".join(chunks)
 
 
 def check_submission(body: bytes, content_type: str, rules: AccessSettings, caller: Caller) -> Any:
@@ -303,14 +277,6 @@ def check_sweep_size(spec: SweepSpec) -> None:
         raise ApiError(413, f"the sweep would store {spec.sweep.trial_count} copies of its {one}-byte spec "
                             f"({total >> 20} MiB), more than {MAX_SWEEP_STORED_BYTES >> 20} MiB: use fewer trials "
                             "or a smaller spec")
-
-
-def visible_entry(service: SchedulerService, caller: Caller, entry_id: str) -> QueueEntry:
-    """The entry, or UnknownEntry when it does not exist or belongs to another team (the same answer)."""
-    entry = service.store.get(entry_id)
-    if not caller.sees(entry):
-        raise UnknownEntry(f"no queue entry {entry_id!r}")
-    return entry
 
 
 def _teams_of(service: SchedulerService, entry_ids: Mapping[str, Any]) -> dict[str, str]:
