@@ -282,7 +282,9 @@ class Lifecycle:
             return EntryId(t.entry.id) not in self.ledger
         done = [x for x in t.allocs.values() if x.is_terminal]
         if len(done) >= max(len(t.entry.placements), 1):
-            self.end(t, EntryState.COMPLETE, "", release_now=True)
+            # every allocation ended by itself, successfully: a batch job Nomad will not replace, so its job
+            # is left as Nomad keeps it (dead, complete) and no stop round trip is spent on it
+            self.end(t, EntryState.COMPLETE, "", release_now=True, stop_job=False)
             self.metrics.finished.labels("complete").inc()
             return True
         return False
