@@ -67,3 +67,39 @@ def test_two_half_shares_split_one_gpu_and_whole_gpu_jobs_never_land_on_it(clust
         assert overlaps(audit) == 0 and audit["double_bookings_refused"] == 0
     finally:
         runtime.stop()
+
+
+STOCK_NODE: dict[str, Any] = {
+    "name": "advisory",
+    "nodes": [{"name": "s1", "cpu_shares": 64000, "memory_mb": 262144,
+               "gpus": [{"model": L40S, "count": 1, "memory_mib": 46068, "shared": True},
+                        {"model": L40S, "count": 1, "memory_mib": 46068}]}],
+}
+
+
+def test_advisory_sharing_on_the_stock_plugin_still_packs_shares(tmp_path: Path) -> None:
+    """Without the plugin the `sharing:` setting marks a stock GPU shared: the queue packs shares on it
+    and names it in the job's environment; Nomad sees no share device (advisory only)."""
+    from nomad_gpu.nomad.decode import ShareRule, SharingConfig
+
+    dc = DevCluster(STOCK_NODE, speed=50.0, heartbeat_s=1.0)
+    dc.start()
+    try:
+        (shared,) = dc.state.nodes[dc.node_ids()["s1"]].shared_gpus
+        runtime = start_service(dc.url, tmp_path / "q.db",
+                                sharing=SharingConfig((ShareRule(gpu_id=shared, slots=4),)))
+        try:
+            submit(runtime, _share("half-a"))
+            submit(runtime, _share("half-b"))
+            submit(runtime, spec("whole-a", duration_s=3600.0))
+            wait_for(lambda: {e["state"] for e in entries(runtime)} == {"running"}, 30, "all three to run")
+            audit = dc.audit()
+            shares = [a for a in audit["allocations"] if a["share_gpu"] is not None]
+            assert [(a["share_gpu"], a["share_milli"], a["device_ids"]) for a in shares] == [(shared, 500, [])] * 2
+            assert audit["shared_gpus"] == {shared: 1000} and audit["share_oversubscriptions"] == 0
+            (whole,) = [a for a in audit["allocations"] if a["share_gpu"] is None]
+            assert whole["device_ids"] != [shared]
+        finally:
+            runtime.stop()
+    finally:
+        dc.stop()
