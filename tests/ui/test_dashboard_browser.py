@@ -161,6 +161,20 @@ def test_a_cell_names_its_entry_and_device_from_the_keyboard_and_rows_link_to_no
     wait_until(lambda: row(browser, entry) is None, "the cancelled job to leave the queue", timeout_s=20)
 
 
+def test_a_sweeps_progress_and_its_trials(page: tuple[Any, Any, Any]) -> None:
+    browser, _, runtime = page
+    text = (job("grid", duration_s=50) + "kind: sweep\n"
+            "sweep: {mode: grid, parameters: {lr: [0.1, 0.01], batch: [32, 64]}, max_parallel: 2}\n")
+    r = requests.post(f"{runtime.address}/v1/jobs", data=text.encode(), headers=headers(runtime), timeout=10)
+    assert r.status_code == 201, r.text
+    sweep = r.json()["entries"][0]["sweep"]
+    script = ("const r = document.querySelector(`#sweep-rows tr[data-sweep='${arguments[0]}']`);"
+              "return r && r.dataset.done === '4' && [r.querySelector('progress').value, "
+              "r.querySelector('progress').max, r.querySelectorAll('.trials li').length];")
+    progress = wait_until(lambda: js(browser, script, sweep), "the sweep's four trials done", timeout_s=15)
+    assert progress == [4, 4, 4]
+
+
 def run_axe(driver: Any) -> list[dict[str, Any]]:
     js(driver, AXE.read_text(encoding="utf-8"))
     result = driver.execute_async_script(

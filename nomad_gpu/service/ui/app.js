@@ -6,7 +6,8 @@ const TOKEN_KEY = "nomad-gpu-token";
 const params = new URLSearchParams(location.search);
 const POLL_MS = Math.max(250, Number(params.get("poll_ms")) || 2000);
 const HISTORY_EVERY_MS = 30000;
-const SWEEPS_EVERY_MS = 5000;
+const SWEEPS_EVERY_MS = Math.max(5 * POLL_MS, 2500);
+const TRIALS_LISTED = 50;
 const $ = (id) => document.getElementById(id);
 
 const QUEUE_ROWS = 20;
@@ -257,14 +258,17 @@ function renderTeams(capacity) {
 }
 
 async function refreshSweeps() {
-  for (const e of view.entries) if (e.sweep && !view.sweeps.has(e.sweep)) view.sweeps.set(e.sweep, null);
   const ids = [...view.sweeps.keys()].slice(-20);
   const results = await Promise.all(ids.map((id) => api(`/v1/sweeps/${encodeURIComponent(id)}`).catch(() => null)));
   ids.forEach((id, i) => { if (results[i]) view.sweeps.set(id, results[i]); });
   const rows = ids.filter((id) => view.sweeps.get(id)).map((id) => {
     const s = view.sweeps.get(id), st = s.states || {};
     const done = st.complete || 0, ended = (st.failed || 0) + (st.cancelled || 0);
-    return el("tr", {}, el("th", { scope: "row", "data-label": "Sweep" }, id),
+    const trials = (s.trials || []).slice(0, TRIALS_LISTED).map((t) => el("li", {}, `${t.name}: `,
+      el("span", { class: `state ${t.state}` }, t.state === "queued" ? "waiting" : t.state)));
+    const more = s.total > TRIALS_LISTED ? el("li", {}, `… and ${s.total - TRIALS_LISTED} more`) : null;
+    return el("tr", { dataset: { sweep: id, done: done + ended } }, el("th", { scope: "row", "data-label": "Sweep" },
+      el("details", {}, el("summary", {}, id), el("ul", { class: "trials" }, trials, more))),
       el("td", { class: "num", "data-label": "Trials" }, s.total),
       el("td", { class: "num", "data-label": "Done" }, done),
       el("td", { class: "num", "data-label": "Running" }, (st.admitted || 0) + (st.running || 0)),
@@ -306,6 +310,11 @@ async function refresh() {
   const [status, jobs, inventory, teams] = await Promise.all([api("/v1/status"),
     api("/v1/jobs?state=queued,admitted,running"), api("/v1/inventory"), api("/v1/teams")]);
   Object.assign(view, { status, entries: jobs.entries, nodes: inventory.nodes, teams: teams.teams });
+  // every sweep seen live is followed to its end, even one that starts and ends between two sweep reads
+  let newSweep = false;
+  for (const e of view.entries) {
+    if (e.sweep && !view.sweeps.has(e.sweep)) { view.sweeps.set(e.sweep, null); newSweep = true; }
+  }
   $("s-queued").textContent = status.queued;
   $("s-live").textContent = status.live;
   const inUse = Object.values(status.team_usage_gpu || {}).reduce((a, b) => a + Number(b), 0);
@@ -316,7 +325,7 @@ async function refresh() {
   renderCluster();
   renderTeams(teams.capacity_gpu);
   const now = Date.now();
-  if (now - lastSweeps >= SWEEPS_EVERY_MS) { lastSweeps = now; await refreshSweeps(); }
+  if (newSweep || now - lastSweeps >= SWEEPS_EVERY_MS) { lastSweeps = now; await refreshSweeps(); }
   if (now - lastHistory >= HISTORY_EVERY_MS) { lastHistory = now; await refreshHistory(); }
 }
 
