@@ -59,6 +59,38 @@ class ApiClient:
     def cancel(self, entry_id: str) -> dict[str, Any]:
         return dict(self.call("DELETE", f"/v1/jobs/{entry_id}"))
 
+    def act(self, entry_id: str, action: str) -> dict[str, Any]:
+        """`hold`, `release` or `requeue` one entry."""
+        return dict(self.call("POST", f"/v1/jobs/{entry_id}/{action}"))
+
+    def update(self, entry_id: str, **fields: Any) -> dict[str, Any]:
+        return dict(self.call("PATCH", f"/v1/jobs/{entry_id}", json=fields))
+
+    def allocations(self, entry_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/v1/jobs/{entry_id}/allocations"))
+
+    def hcl(self, entry_id: str) -> dict[str, Any]:
+        return dict(self.call("GET", f"/v1/jobs/{entry_id}/hcl"))
+
+    def logs(self, entry_id: str, log_type: str, offset: int = 0, **where: Any) -> tuple[bytes, int, bool]:
+        """Log bytes from ``offset``, the offset after them, and whether the allocation has ended."""
+        params = {"type": log_type, "offset": str(offset), **{k: str(v) for k, v in where.items() if v is not None}}
+        try:
+            resp = self.session.get(f"{self.address}/v1/jobs/{entry_id}/logs", params=params, timeout=self.timeout_s)
+        except requests.RequestException as exc:
+            raise ServiceUnreachable(f"cannot reach nomad-gpu at {self.address} ({type(exc).__name__})") from exc
+        if resp.status_code >= 400:
+            try:
+                message = str(resp.json().get("error"))
+            except (ValueError, AttributeError):
+                message = resp.text.strip()
+            raise ServiceError(message, resp.status_code)
+        next_offset = int(resp.headers.get("X-Log-Offset") or offset + len(resp.content))
+        return resp.content, next_offset, resp.headers.get("X-Log-Ended") == "true"
+
+    def cancel_sweep(self, sweep_id: str) -> dict[str, Any]:
+        return dict(self.call("DELETE", f"/v1/sweeps/{sweep_id}"))
+
     def sweep(self, sweep_id: str) -> dict[str, Any]:
         return dict(self.call("GET", f"/v1/sweeps/{sweep_id}"))
 

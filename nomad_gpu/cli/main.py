@@ -1,4 +1,5 @@
-"""`nomad-gpu`: submit, sweep, queue, status, cancel, inventory, render, serve, dev, demo, bench, simulate, backup.
+"""`nomad-gpu`: submit, sweep, queue, status, cancel, hold, release, requeue, update, logs, inventory, render, serve,
+dev, demo, bench, simulate, backup.
 
 Every command turns bad input into one line on stderr and exit code 2 (an unreachable service or
 Nomad: exit code 1), never a traceback. Settings come from flags and the environment here, once.
@@ -65,46 +66,6 @@ def submit(spec_file: Path, idempotency_key: str | None, as_json: bool) -> None:
 
 
 @main.command()
-@click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
-@click.option("--watch/--no-watch", default=True, help="Follow progress until every trial has ended.")
-@click.option("--json", "as_json", is_flag=True)
-@friendly
-def sweep(spec_file: Path, watch: bool, as_json: bool) -> None:
-    """Launch a hyper-parameter sweep as a throttled job array, and follow it."""
-    from nomad_gpu.render import SweepSpec, load_spec
-
-    spec = load_spec(spec_file)
-    if not isinstance(spec, SweepSpec):
-        raise ValueError(f"{spec_file}: not a sweep spec (set kind: sweep)")
-    client = _client()
-    entries = client.submit(spec_file.read_text(encoding="utf-8"))
-    sweep_id = entries[0]["sweep"]
-    if as_json:
-        emit_json({"sweep": sweep_id, "entries": entries})
-        return
-    click.echo(f"sweep {sweep_id}: {len(entries)} trials queued")
-    if watch:
-        _follow_sweep(client, sweep_id, len(entries))
-
-
-def _follow_sweep(client: ApiClient, sweep_id: str, total: int) -> None:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TextColumn("{task.fields[states]}"), TimeElapsedColumn())
-    with Progress(*columns) as progress:
-        task = progress.add_task(sweep_id, total=total, states="")
-        while True:
-            info = client.sweep(sweep_id)
-            states = info["states"]
-            done = sum(states.get(s, 0) for s in ("complete", "failed", "cancelled"))
-            progress.update(task, completed=done, states=" ".join(f"{k}={v}" for k, v in sorted(states.items())))
-            if done >= total:
-                break
-            time.sleep(1.0)
-
-
-@main.command()
 @click.option("--state", help="Comma-separated states: queued,admitted,running,complete,failed,cancelled.")
 @click.option("--sweep", "sweep_id", help="Only the trials of this sweep.")
 @click.option("--wide", is_flag=True, help="More columns: namespace, sweep, attempts, Nomad job, exact device IDs.")
@@ -136,32 +97,70 @@ def _node_names(client: ApiClient) -> dict[str, str]:
 
 @main.command()
 @click.argument("entry_id", required=False)
+@click.option("--hcl", is_flag=True, help="Print the exact HCL the entry's job was registered with (read from Nomad).")
 @click.option("--json", "as_json", is_flag=True)
 @friendly
-def status(entry_id: str | None, as_json: bool) -> None:
-    """The service's status, or one entry's."""
+def status(entry_id: str | None, hcl: bool, as_json: bool) -> None:
+    """The service's status, or one entry's: its times, its Nomad job and allocations, where to see it."""
+    from nomad_gpu.cli.api_client import ServiceError
+
     client = _client()
-    info = client.job(entry_id) if entry_id else client.status()
-    if as_json or not entry_id:
-        emit_json(info)
+    if not entry_id:
+        if hcl:
+            raise ValueError("--hcl needs an entry ID: nomad-gpu status ID --hcl")
+        emit_json(client.status())
         return
-    for key in ("id", "name", "team", "priority", "state", "reason", "nomad_job_id", "attempts"):
-        click.echo(f"{key:13} {info.get(key)}")
-    for p in info.get("placements") or []:
-        click.echo(f"placement     {p['group']}[{p['index']}] node={p['node']} ids={','.join(p['instance_ids'])}"
-                   + (f" share={p['share_milli']}m" if p.get("share_milli") else ""))
+    if hcl:
+        click.echo(client.hcl(entry_id)["hcl"], nl=False)
+        return
+    info = client.job(entry_id)
+    nomad: dict[str, Any] | None = None
+    nomad_error = None
+    try:
+        nomad = client.allocations(entry_id)
+    except ServiceError as exc:  # Nomad unreachable: the service's own record still answers
+        nomad_error = str(exc)
+    if as_json:
+        extra = {k: nomad[k] for k in ("started_at", "waited_s", "ran_s", "allocations", "nomad_ui") if k in nomad} \
+            if nomad is not None else {}
+        emit_json({**info, **extra})
+        return
+    from nomad_gpu.cli.entryview import status_lines
     from nomad_gpu.cli.queueview import usage_note
 
+    names = _node_names(client) if info.get("placements") else {}
+    for label, value in status_lines(info, nomad, nomad_error, names):
+        click.echo(f"{label:13} {value}")
     if note := usage_note(info, time.time()):
         click.echo(f"{'gpu usage':13} {note}")
 
 
 @main.command()
 @click.argument("entry_id")
+@click.option("--json", "as_json", is_flag=True)
 @friendly
-def cancel(entry_id: str) -> None:
-    """Cancel a queued or running entry (its Nomad job is stopped)."""
-    e = _client().cancel(entry_id)
+def cancel(entry_id: str, as_json: bool) -> None:
+    """Cancel a queued or running entry (its Nomad job is stopped), or every trial of a sweep."""
+    from nomad_gpu.cli.api_client import ServiceError
+    from nomad_gpu.cli.sweeps import print_cancelled_sweep
+
+    client = _client()
+    try:
+        e = client.cancel(entry_id)
+    except ServiceError as exc:
+        if exc.status != 404:
+            raise
+        try:
+            sweep_info = client.cancel_sweep(entry_id)
+        except ServiceError as again:
+            if again.status != 404:
+                raise
+            raise ServiceError(f"no queue entry or sweep {entry_id!r}", 404) from exc
+        print_cancelled_sweep(sweep_info, as_json)
+        return
+    if as_json:
+        emit_json(e)
+        return
     click.echo(f"{e['id']}  {e['state']}")
 
 
@@ -398,10 +397,14 @@ def _register_optional_groups() -> None:
 
 
 from nomad_gpu.cli.backup import backup  # noqa: E402
+from nomad_gpu.cli.control import hold, logs, release, requeue, update  # noqa: E402
 from nomad_gpu.cli.node import node  # noqa: E402
+from nomad_gpu.cli.sweeps import sweep  # noqa: E402
 
 main.add_command(node)
 main.add_command(backup)
+for _command in (sweep, hold, release, requeue, update, logs):
+    main.add_command(_command)
 
 
 _register_optional_groups()
