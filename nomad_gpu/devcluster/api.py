@@ -13,6 +13,7 @@ large listing never delays a frame.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -26,7 +27,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from . import gc, queries, usage
+from . import gc, logs, queries, usage
 from .events import EventBroker
 from .faults import FaultGate
 from .hcl import HclError, parse_job_hcl
@@ -248,6 +249,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         Route("/v1/allocation/{alloc_id}", allocation, methods=["GET"]),
         Route("/v1/allocation/{alloc_id}/stop", stop_allocation, methods=["POST", "PUT"]),
         Route("/v1/client/allocation/{alloc_id}/stats", allocation_stats, methods=["GET"]),
+        Route("/v1/client/fs/logs/{alloc_id}", functools.partial(logs.fs_logs, state), methods=["GET"]),
         Route("/v1/event/stream", EventStreamEndpoint(broker, heartbeat_s, version), methods=["GET"]),
         Route("/v1/status/leader", leader, methods=["GET"]),
         Route("/v1/namespaces", namespaces, methods=["GET"]),
