@@ -271,20 +271,20 @@ class Lifecycle:
         t.allocs[a.id] = a
         if not a.is_terminal and t.entry.state is EntryState.ADMITTED:
             t.entry = self.store.transition(t.entry.id, EntryState.RUNNING, expect=(EntryState.ADMITTED,),
-                                            at=self.clock())
+                                            at=self.clock(), durable=False)
             t.running_since = self.clock()
             if EntryId(t.entry.id) in self.ledger:
                 self.ledger.confirm(EntryId(t.entry.id))
         if not a.is_terminal:
             return False
         if not a.succeeded:  # one member failed, was lost or was interrupted: the attempt ends
-            self._retry_or_fail(t, f"allocation {a.outcome()}")
+            self._retry_or_fail(t, f"allocation {a.outcome()}", durable=False)
             return EntryId(t.entry.id) not in self.ledger
         done = [x for x in t.allocs.values() if x.is_terminal]
         if len(done) >= max(len(t.entry.placements), 1):
             # every allocation ended by itself, successfully: a batch job Nomad will not replace, so its job
             # is left as Nomad keeps it (dead, complete) and no stop round trip is spent on it
-            self.end(t, EntryState.COMPLETE, "", release_now=True, stop_job=False)
+            self.end(t, EntryState.COMPLETE, "", release_now=True, stop_job=False, durable=False)
             self.metrics.finished.labels("complete").inc()
             return True
         return False
@@ -401,16 +401,16 @@ class Lifecycle:
         """A live attempt's job was deregistered by someone else before any allocation."""
         self._retry_or_fail(t, "its Nomad job was stopped outside nomad-gpu")
 
-    def _retry_or_fail(self, t: Tracked, why: str) -> None:
+    def _retry_or_fail(self, t: Tracked, why: str, durable: bool = True) -> None:
         if t.entry.retries_used < t.entry.max_retries:
-            self.end(t, EntryState.QUEUED, f"retrying after {why}")
+            self.end(t, EntryState.QUEUED, f"retrying after {why}", durable=durable)
             self.metrics.finished.labels("retried").inc()
         else:
-            self.end(t, EntryState.FAILED, why)
+            self.end(t, EntryState.FAILED, why, durable=durable)
             self.metrics.finished.labels("failed").inc()
 
     def end(self, t: Tracked, to: EntryState, reason: str, *, release_now: bool = False,
-            stop_job: bool = True, refused: bool = False) -> QueueEntry:
+            stop_job: bool = True, refused: bool = False, durable: bool = True) -> QueueEntry:
         """End the current attempt: store the outcome and the stop intent together, then stop the job.
         Capacity moves to a draining record unless the attempt ended cleanly (`release_now`)."""
         e, now = t.entry, self.clock()
@@ -422,7 +422,9 @@ class Lifecycle:
         else:
             fields["finished_at"] = now
         stop = StopIntent(job_id, e.namespace, reason or to.value, now, 0, now) if stop_job else None
-        moved = self.store.transition(e.id, to, expect=LIVE, stop=stop, **fields)
+        # an end that an allocation event told us is re-derived from Nomad's listing after a power loss:
+        # it need not wait for the disk (and the service lock is held meanwhile)
+        moved = self.store.transition(e.id, to, expect=LIVE, stop=stop, durable=durable, **fields)
         held = self.ledger.release(EntryId(e.id))
         if held is not None and not release_now and stop_job:
             d = Draining(job_id, e.namespace, e.id, dict(t.allocs), register_in_flight=registering)

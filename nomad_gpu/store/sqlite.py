@@ -78,6 +78,7 @@ class SqliteStore:
         if path != ":memory:":
             self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=FULL")
+        self._synchronous = "FULL"
         migrate(self._db)
         self.instance = self._instance()
 
@@ -95,7 +96,16 @@ class SqliteStore:
         if self._file_lock is not None:
             self._file_lock.release()
 
-    def _tx(self) -> _Transaction:
+    def _tx(self, durable: bool = True) -> _Transaction:
+        """A transaction; `durable=False` commits without waiting for the disk (WAL, synchronous=NORMAL):
+        it survives a crash of the process (kill -9), and only a power loss or kernel crash can undo it,
+        never corrupt the file. For facts Nomad still holds and a resync re-derives; everything a user
+        was told (a submission, a cancel) or that Nomad acts on (an admission) waits for the disk. A
+        durable commit also makes every earlier one durable (one WAL file, fsynced whole)."""
+        wanted = "FULL" if durable else "NORMAL"
+        if wanted != self._synchronous:
+            self._db.execute(f"PRAGMA synchronous={wanted}")
+            self._synchronous = wanted
         return _Transaction(self._db)
 
     # ---- entries -----------------------------------------------------------------------------
@@ -151,11 +161,11 @@ class SqliteStore:
             return [_row(r) for r in self._db.execute(sql, args).fetchall()]
 
     def transition(self, entry_id: str, to: EntryState, *, expect: Iterable[EntryState] | None = None,
-                   stop: StopIntent | None = None, **fields: Any) -> QueueEntry:
+                   stop: StopIntent | None = None, durable: bool = True, **fields: Any) -> QueueEntry:
         """Move an entry along `TRANSITIONS` and set fields, atomically; with `stop`, record the intent to
         stop a Nomad job in the same transaction. StaleTransition when the entry is not in `expect` (or the
-        table forbids the move)."""
-        with self._lock, self._tx():
+        table forbids the move). `durable=False` for moves a resync re-derives from Nomad (see `_tx`)."""
+        with self._lock, self._tx(durable):
             moved = self._move(entry_id, to, expect, fields)
             if stop is not None:
                 self._put_stop(stop)
@@ -192,13 +202,13 @@ class SqliteStore:
 
     def mark_registered(self, entry_id: str, attempt: int, at: float) -> bool:
         """Nomad acknowledged this attempt's register; False when the entry moved on meanwhile."""
-        with self._lock, self._tx():
+        with self._lock, self._tx(durable=False):
             cur = self._db.execute("UPDATE entries SET registered_at=? WHERE id=? AND attempts=? AND state=?",
                                    (at, entry_id, attempt, EntryState.ADMITTED.value))
             return cur.rowcount == 1
 
     def set_reasons(self, reasons: Mapping[str, str]) -> None:
-        with self._lock, self._tx():
+        with self._lock, self._tx(durable=False):
             self._db.executemany("UPDATE entries SET reason=? WHERE id=? AND state=?",
                                  [(r, e, EntryState.QUEUED.value) for e, r in reasons.items()])
 
@@ -232,11 +242,11 @@ class SqliteStore:
                 for r in rows]
 
     def stop_done(self, job_id: str, namespace: str) -> None:
-        with self._lock, self._tx():
+        with self._lock, self._tx(durable=False):
             self._db.execute("DELETE FROM stops WHERE job_id=? AND namespace=?", (job_id, namespace))
 
     def stop_retry(self, job_id: str, namespace: str, next_at: float) -> None:
-        with self._lock, self._tx():
+        with self._lock, self._tx(durable=False):
             self._db.execute("UPDATE stops SET attempts = attempts + 1, next_at=? WHERE job_id=? AND namespace=?",
                              (next_at, job_id, namespace))
 

@@ -107,3 +107,16 @@ def test_retention_never_lets_an_id_be_reused() -> None:
         store.transition(x.id, EntryState.CANCELLED, finished_at=5.0)
     assert store.purge_finished(before=10.0) == 1  # the newest row stays
     assert store.add([entry("c")])[0].id == "q000003"
+
+
+def test_what_a_user_was_told_waits_for_the_disk_and_what_nomad_holds_need_not(tmp_path: Path) -> None:
+    store = SqliteStore(str(tmp_path / "q.db"))
+    mode = lambda: store._db.execute("PRAGMA synchronous").fetchone()[0]  # noqa: E731
+    (e,) = store.add([entry()])
+    assert mode() == 2  # FULL: an acknowledged submission
+    store.admit_many([Admission(e.id, ({"node": "n1"},))], at=2.0)
+    assert mode() == 2  # FULL: Nomad will act on it
+    store.transition(e.id, EntryState.RUNNING, durable=False)
+    assert mode() == 1  # NORMAL: re-derived from Nomad's listing after a power loss
+    store.transition(e.id, EntryState.CANCELLED)
+    assert mode() == 2
