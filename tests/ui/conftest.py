@@ -23,7 +23,7 @@ from harness import CLUSTERS  # noqa: E402
 from nomad_gpu.devcluster import DevCluster  # noqa: E402
 from nomad_gpu.nomad.client import NomadSettings  # noqa: E402
 from nomad_gpu.service.app import ServiceRuntime  # noqa: E402
-from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings  # noqa: E402
+from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings, UsageSettings  # noqa: E402
 
 ROOT_TOKEN = "dashboard-admin-0123456789abcdef"
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -52,9 +52,9 @@ def started(cluster: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     dc = DevCluster(CLUSTERS / f"{cluster}.yaml", speed=50.0, heartbeat_s=1.0)
     nomad_url = dc.start()
     db = tmp_path_factory.mktemp("ui") / "queue.db"
-    runtime = ServiceRuntime(ServiceSettings(nomad=NomadSettings(address=nomad_url),
-                                             scheduling=SchedulingSettings(tick_s=0.5), db_path=str(db),
-                                             listen="http://127.0.0.1:0", token=ROOT_TOKEN))
+    scheduling = SchedulingSettings(tick_s=0.5, usage=UsageSettings(interval_s=0.5))
+    runtime = ServiceRuntime(ServiceSettings(nomad=NomadSettings(address=nomad_url), scheduling=scheduling,
+                                             db_path=str(db), listen="http://127.0.0.1:0", token=ROOT_TOKEN))
     runtime.start(wait_ready_s=10)
     assert runtime.scheduler.ready.is_set(), "the service never reconciled with the dev cluster"
     yield dc, runtime

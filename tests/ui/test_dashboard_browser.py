@@ -32,10 +32,11 @@ def submit(runtime: Any, text: str) -> str:
     return str(r.json()["entries"][0]["id"])
 
 
-def job(name: str, *, duration_s: float, model: str | None = None) -> str:
+def job(name: str, *, duration_s: float, model: str | None = None, util: float | None = None) -> str:
     models = f", models: [{model}]" if model else ""
+    gpu_util = f", gpu_util: {util}" if util is not None else ""
     return (f"name: {name}\nteam: vision\ntask: {{image: busybox}}\nresources: {{cpu: 1000, memory: 1024}}\n"
-            f"gpu: {{count: 1{models}}}\ndev: {{duration_s: {duration_s}}}\n")
+            f"gpu: {{count: 1{models}}}\ndev: {{duration_s: {duration_s}{gpu_util}}}\n")
 
 
 def wait_until(check: Callable[[], Any], what: str, timeout_s: float = 15.0) -> Any:
@@ -122,8 +123,10 @@ def test_a_gpu_cell_turns_used_while_its_job_runs_and_free_after(page: tuple[Any
 
 def test_a_cancel_made_through_the_api_shows_without_a_reload(page: tuple[Any, Any, Any]) -> None:
     browser, _, runtime = page
-    entry = submit(runtime, job("long", duration_s=100_000))
+    entry = submit(runtime, job("long", duration_s=100_000, util=73))
     wait_until(lambda: any(entry in c["entry"].split() for c in cells(browser)), "the long job on a GPU")
+    # the device plugin's figures, read from Nomad's allocation stats by the service
+    wait_until(lambda: "GPU 73 %" in (row(browser, entry) or {}).get("why", ""), "the job's GPU utilisation")
     r = requests.delete(f"{runtime.address}/v1/jobs/{entry}", headers=headers(runtime), timeout=10)
     assert r.status_code == 200, r.text
     wait_until(lambda: row(browser, entry) is None and not any(entry in c["entry"].split() for c in cells(browser)),
@@ -133,6 +136,7 @@ def test_a_cancel_made_through_the_api_shows_without_a_reload(page: tuple[Any, A
 
 def test_a_cell_names_its_entry_and_device_from_the_keyboard_and_rows_link_to_nomad(
         page: tuple[Any, Any, Any]) -> None:
+    from selenium.common.exceptions import StaleElementReferenceException
     from selenium.webdriver.common.by import By
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import Select
@@ -140,11 +144,19 @@ def test_a_cell_names_its_entry_and_device_from_the_keyboard_and_rows_link_to_no
     browser, dc, runtime = page
     entry = submit(runtime, job("inspect-me", duration_s=100_000))
     (cell,) = wait_until(lambda: [c for c in cells(browser) if entry in c["entry"].split()], "the job's cell")
-    button = browser.find_element(By.CSS_SELECTOR, f"#nodes button[data-device='{cell['device']}']")
-    button.send_keys(Keys.ENTER)  # a button: reachable and pressed from the keyboard
+    css = f"#nodes button[data-device='{cell['device']}']"
+    for _ in range(5):  # a redraw may land between finding the button and pressing it
+        try:
+            browser.find_element(By.CSS_SELECTOR, css).send_keys(Keys.ENTER)  # a button: keyboard reachable
+            break
+        except StaleElementReferenceException:
+            continue
     detail = browser.find_element(By.ID, "cell-detail").text
     assert entry in detail and cell["device"] in detail and "vision" in detail
-    assert button.get_attribute("aria-pressed") == "true"
+    assert browser.find_element(By.CSS_SELECTOR, css).get_attribute("aria-pressed") == "true"
+    submit(runtime, job("redraw", duration_s=100_000))  # the cluster view changes and is drawn again...
+    wait_until(lambda: len([c for c in cells(browser) if c["state"] == "used"]) >= 2, "a second used cell")
+    assert js(browser, "return document.activeElement.dataset.device") == cell["device"]  # ...focus stays put
     job_id = requests.get(f"{runtime.address}/v1/jobs/{entry}", headers=headers(runtime), timeout=10).json()
     link = browser.find_element(By.CSS_SELECTOR, f"#queue-rows tr[data-entry='{entry}'] a").get_attribute("href")
     assert link == f"{dc.url}/ui/jobs/{job_id['nomad_job_id']}@default"

@@ -11,7 +11,8 @@ const TRIALS_LISTED = 50;
 const $ = (id) => document.getElementById(id);
 
 const QUEUE_ROWS = 20;
-const view = { entries: [], nodes: [], status: {}, teams: [], sweeps: new Map(), selected: null, allRows: false };
+const view = { entries: [], nodes: [], status: {}, teams: [], sweeps: new Map(), selected: null, allRows: false,
+  openSweeps: new Set() };
 let lastHistory = 0;
 let lastSweeps = 0;
 let timer = null;
@@ -30,6 +31,26 @@ function el(tag, attrs, ...children) {
     node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   }
   return node;
+}
+
+// A redraw replaces elements: the one that had keyboard focus is found again by what it stands for
+// (a device, a link, a sweep) and focused, so a keyboard user never loses their place.
+function focusKey(node) {
+  if (!node || node === document.body) return null;
+  if (node.dataset && node.dataset.device) return `[data-device="${CSS.escape(node.dataset.device)}"]`;
+  if (node.tagName === "A") return `a[href="${CSS.escape(node.getAttribute("href"))}"]`;
+  if (node.tagName === "SUMMARY") return `tr[data-sweep="${CSS.escape(node.closest("tr").dataset.sweep)}"] summary`;
+  if (node.id) return `#${CSS.escape(node.id)}`;
+  return null;
+}
+
+function redraw(container, children) {
+  const had = container.contains(document.activeElement) ? focusKey(document.activeElement) : null;
+  container.replaceChildren(...children);
+  if (had) {
+    const again = container.querySelector(had);
+    if (again) again.focus({ preventScroll: true });
+  }
 }
 
 function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
@@ -123,6 +144,16 @@ function renderQueue() {
       where = [...byNode].map(([node, ids]) => el("div", {},
         el("span", {}, `on ${nodeName(node)}`), " ", el("span", { class: "devices" }, ids.join(", "))));
       if (!where.length) where = ["admitted, being placed"];
+      const u = e.usage;  // the device plugin's figures, where the node reports them
+      if (u && (u.gpu_util_pct !== null || u.gpu_memory_used_mib !== null)) {
+        const parts = [];
+        if (u.gpu_util_pct !== null) parts.push(`GPU ${u.gpu_util_pct} %`);
+        if (u.gpu_memory_used_mib !== null) {
+          parts.push(`memory ${(u.gpu_memory_used_mib / 1024).toFixed(1)}`
+            + (u.gpu_memory_total_mib ? ` of ${(u.gpu_memory_total_mib / 1024).toFixed(1)} GiB` : " GiB"));
+        }
+        where.push(el("div", { class: "usage" }, parts.join(" · "), u.idle ? el("strong", {}, " · idle") : null));
+      }
     } else {
       where = [el("span", { class: "reason" }, e.reason || "waiting for the next cycle")];
     }
@@ -140,7 +171,7 @@ function renderQueue() {
       el("td", { "data-label": "Why / where", class: "why" }, where),
       el("td", { "data-label": "ETA", class: "eta" }, eta));
   });
-  $("queue-rows").replaceChildren(...rows);
+  redraw($("queue-rows"), rows);
   $("queue-empty").hidden = rows.length > 0;
   $("queue-count").textContent = shown.length ? `Showing ${rows.length} of ${shown.length}.` : "";
   const more = $("queue-more");
@@ -176,6 +207,7 @@ function gpuCell(node, gpu, index, off, why) {
     : state === "free" ? (shared ? "0m shared" : "free")
     : shared ? `${usedMilli}m of 1000m` : holders.map((h) => h.entry).join(" ");
   const text = describe(node, gpu, shared ? "shared GPU" : "GPU", holders, state);
+  if (view.selected === gpu.id) $("cell-detail").textContent = text; // the selection follows its device
   const cls = `cell ${state}${shared && state === "free" ? " share" : ""}`;
   const button = el("button", { type: "button", class: cls, title: text, "aria-pressed": String(view.selected === gpu.id),
     dataset: { device: gpu.id, state, entry: holders.map((h) => h.entry).join(" ") },
@@ -199,6 +231,7 @@ function migCell(node, model, slices, off) {
     const holders = m.holders || [];
     const state = !m.healthy ? "unhealthy" : holders.length ? "used" : off ? "draining" : "free";
     const text = describe(node, m, `MIG ${m.profile}`, holders, state);
+    if (view.selected === m.id) $("cell-detail").textContent = text;
     return el("li", {}, el("button", { type: "button", class: `slice ${state}`, title: text,
       "aria-pressed": String(view.selected === m.id), dataset: { device: m.id, state, entry: holders.map((h) => h.entry).join(" ") },
       onclick: (ev) => { select(text, m.id); markPressed(ev.currentTarget); } },
@@ -209,7 +242,12 @@ function migCell(node, model, slices, off) {
     el("ul", { class: "slices" }, items));
 }
 
+let drawnCluster = "";
+
 function renderCluster() {
+  const key = JSON.stringify([view.nodes, view.selected]);
+  if (key === drawnCluster) return; // unchanged: keep the elements (and whatever the user is on)
+  drawnCluster = key;
   const byName = [...view.nodes].sort((a, b) => (a.name || a.id).localeCompare(b.name || b.id));
   const tiles = byName.map((node) => {
     const off = !node.schedulable;
@@ -230,7 +268,7 @@ function renderCluster() {
         !node.gpus.length && !node.migs.length && "no GPU", why && `⚠ ${why}`].filter(Boolean).join(" · ")),
       el("ul", { class: "cells", "aria-label": `Devices of ${node.name || node.id}` }, cells));
   });
-  $("nodes").replaceChildren(...tiles);
+  redraw($("nodes"), tiles);
 }
 
 // ---- teams, sweeps, history ------------------------------------------------------------------------
@@ -268,7 +306,9 @@ async function refreshSweeps() {
       el("span", { class: `state ${t.state}` }, t.state === "queued" ? "waiting" : t.state)));
     const more = s.total > TRIALS_LISTED ? el("li", {}, `… and ${s.total - TRIALS_LISTED} more`) : null;
     return el("tr", { dataset: { sweep: id, done: done + ended } }, el("th", { scope: "row", "data-label": "Sweep" },
-      el("details", {}, el("summary", {}, id), el("ul", { class: "trials" }, trials, more))),
+      el("details", { open: view.openSweeps.has(id), ontoggle: (ev) => {
+        if (ev.currentTarget.open) view.openSweeps.add(id); else view.openSweeps.delete(id);
+      } }, el("summary", {}, id), el("ul", { class: "trials" }, trials, more))),
       el("td", { class: "num", "data-label": "Trials" }, s.total),
       el("td", { class: "num", "data-label": "Done" }, done),
       el("td", { class: "num", "data-label": "Running" }, (st.admitted || 0) + (st.running || 0)),
@@ -277,7 +317,7 @@ async function refreshSweeps() {
       el("td", { "data-label": "Progress" }, el("progress", { max: s.total, value: done + ended,
         "aria-label": `${id}: ${done + ended} of ${s.total} trials ended` })));
   });
-  $("sweep-rows").replaceChildren(...rows);
+  redraw($("sweep-rows"), rows);
   $("sweeps-empty").hidden = rows.length > 0;
   document.querySelector("table.sweeps").hidden = rows.length === 0;
 }
@@ -303,6 +343,7 @@ function showAlert(text) {
 
 function clearData() {
   view.entries = []; view.nodes = []; view.teams = []; view.sweeps.clear();
+  drawnCluster = "";
   for (const id of ["queue-rows", "nodes", "team-rows", "sweep-rows"]) $(id).replaceChildren();
 }
 
