@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo lint bench clean
+.PHONY: test demo lint bench api-docs clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -24,6 +24,9 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/nomad-gpu bench --nodes 1000 --gpus-per-node 8 --queued 10000
+
+api-docs: $(STAMP)
+	$(BIN)/python -m nomad_gpu.service.openapi > docs/api.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

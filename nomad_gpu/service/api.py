@@ -12,6 +12,7 @@
     GET    /v1/teams           GPU-equivalents in use, quota and fair share per team
     GET    /v1/history         GPUs in use, queue depth and admissions per minute over 24 h
     GET    /metrics            Prometheus
+    GET    /openapi.json       this API described (OpenAPI 3.1; :mod:`nomad_gpu.service.openapi`)
     GET    /ui                 the dashboard (static files; its data comes from the routes above)
 
 The event loop only moves bytes: the body is read with its limit enforced as it arrives, and every
@@ -43,6 +44,7 @@ from nomad_gpu.service.entryroutes import entry_routes
 from nomad_gpu.service.history import History
 from nomad_gpu.service.httpkit import ApiError, error, read_body, visible_entry
 from nomad_gpu.service.jobdetail import NomadReads
+from nomad_gpu.service.openapi import document
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
 from nomad_gpu.service.ui import ui_routes
@@ -187,6 +189,11 @@ def create_app(service: SchedulerService, token: str | None = None,
         text = await run_in_threadpool(metrics_view, service.metrics.registry, caller_of(request.scope))
         return Response(text, media_type="text/plain; version=0.0.4")
 
+    described = document()
+
+    async def openapi(request: Request) -> Response:
+        return JSONResponse(described)
+
     async def refused(request: Request, exc: Exception) -> Response:
         assert isinstance(exc, ApiError)
         return error(exc.status, str(exc))
@@ -215,6 +222,7 @@ def create_app(service: SchedulerService, token: str | None = None,
         Route("/v1/teams", teams, methods=["GET"]),
         Route("/v1/history", recent, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
+        Route("/openapi.json", openapi, methods=["GET"]),
         *entry_routes(service, entry_json, nomad=nomad, nomad_address=nomad_address),
         *ui_routes(),
     ]
