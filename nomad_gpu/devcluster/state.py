@@ -31,7 +31,8 @@ from .faults import Faults
 from .inventory import Node, build_nodes
 from .jobs import JSON, GroupAsk, canonicalize, group_asks, job_event, stamp_version, validate
 from .ledger import DeviceLedger
-from .placement import DeviceChoice, node_view, place
+from .passviews import PassViews, place_in_pass
+from .placement import DeviceChoice
 from .records import JobRecord, NotFound, Pending
 from .register import RegisterOptions, admission_errors, enforce_index, spec_changed
 from .runner import TimerHeap
@@ -58,6 +59,7 @@ class ClusterState:
         self.jobs: dict[tuple[str, str], JobRecord] = {}
         self.allocs: dict[str, Alloc] = {}
         self.live: dict[str, Alloc] = {}  # the non-terminal subset of `allocs`
+        self.live_by_node: dict[str, dict[str, Alloc]] = {}  # `live` by node ID (passviews.py)
         self.by_job: dict[tuple[str, str], list[Alloc]] = {}
         self.pending: list[Pending] = []
         self.register_log: dict[tuple[str, str], list[float]] = {}
@@ -243,10 +245,7 @@ class ClusterState:
     def _place_pending(self) -> None:
         if not self.pending:
             return
-        on_node: dict[str, list[Alloc]] = {node_id: [] for node_id in self.nodes}
-        for alloc in self.live.values():
-            on_node[alloc.node_id].append(alloc)
-        views = {node_id: node_view(self.nodes[node_id], allocs) for node_id, allocs in on_node.items()}
+        views = PassViews(self.nodes, self.live_by_node)
         plans: dict[tuple[str, str], tuple[int, list[Alloc]]] = {}
         waiting: list[Pending] = []
         for item in self.pending:
@@ -254,7 +253,7 @@ class ClusterState:
             if record is None or record.job["Stop"] or item.group not in record.asks:
                 continue
             ask = record.asks[item.group]
-            verdict = place(ask, list(views.values()), self.ledger.is_free)
+            verdict = place_in_pass(ask, views, self.nodes, self.ledger.is_free)
             if verdict.placement is None:
                 item.reasons = verdict.reasons
                 item.metric = evals.alloc_metric(verdict.evaluated, verdict.in_pool, verdict.available,
@@ -273,8 +272,7 @@ class ClusterState:
             index, placed = plans[key]
             alloc = self._create_alloc(item, record, ask, verdict.placement.node, verdict.placement.devices, index)
             placed.append(alloc)
-            views[alloc.node_id] = views[alloc.node_id].plus(ask.cpu, ask.memory_mb, len(alloc.device_ids),
-                                                             (alloc.namespace, alloc.job_id, alloc.task_group))
+            views.placed(alloc.node_id, ask, len(alloc.device_ids))
         self.pending = waiting
         # New placements arrive as `PlanResult`; `AllocationCreated` is never emitted (reference section 1).
         for index, placed in sorted(plans.values(), key=lambda plan: plan[0]):
@@ -310,6 +308,7 @@ class ClusterState:
         if item.previous_alloc in self.allocs:
             self.allocs[item.previous_alloc].next_allocation = alloc.id
         self.allocs[alloc.id] = self.live[alloc.id] = alloc
+        self.live_by_node.setdefault(alloc.node_id, {})[alloc.id] = alloc
         self.by_job.setdefault((alloc.namespace, alloc.job_id), []).append(alloc)
         return alloc
 
@@ -355,6 +354,7 @@ class ClusterState:
             alloc.move(status, index, now, detail)
             self.ledger.release(alloc.id)
             del self.live[alloc.id]
+            del self.live_by_node[alloc.node_id][alloc.id]
         handed = self._emit(index, [alloc.event("AllocationUpdated", index) for alloc in allocs])
         for alloc in allocs:
             alloc.terminal_event_at = handed
