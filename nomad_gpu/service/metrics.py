@@ -2,12 +2,29 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.metrics_core import Metric
 
 MAX_TEAM_LABELS = 200
 OTHER_TEAMS = "_other"
+WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, 259200)
+"""Seconds from submission to admission: a GPU queue's waits run from seconds to days."""
+
+Reader = Callable[[], Iterable[Metric]]
+
+
+class _ReadAtScrape:
+    """Families read from the running service when scraped (inventory, entries, the watcher's reconnects):
+    a gauge kept up to date by hand would be stale between updates, or cost work nobody reads."""
+
+    def __init__(self) -> None:
+        self.readers: list[Reader] = []
+
+    def collect(self) -> Iterator[Metric]:
+        for read in list(self.readers):
+            yield from read()
 
 
 class Metrics:
@@ -33,6 +50,17 @@ class Metrics:
         self.nomad_errors = Counter("nomad_gpu_nomad_errors_total", "Nomad calls that failed, by kind", ["kind"],
                                     registry=r)
         self.team_gpu = Gauge("nomad_gpu_team_gpu_in_use", "GPU-equivalents held per team", ["team"], registry=r)
+        self.wait_seconds = Histogram("nomad_gpu_wait_seconds", "Time from submission to admission, one "
+                                      "observation per admission", registry=r, buckets=WAIT_BUCKETS)
+        self._at_scrape = _ReadAtScrape()
+        r.register(self._at_scrape)  # type: ignore[arg-type]
+
+    def observe_wait(self, seconds: float) -> None:
+        self.wait_seconds.observe(max(seconds, 0.0))
+
+    def read_at_scrape(self, reader: Reader) -> None:
+        """Add families computed from the service's state at each scrape."""
+        self._at_scrape.readers.append(reader)
 
     def observe_cycle(self, seconds: float, decisions: int) -> None:
         self.cycle_seconds.observe(seconds)

@@ -51,5 +51,12 @@ def test_allocations_hcl_and_logs_of_a_job(seed: DevCluster, tmp_path: Path) -> 
         hcl = requests.get(f"{base}/hcl", timeout=5).json()
         assert hcl["format"] == "hcl2" and hcl["hcl"].lstrip().startswith(f'job "{entry["nomad_job_id"]}"')
         assert alloc["device_ids"][0] in hcl["hcl"], "the HCL Nomad stored pins the devices it chose"
+
+        text = requests.get(f"{runtime.address}/metrics", timeout=5).text
+        assert "nomad_gpu_wait_seconds_count 1.0" in text
+        free = 'nomad_gpu_gpus{kind="whole",model="NVIDIA A800-SXM4-80GB",profile="",state="free"} 8.0'
+        wait_for(lambda: free in requests.get(f"{runtime.address}/metrics", timeout=5).text, 10,
+                 "every GPU free again in the metrics")
+        assert "nomad_gpu_event_stream_reconnects_total" in text and 'nomad_gpu_entries{state="running"}' in text
     finally:
         runtime.stop()
