@@ -102,14 +102,14 @@ def run_chaos(cfg: ChaosConfig, progress: Callable[[str], None] = lambda _: None
         submitter.start()
         _inject(run, random.Random(cfg.seed + 1), progress)
         submitter.join(cfg.timeout_s)
-        _wait_settled(run, started + cfg.timeout_s, progress)
+        settled = _wait_settled(run, started + cfg.timeout_s, progress)
         entries = _entries(run)
         audit = dc.audit()
     finally:
         _kill(run)
         dc.stop()
     report = judge(audit, entries, run.acked, run.cancelled_at, run.faults, {k for k, _ in specs})
-    report.update(kills=run.kills_done, wall_s=round(time.time() - started, 1), jobs=cfg.jobs, speed=cfg.speed,
+    report.update(settled=settled, kills=run.kills_done, wall_s=round(time.time() - started, 1), jobs=cfg.jobs, speed=cfg.speed,
                   nomad_version=audit.get("nomad_version"))
     return report
 
@@ -217,14 +217,15 @@ def _entries(run: _Run) -> list[dict[str, Any]]:
     return list(r.json()["entries"]) if r is not None and r.status_code == 200 else []
 
 
-def _wait_settled(run: _Run, deadline: float, progress: Callable[[str], None]) -> None:
+def _wait_settled(run: _Run, deadline: float, progress: Callable[[str], None]) -> bool:
     while time.time() < deadline:
         entries = _entries(run)
         live = [a for a in run.dc.audit()["allocations"] if a["client_status"] in ("pending", "running")]
         if len(entries) >= len(run.acked) and all(e["state"] in TERMINAL for e in entries) and not live:
-            return
+            return True
         time.sleep(0.5)
     progress("timed out waiting for the queue to settle")
+    return False
 
 
 # ---- the verdict -----------------------------------------------------------------------------------
@@ -246,7 +247,7 @@ def judge(audit: dict[str, Any], entries: list[dict[str, Any]], acked: dict[str,
         if m is None or m["entry"] not in acked_ids:
             unknown_jobs.add(job["job_id"])
     state = {e["id"]: e for e in entries}
-    ran_twice, lost, not_stopped, stop_s = [], [], [], []
+    ran_twice, lost, unknown_outcome, not_stopped, stop_s = [], [], [], [], []
     for entry_id in sorted(acked_ids):
         started = [a for a in by_entry.get(entry_id, []) if a.get("started_at") is not None]
         final = state.get(entry_id, {}).get("state")
@@ -261,8 +262,10 @@ def judge(audit: dict[str, Any], entries: list[dict[str, Any]], acked: dict[str,
         if len(started) > 1:
             ran_twice.append(entry_id)
         ok = [a for a in started if a["client_status"] == "complete" and a["desired_status"] == "run"]
-        if final != "complete" or len(ok) != 1:
-            lost.append(entry_id)
+        if len(ok) != 1:
+            lost.append(entry_id)  # Nomad never ran it to completion: the job was lost
+        elif final != "complete":
+            unknown_outcome.append(entry_id)  # it ran once, but the service could not learn how it ended
     left_running = [a["alloc_id"] for a in allocs if a["client_status"] in ("pending", "running")]
     if any(s == math.inf for s in stop_s):
         not_stopped = [s for s in stop_s if s == math.inf]
@@ -271,6 +274,8 @@ def judge(audit: dict[str, Any], entries: list[dict[str, Any]], acked: dict[str,
         "acknowledged": len(acked_ids), "cancelled": len(cancelled_at),
         "completed_once": sum(1 for e in acked_ids - set(cancelled_at) if e not in lost),
         "lost": lost, "run_twice": ran_twice,
+        "outcome_unknown": unknown_outcome,  # ran once; its job was garbage-collected while the service was down
+        "reported": {s: sum(1 for e in entries if e["state"] == s) for s in TERMINAL},
         "double_bookings": _overlaps(allocs) + int(audit.get("double_bookings_refused", 0))
         + int(audit.get("share_oversubscriptions", 0)),
         "left_running": left_running, "unknown_jobs": sorted(unknown_jobs),

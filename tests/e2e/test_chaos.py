@@ -18,10 +18,11 @@ CLUSTER = Path(__file__).resolve().parents[2] / "clusters" / "mixed-fleet.yaml"
 @pytest.mark.e2e
 def test_kills_lost_replies_cuts_and_an_outage_lose_nothing_and_run_nothing_twice(tmp_path: Path) -> None:
     cfg = ChaosConfig(cluster=CLUSTER, jobs=60, kills=5, lost_replies=4, stream_cuts=3, outage_s=5.0, speed=60.0,
-                      duration_s=(30.0, 120.0), submit_over_s=15.0, seed=7, timeout_s=150.0, workdir=tmp_path)
+                      duration_s=(30.0, 120.0), submit_over_s=15.0, seed=7, timeout_s=240.0, workdir=tmp_path)
     report = run_chaos(cfg)
     log = (tmp_path / "service.log").read_text(encoding="utf-8", errors="replace")[-3000:]
     assert report["kills"] == 5 and report["acknowledged"] == 60, report
+    assert report["settled"], f"the queue did not settle in {cfg.timeout_s:g} s (a loaded machine?): {report}"
     assert report["lost"] == [], log
     assert report["run_twice"] == [], log
     assert report["double_bookings"] == 0, log
