@@ -109,8 +109,8 @@ def run_chaos(cfg: ChaosConfig, progress: Callable[[str], None] = lambda _: None
         _kill(run)
         dc.stop()
     report = judge(audit, entries, run.acked, run.cancelled_at, run.faults, {k for k, _ in specs})
-    report.update(settled=settled, kills=run.kills_done, wall_s=round(time.time() - started, 1), jobs=cfg.jobs, speed=cfg.speed,
-                  nomad_version=audit.get("nomad_version"))
+    report.update(settled=settled, kills=run.kills_done, wall_s=round(time.time() - started, 1), jobs=cfg.jobs,
+                  speed=cfg.speed, nomad_version=audit.get("nomad_version"))
     return report
 
 
