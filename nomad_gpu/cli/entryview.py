@@ -42,7 +42,9 @@ def status_lines(entry: Mapping[str, Any], nomad: Mapping[str, Any] | None, noma
     if nomad is not None:
         lines.append(("waited", duration(float(nomad["waited_s"])) if nomad.get("waited_s") is not None else "-"))
         lines.append(("ran", duration(float(nomad["ran_s"])) if nomad.get("ran_s") is not None else "-"))
-    lines.append(("attempts", f"{entry.get('attempts', 0)} (retries allowed: {entry.get('max_retries', 0)})"))
+    attempt, retries = int(entry.get("attempts") or 0), int(entry.get("max_retries") or 0)
+    lines.append(("attempt", f"{attempt + 1} of {retries + 1}"
+                             + (f" ({entry['refusals']} refused by Nomad)" if entry.get("refusals") else "")))
     lines.append(("nomad job", f"{entry.get('nomad_job_id')} (namespace {entry.get('namespace', 'default')})"))
     if nomad is not None:
         for a in nomad.get("allocations") or []:
@@ -111,5 +113,8 @@ def trial_rows(trials: Sequence[Mapping[str, Any]], now: float) -> tuple[list[st
             took = ""
         reason = str(t.get("reason") or "") if state in ("queued", "failed") else ""
         rows.append([str(t.get("id")), str(t.get("name")), state, *(params.get(n, "") for n in names),
-                     str(t.get("attempts", 0)), took, reason])
-    return ["ID", "TRIAL", "STATE", *(n.upper() for n in names), "ATTEMPTS", "TIME", "REASON"], rows
+                     str(int(t.get("attempts") or 0) + 1), took, reason])
+    headers = ["ID", "TRIAL", "STATE", *(n.upper() for n in names), "ATTEMPT", "TIME", "REASON"]
+    if not any(r[-1] for r in rows):  # nothing waits for a reason or failed: no empty column
+        return headers[:-1], [r[:-1] for r in rows]
+    return headers, rows

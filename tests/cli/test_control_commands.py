@@ -96,7 +96,7 @@ def test_status_shows_times_allocations_and_the_nomad_ui(served: tuple[Scheduler
     assert code == 0, err
     lines = dict(line.split(None, 1) if " " in line else (line, "") for line in out.splitlines())
     assert lines["state"].strip() == "running"
-    assert lines["waited"].strip() == "1m"
+    assert lines["waited"].strip() == "1m" and lines["attempt"].strip() == "1 of 1"
     assert "0f3c9a2e-aaaa-bbbb-cccc-000000000001 running on gpu-01 (main[0])" in out
     assert f"http://nomad.test:4646/ui/jobs/{entry.nomad_job_id}@default" in out
     assert "UTC" in lines["started"] and lines["finished"].strip() == "-"
@@ -130,7 +130,7 @@ def test_sweep_status_bar_and_trials(served: tuple[SchedulerService, FakeNomad, 
     assert lines[0] == f"sweep {trials[0].sweep}: 3 trials"
     assert lines[1].startswith("[") and "1/3 ended: 0 done, 1 running, 1 queued, 0 failed, 1 cancelled" in lines[1]
     header = lines[3].split("\t")
-    assert header[:4] == ["ID", "TRIAL", "STATE", "LR"]
+    assert header == ["ID", "TRIAL", "STATE", "LR", "ATTEMPT", "TIME"], "no REASON column when none has one"
     rows = [line.split("\t") for line in lines[4:]]
     assert [(r[0], r[2], r[3]) for r in rows] == [(trials[0].id, "running", "0.1"), (trials[1].id, "queued", "0.01"),
                                                   (trials[2].id, "cancelled", "0.001")]
