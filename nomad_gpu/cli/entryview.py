@@ -42,6 +42,10 @@ def status_lines(entry: Mapping[str, Any], nomad: Mapping[str, Any] | None, noma
     if nomad is not None:
         lines.append(("waited", duration(float(nomad["waited_s"])) if nomad.get("waited_s") is not None else "-"))
         lines.append(("ran", duration(float(nomad["ran_s"])) if nomad.get("ran_s") is not None else "-"))
+    spec = entry.get("spec") or {}
+    for key, label in (("runtime", "estimate"), ("max_runtime", "time limit")):
+        if isinstance(spec.get(key), (int, float)):
+            lines.append((label, duration(float(spec[key]))))
     attempt, retries = int(entry.get("attempts") or 0), int(entry.get("max_retries") or 0)
     lines.append(("attempt", f"{attempt + 1} of {retries + 1}"
                              + (f" ({entry['refusals']} refused by Nomad)" if entry.get("refusals") else "")))

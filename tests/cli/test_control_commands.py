@@ -15,7 +15,7 @@ from click.testing import CliRunner
 
 from nomad_gpu.cli.api_client import ApiClient
 from nomad_gpu.cli.control import follow_logs
-from nomad_gpu.cli.entryview import progress, progress_bar, trial_params
+from nomad_gpu.cli.entryview import progress, progress_bar, status_lines, trial_params
 from nomad_gpu.cli.main import main
 from nomad_gpu.service.api import create_app
 from nomad_gpu.service.listen import ApiServer, plan_listen
@@ -174,6 +174,22 @@ def test_logs_and_follow_until_the_allocation_ended(served: tuple[SchedulerServi
     end = follow_logs(ApiClient(address), entry_id, "stdout", True, write=written.append, where={}, sleep=sleep)
     assert b"".join(written) == b"hello\nworld\nbye\n" and end == 16
     assert naps == [1.0, 1.0, 1.0], "one more read after the end, which came back empty"
+
+
+@pytest.mark.parametrize("args", [["hold"], ["release"], ["requeue"], ["update"], ["logs"], ["sweep"],
+                                  ["sweep", "status"], ["sweep", "cancel"], ["sweep", "launch"]])
+def test_every_new_command_has_help(args: list[str]) -> None:
+    result = CliRunner().invoke(main, [*args, "--help"])
+    assert result.exit_code == 0 and "Usage" in result.stdout
+
+
+def test_status_lines_show_the_estimate_and_the_time_limit() -> None:
+    entry = {"id": "q1", "state": "running", "submitted_at": 0.0, "attempts": 1, "max_retries": 2, "refusals": 1,
+             "spec": {"runtime": 7200.0, "max_runtime": 14400.0}}
+    lines = dict(status_lines(entry, None, "Nomad is down", {}))
+    assert lines["estimate"] == "2h00m" and lines["time limit"] == "4h00m"
+    assert lines["attempt"] == "2 of 3 (1 refused by Nomad)"
+    assert lines["allocation"] == "(not read from Nomad: Nomad is down)"
 
 
 def test_progress_and_params_helpers() -> None:
