@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from nomad_gpu.cli.api_client import ApiClient
+from nomad_gpu.cli.api_client import ApiClient, ServiceError
 from nomad_gpu.cli.errors import friendly
 from nomad_gpu.cli.output import emit_json
 
@@ -94,13 +94,25 @@ def _write(data: bytes) -> None:
 def follow_logs(client: ApiClient, entry_id: str, log_type: str, follow: bool, *, write: Callable[[bytes], None],
                 where: dict[str, Any], sleep: Callable[[float], None] = time.sleep) -> int:
     """Print the log; with ``follow``, keep reading from the offset reached until the allocation ended and
-    a last read came back empty. Returns the bytes written."""
+    a last read came back empty (and, before the first byte, wait while the entry is admitted but its
+    task has not started). Returns the bytes written."""
     offset = 0
     while True:
-        data, offset_after, ended = client.logs(entry_id, log_type, offset, **where)
+        try:
+            data, offset_after, ended = client.logs(entry_id, log_type, offset, **where)
+        except ServiceError as exc:
+            # admitted but not started (no allocation yet, or its task not started): wait for it when following
+            if not (follow and exc.status == 404 and offset == 0 and _starting(client, entry_id)):
+                raise
+            sleep(FOLLOW_EVERY_S)
+            continue
         if data:
             write(data)
         offset = offset_after
         if not follow or (ended and not data):
             return offset
         sleep(FOLLOW_EVERY_S)
+
+
+def _starting(client: ApiClient, entry_id: str) -> bool:
+    return client.job(entry_id).get("state") in ("admitted", "running")

@@ -175,6 +175,20 @@ def test_logs_and_follow_until_the_allocation_ended(served: tuple[SchedulerServi
     assert b"".join(written) == b"hello\nworld\nbye\n" and end == 16
     assert naps == [1.0, 1.0, 1.0], "one more read after the end, which came back empty"
 
+    # following an entry whose task has not started yet waits for it; without -f that is an error
+    nomad.logs = {}
+    code, _, err = cli(address, "logs", entry_id)
+    assert code == 2 and "not started yet" in err
+    naps.clear()
+
+    def start(seconds: float) -> None:
+        naps.append(seconds)
+        nomad.logs[("a1", "main", "stdout")] = b"late\n"
+
+    written.clear()
+    follow_logs(ApiClient(address), entry_id, "stdout", True, write=written.append, where={}, sleep=start)
+    assert b"".join(written) == b"late\n" and naps[0] == 1.0
+
 
 @pytest.mark.parametrize("args", [["hold"], ["release"], ["requeue"], ["update"], ["logs"], ["sweep"],
                                   ["sweep", "status"], ["sweep", "cancel"], ["sweep", "launch"]])
