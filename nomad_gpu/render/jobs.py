@@ -82,6 +82,9 @@ class JobRenderer:
     def __init__(self, templates_dir: Path = DEFAULT_TEMPLATES_DIR) -> None:
         self.templates_dir = Path(templates_dir)
         self._env = make_environment(self.templates_dir)
+        # Each template is read and compiled once per renderer: checking every file's mtime on every
+        # render (Jinja's default) cost a few stat calls per job; a changed template takes a restart.
+        self._env.auto_reload = False
 
     def template_names(self) -> list[str]:
         """Templates a job spec may select by name (partials and the service excluded)."""

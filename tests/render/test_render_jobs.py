@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -492,3 +493,15 @@ def test_a_group_without_a_gpu_sees_none() -> None:
     assert env["probe"] == {"NVIDIA_VISIBLE_DEVICES": "void"}
     assert env["notebook"] == {"NVIDIA_VISIBLE_DEVICES": "GPU-shared-0001"}
     assert "NVIDIA_VISIBLE_DEVICES" not in env["trainer"] and "NVIDIA_VISIBLE_DEVICES" not in env["mig"]
+
+
+def test_a_renderer_compiles_each_template_once(tmp_path: Path) -> None:
+    template = tmp_path / "tiny.hcl.j2"
+    template.write_text('job {{ job.id }} {\n  type = "batch"\n}\n')
+    renderer = JobRenderer(tmp_path)
+    spec = _spec("name: demo\ntemplate: tiny\ntask: {image: i}\n")
+    first = renderer.render_job(spec, job_id="x", placement=placement_for(spec))
+    template.write_text('job {{ job.id }} {\n  type = "service"\n}\n')
+    later = template.stat().st_mtime + 60
+    os.utime(template, (later, later))  # no stat of the file on the next render, however new it looks
+    assert renderer.render_job(spec, job_id="x", placement=placement_for(spec)) == first
