@@ -351,15 +351,16 @@ def _arrivals(resp: requests.Response) -> Iterator[bytes]:
 
 
 def _ndjson(chunks: Iterator[bytes]) -> Iterator[dict[str, Any]]:
-    """Split a byte stream into JSON lines as soon as each line is complete."""
+    """Split a byte stream into JSON lines as soon as each line is complete (each byte is copied once:
+    a read of many frames is split in one pass, not re-sliced after every line)."""
     buf = b""
     for chunk in chunks:
-        buf += chunk
-        while True:
-            nl = buf.find(b"\n")
-            if nl < 0:
-                break
-            line, buf = buf[:nl].strip(), buf[nl + 1:]
+        if b"\n" not in chunk:
+            buf += chunk
+            continue
+        *lines, buf = (buf + chunk).split(b"\n")
+        for raw in lines:
+            line = raw.strip()
             if line:
                 try:
                     yield json.loads(line)

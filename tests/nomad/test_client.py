@@ -12,7 +12,14 @@ import pytest
 from rawnomad import FRAMINGS, Conn, ScriptedNomad, alloc_event_frame
 
 from nomad_gpu.devcluster import DevCluster
-from nomad_gpu.nomad.client import NomadClient, NomadNotFound, NomadRejected, NomadSettings, NomadUnavailable
+from nomad_gpu.nomad.client import (
+    NomadClient,
+    NomadNotFound,
+    NomadRejected,
+    NomadSettings,
+    NomadUnavailable,
+    _ndjson,
+)
 from nomad_gpu.nomad.decode import decode_node
 
 CLUSTER = Path(__file__).resolve().parents[2] / "clusters" / "mig-h100.yaml"
@@ -167,3 +174,11 @@ def test_only_a_verdict_on_the_job_is_permanent(status: int, body: str, verdict:
         assert isinstance(info.value, NomadForbidden) is (status == 403)
     finally:
         server.shutdown()
+
+
+def test_stream_lines_split_however_the_reads_fall() -> None:
+    body = b'{"Index": 1}\n\n{"Index": 2}\nnot json\n{}\n{"Index": 3, "Events": [{"Key": "a\\nb"}]}\n{"Ind'
+    for size in (1, 3, 7, 64, len(body)):
+        reads = [body[i:i + size] for i in range(0, len(body), size)]
+        frames = list(_ndjson(iter(reads)))
+        assert frames == [{"Index": 1}, {"Index": 2}, {}, {"Index": 3, "Events": [{"Key": "a\nb"}]}], size
