@@ -1,26 +1,32 @@
 """Our default policy: fragmentation-aware placement for whole GPUs, shares and MIG alike.
 
-It ranks a placement by three keys, most significant first:
+It ranks a placement by four keys, most significant first:
 
 1. FGD's score (`baselines.fgd_int_score`): the sigmoid of the fragmentation the placement
    removes under the typical demand, truncated to an integer as the paper does. The truncation
    matters: it treats gradients within a fraction of a GPU of each other as equal, and scoring
    them in full precision instead packs markedly worse (docs/packing.md).
-2. Within such a tie, where FGD falls back on an arbitrary node order, the change in *stranded*
-   capacity (`Demand.stranded`): free GPU that copies of the typical tasks could not use once
-   the node's CPU is counted as well as its GPUs. FGD only asks whether one more typical task
-   fits; this asks how much of the node's GPU it and its siblings could still use, which steers
-   CPU-heavy tasks away from nodes whose GPUs would be left without CPU to run beside them.
-3. Best fit on the asked kind (whole GPUs, MIG instances of the profile, a share's GPU, or CPU for
+2. Within such a tie, the room it takes from the demand's *large* shapes (`Demand.large`:
+   multi-GPU asks too rare to be typical, weighted by how few nodes could run them): FGD cannot
+   see them, and the big, CPU-rich nodes that are the only homes of a 120-core 8-GPU task are
+   exactly where the next key sends CPU-heavy work. Absent when the demand has no large shapes.
+3. The change in *stranded* capacity (`Demand.stranded`): free GPU that copies of the typical
+   tasks could not use once the node's CPU is counted as well as its GPUs. FGD only asks whether
+   one more typical task fits; this asks how much of the node's GPU it and its siblings could
+   still use, which steers CPU-heavy tasks away from nodes whose GPUs would be left without CPU.
+4. Best fit on the asked kind (whole GPUs, MIG instances of the profile, a share's GPU, or CPU for
    CPU-only work), so that with no demand to go on (or for MIG, which F does not model) the
    policy still packs; then the fitter's node priority.
 
 Inside a node, the GPU with the least room that the share fits is preferred among equals.
-The keys are folded into one float (see `_SECONDARY_SCALE`, `_TERTIARY_SCALE`): the primary is an
-integer, the secondary is bounded well below 1, the tertiary below the secondary's resolution.
+The keys are folded into one float, each bounded below the resolution of the one above it (see
+the scales below); with large shapes the primary is scaled down to make room for key 2 within
+double precision.
 """
 
 from __future__ import annotations
+
+import math
 
 from nomad_gpu.domain.baselines import fgd_delta, fgd_int_score
 from nomad_gpu.domain.fragmentation import Demand, gpu_state
@@ -32,10 +38,31 @@ from nomad_gpu.domain.scoring import BasePolicy, Option, gpu_state_after, left_a
 _STRANDED_CAP = 64.0 * MILLI_PER_GPU
 """Stranded deltas are clipped to +-64 GPUs' worth (more GPUs than any node has)."""
 _SECONDARY_SCALE = 1e-6
-"""Secondary in (-0.065, 0.065): it never reaches the primary's unit step."""
+"""Without large shapes: stranded in (-0.065, 0.065), never reaching the primary's unit step."""
 _TERTIARY_SCALE = 1e-12
-"""Tertiary in [-1e-12, 0]: below the secondary's smallest step (typical weights of 1e-4 times one
-milli-GPU, scaled: 1e-10) and above double precision at 100 (1.4e-14)."""
+"""Without large shapes: best fit in [-1e-12, 0], below the stranded key's smallest step (typical
+weights of 1e-4 times one milli-GPU, scaled: 1e-10) and above double precision at 100 (1.4e-14)."""
+
+_LARGE_CAP = 64.0
+"""Lost room for large shapes is clipped at 64 copies of the scarcest one."""
+_LARGE_LEVELS = 1000
+"""... and counted in 1/1000ths of that (rounded up, so that any loss counts)."""
+_PRIMARY_UNIT = 1e-2
+"""With large shapes: the integer FGD score in steps of 1e-2 (scores in [0, 1], where double
+precision is 2.2e-16, which the keys below need)."""
+_LARGE_STEP = 1e-5
+"""A level of lost large room: at most 999 levels, 9.99e-3, below the primary's step."""
+_STRANDED_FINE = 6.25e-11
+"""Stranded, clipped at 64,000 milli: within +-4e-6, below half a large level."""
+_FILL_FINE = 5e-15
+"""Best fit within [-5e-15, 0], above double precision at 1 (20 steps of it)."""
+
+
+def _large_level(lost: float) -> int:
+    """Lost room for large shapes (`Demand.large_capacity` before minus after) as a level."""
+    if lost <= 0.0:
+        return 0
+    return min(_LARGE_LEVELS - 1, math.ceil(min(lost, _LARGE_CAP) * _LARGE_LEVELS / _LARGE_CAP - 1e-9))
 
 
 def _fill(nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
@@ -53,19 +80,29 @@ def _fill(nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
     return min(1.0, max(0.0, left / whole))
 
 
+def fold_large(primary: int, level: int, stranded: float, fill: float) -> float:
+    """The four keys as one float that orders as (primary, -level, stranded, -fill) do, for
+    primary in 0..100, level in 0..999, stranded within +-`_STRANDED_CAP`, fill in [0, 1]."""
+    return primary * _PRIMARY_UNIT - level * _LARGE_STEP + stranded * _STRANDED_FINE - fill * _FILL_FINE
+
+
 class FragAware(BasePolicy):
     name = "frag-aware"
     uses_demand = True
 
     def score(self, nf: NodeFree, ask: AllocAsk, opt: Option, demand: Demand | None) -> float:
-        tertiary = -_fill(nf, ask, opt) * _TERTIARY_SCALE
+        fill = _fill(nf, ask, opt)
         if demand is None or not demand.shapes:
-            return tertiary
+            return -fill * _TERTIARY_SCALE
         primary = fgd_int_score(fgd_delta(nf, ask, opt, demand))
-        before = demand.stranded(gpu_state(nf), nf.cpu_free)
-        after = demand.stranded(gpu_state_after(nf, opt), nf.cpu_free - ask.cpu_mhz)
-        secondary = max(-_STRANDED_CAP, min(_STRANDED_CAP, before - after)) * _SECONDARY_SCALE
-        return primary + secondary + tertiary
+        state, cpu = gpu_state(nf), nf.cpu_free
+        state_after, cpu_after = gpu_state_after(nf, opt), nf.cpu_free - ask.cpu_mhz
+        stranded = demand.stranded(state, cpu) - demand.stranded(state_after, cpu_after)
+        stranded = max(-_STRANDED_CAP, min(_STRANDED_CAP, stranded))
+        if not demand.large:
+            return primary + stranded * _SECONDARY_SCALE - fill * _TERTIARY_SCALE
+        level = _large_level(demand.large_capacity(state, cpu) - demand.large_capacity(state_after, cpu_after))
+        return fold_large(primary, level, stranded, fill)
 
     def prefer(self, nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
         if isinstance(ask.gpu, GpuShare):

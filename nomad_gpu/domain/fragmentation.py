@@ -16,6 +16,11 @@ that integer-truncated FGD scores computed from F tie and break ties exactly as 
 that would stay idle if the node were filled with copies of that shape, as many as its GPUs *and*
 its free CPU allow. F calls a GPU with room for t "usable" however little CPU is left to run t
 beside it; the stranded measure counts what CPU (and leftovers smaller than t) leave unusable.
+
+`Demand.large` keeps what the typical set leaves out and F therefore cannot see: rare shapes
+asking for more GPUs than any typical one (whole-node tasks). Each fails, or waits, whole when no
+node has that many GPUs free and the CPU beside them; `large_capacity` measures a node's room for
+them, and `scarce_on` weights them by how few of the cluster's nodes could run them at all.
 """
 
 from __future__ import annotations
@@ -92,8 +97,13 @@ class Demand:
     """The typical-ask distribution, with a memo of F per node state (nodes repeat a lot)."""
 
     shapes: tuple[tuple[Shape, float], ...]
+    large: tuple[tuple[Shape, float], ...] = ()
+    """Shapes left out of `shapes` that ask for more GPUs than any typical shape (whole-node
+    tasks, say), each with its frequency among them: too rare to weigh in F, but each one that
+    finds no node with that many free GPUs fails (or waits) whole. See `large_capacity`."""
     _memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
     _stranded_memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
+    _large_memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
     _cpu_levels: tuple[int, ...] = field(default=(), init=False, repr=False)
 
     MEMO_LIMIT = 200_000
@@ -125,7 +135,7 @@ class Demand:
         if len(picked) == len(ordered):
             return Demand(tuple(picked))
         share = covered / total
-        return Demand(tuple((s, p / share) for s, p in picked))
+        return Demand(tuple((s, p / share) for s, p in picked), _large_shapes(picked, ordered[len(picked):]))
 
     @staticmethod
     def from_jobs(jobs: Iterable[JobRequest], coverage: float = 0.95) -> Demand:
@@ -183,6 +193,41 @@ class Demand:
             out += p * (total - max(0, fits) * shape.gpus * shape.milli)
         return out
 
+    def large_capacity(self, state: GpuState, cpu_free: int) -> float:
+        """The node's room for large shapes (`large`): copies of each that fit by whole free GPUs
+        of an allowed model and by CPU, weighted as `large` is; 0 with no large shapes."""
+        if not self.large:
+            return 0.0
+        key = (state, cpu_free)
+        hit = self._large_memo.get(key)
+        if hit is None:
+            hit = 0.0
+            for shape, weight in self.large:
+                fits = _whole_copies(shape, state, cpu_free)
+                if fits:
+                    hit += weight * fits
+            if len(self._large_memo) >= self.MEMO_LIMIT:
+                self._large_memo.clear()
+            self._large_memo[key] = hit
+        return hit
+
+    def scarce_on(self, hosts: Iterable[NodeFree]) -> Demand:
+        """This demand with each large shape weighted by its frequency over the number of `hosts`
+        that could run it (pass the nodes empty, for the cluster's make-up): losing room on one of
+        the few nodes that can take a shape costs more than on one of many. The scarcest shape
+        weighs 1; shapes that no host can run are dropped."""
+        if not self.large:
+            return self
+        counts: Counter[Shape] = Counter()
+        for nf in hosts:
+            state, cpu = nf.gpu_state(), nf.cpu_free
+            for shape, _ in self.large:
+                if _whole_copies(shape, state, cpu):
+                    counts[shape] += 1
+        scarce = [(s, p / counts[s]) for s, p in self.large if counts[s]]
+        top = max((w for _, w in scarce), default=1.0)
+        return Demand(self.shapes, tuple((s, w / top) for s, w in scarce))
+
     def _compute(self, state: GpuState, cpu_free: int) -> float:
         frees = [free for _, _, free in state]
         total = sum(frees)
@@ -211,6 +256,25 @@ class Demand:
         for kind in _COUNTED:
             f += buckets[kind]
         return f
+
+
+def _large_shapes(picked: list[tuple[Shape, float]],
+                  rest: list[tuple[Shape, int]]) -> tuple[tuple[Shape, float], ...]:
+    """The left-out shapes asking for more GPUs than every picked one, by frequency among them."""
+    most = max((s.gpus for s, _ in picked), default=0)
+    large = [(s, n) for s, n in rest if s.gpus > most]
+    count = float(sum(n for _, n in large))
+    return tuple((s, n / count) for s, n in large) if count else ()
+
+
+def _whole_copies(shape: Shape, state: GpuState, cpu_free: int) -> int:
+    """Copies of a whole-GPU shape that fit on a node by its free whole GPUs and its CPU."""
+    whole = sum(1 for model, kind, free in state
+                if kind & TAKES_WHOLE and free >= MILLI_PER_GPU and (not shape.models or model in shape.models))
+    fits = whole // max(1, shape.gpus)
+    if shape.cpu_mhz > 0:
+        fits = min(fits, max(0, cpu_free) // shape.cpu_mhz)
+    return fits
 
 
 def _classify(shape: Shape, state: GpuState, cpu_free: int) -> tuple[int, int]:

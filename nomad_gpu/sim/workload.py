@@ -21,6 +21,7 @@ from collections import Counter
 from dataclasses import dataclass, replace
 
 from nomad_gpu.domain.fragmentation import Demand, Shape
+from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import NodeId
 from nomad_gpu.sim.gorand import GoRand
 from nomad_gpu.sim.trace import Trace, TracePod
@@ -75,10 +76,12 @@ def build_workload(trace: Trace, seed: int, tune: float = 1.3) -> Workload:
 
 
 def typical_demand(trace: Trace, coverage: float = TYPICAL_COVERAGE) -> Demand:
-    """The typical-ask distribution of the original tasks (CPU-only tasks included)."""
+    """The typical-ask distribution of the original tasks (CPU-only tasks included), its large
+    shapes weighted by how few of the trace's nodes could run them (`Demand.scarce_on`)."""
     counts: Counter[Shape] = Counter()
     for pod in trace.pods:
         shape = Shape.of(pod.to_ask())
         if shape is not None:
             counts[replace(shape, label=pod.spec) if shape.gpus else shape] += 1
-    return Demand.from_shapes(counts, coverage)
+    empty = (NodeFree.of(node, ()) for node in trace.inventory)
+    return Demand.from_shapes(counts, coverage).scarce_on(empty)

@@ -47,10 +47,21 @@ def test_best_fit_reproduces_the_published_curve_on_shares(openb_share: Trace) -
     assert run_seed(openb_share, "best-fit", 43).sampled() == list(published.by_seed[43])
 
 
-def test_frag_aware_leaves_fewer_gpus_idle_than_fgd_on_a_paired_seed(openb_default: Trace, fgd_42: SeedRun) -> None:
-    fgd = summarise("fgd", [fgd_42])
-    ours = summarise("frag-aware", [run_seed(openb_default, "frag-aware", 42)])
-    assert paired(fgd, ours).wins == 1
+@pytest.fixture(scope="module")
+def frag_aware_42(openb_default: Trace) -> SeedRun:
+    return run_seed(openb_default, "frag-aware", 42)
+
+
+def test_frag_aware_leaves_fewer_gpus_idle_than_fgd_on_a_paired_seed(fgd_42: SeedRun, frag_aware_42: SeedRun) -> None:
+    assert paired(summarise("fgd", [fgd_42]), summarise("frag-aware", [frag_aware_42])).wins == 1
+
+
+def test_frag_aware_never_trails_fgd_over_the_curve(fgd_42: SeedRun, frag_aware_42: SeedRun) -> None:
+    """From half load to saturation: the rare 8-GPU tasks that only the 128-core nodes can run
+    used to fail from 43 % arrived on this seed (docs/packing.md)."""
+    fgd, ours = fgd_42.sampled(), frag_aware_42.sampled()
+    worst = min((ours[x] or 0.0) - (fgd[x] or 0.0) for x in range(50, 131))
+    assert worst >= -0.05
 
 
 @pytest.mark.parametrize(

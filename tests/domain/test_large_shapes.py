@@ -1,0 +1,99 @@
+"""Large shapes: multi-GPU asks too rare to be typical, which FGD's measure cannot see.
+
+Before they were modelled, `frag-aware` sent CPU-heavy work to the big, CPU-rich nodes (the
+stranded key prefers them) and the rare 120-core 8-GPU task, which only those nodes can run,
+failed while FGD, breaking its ties by node order, still placed it (docs/packing.md).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from nomad_gpu.domain.fit import FitContext, Fitter
+from nomad_gpu.domain.fragaware import fold_large
+from nomad_gpu.domain.fragmentation import Demand, Shape
+from nomad_gpu.domain.freeindex import NodeFree
+from nomad_gpu.domain.ids import EntryId, NodeId, Team
+from nomad_gpu.domain.placement import NoFit
+from nomad_gpu.domain.policies import get_policy
+from nomad_gpu.domain.requests import AllocAsk, JobRequest, WholeGpus
+
+from .builders import gpu_node, ledger_of
+
+SMALL = Shape(1, 500, 6_000)
+"""The typical task: half a GPU and 6 cores."""
+HUGE = Shape(8, 1000, 120_000)
+"""A rare whole-node task that needs 120 cores."""
+BIG_CPU, MID_CPU = 128_000, 96_000
+
+
+def demand() -> Demand:
+    return Demand.from_shapes(Counter({SMALL: 100, HUGE: 2}))
+
+
+def test_rare_shapes_larger_than_every_typical_one_are_large() -> None:
+    counts = Counter({SMALL: 100, Shape(1, 200, 1_000): 2, HUGE: 2, Shape(2, 1000, 8_000): 1})
+    got = Demand.from_shapes(counts)
+    assert [s for s, _ in got.shapes] == [SMALL]
+    assert {s: round(p, 3) for s, p in got.large} == {HUGE: 0.667, Shape(2, 1000, 8_000): 0.333}
+
+
+def test_no_large_shapes_when_everything_is_typical() -> None:
+    assert Demand.from_shapes(Counter({SMALL: 10, HUGE: 10})).large == ()
+
+
+def test_large_shapes_are_weighted_by_how_few_nodes_can_run_them() -> None:
+    counts = Counter({SMALL: 100, HUGE: 1, Shape(8, 1000, 64_000): 1, Shape(16, 1000, 0): 1})
+    nodes = [gpu_node("big", cpu=BIG_CPU)] + [gpu_node(f"mid{k}", cpu=MID_CPU) for k in range(3)]
+    got = Demand.from_shapes(counts).scarce_on(NodeFree.of(n, ()) for n in nodes)
+    # HUGE fits one node of four, the 64-core one all four, the 16-GPU one none (dropped)
+    assert {s: w for s, w in got.large} == {HUGE: 1.0, Shape(8, 1000, 64_000): 0.25}
+    assert got.shapes == Demand.from_shapes(counts).shapes
+
+
+def place_cpu_heavy_then_huge(d: Demand) -> tuple[NodeId | None, bool]:
+    """A 1-GPU, 24-core task then the 120-core 8-GPU one, on a 128-core and a 96-core 8-GPU node;
+    the 128-core node comes first in the priority order."""
+    ledger = ledger_of(gpu_node("big", cpu=BIG_CPU), gpu_node("mid", cpu=MID_CPU))
+    rank = {NodeId("big"): 0, NodeId("mid"): 1}
+    fitter = Fitter(ledger.index, FitContext(get_policy("frag-aware"), d, per_class_limit=None, rank=rank))
+    first = JobRequest(EntryId("cpu-heavy"), Team("a"), (AllocAsk("g", 0, 24_000, 0, WholeGpus(1)),))
+    got = fitter.fit_job(first)
+    assert not isinstance(got, NoFit)
+    ledger.reserve(first.entry, first.team, got)
+    (where,) = {p.node for p in got}
+    huge = JobRequest(EntryId("huge"), Team("a"), (AllocAsk("g", 0, 120_000, 0, WholeGpus(8)),))
+    return where, not isinstance(Fitter(ledger.index, FitContext(get_policy("frag-aware"), d, per_class_limit=None,
+                                                                  rank=rank)).fit_job(huge), NoFit)
+
+
+def test_cpu_heavy_work_leaves_the_only_home_of_a_large_shape_whole() -> None:
+    d = demand()
+    nodes = [NodeFree.of(gpu_node("big", cpu=BIG_CPU), ()), NodeFree.of(gpu_node("mid", cpu=MID_CPU), ())]
+    assert place_cpu_heavy_then_huge(d.scarce_on(nodes)) == (NodeId("mid"), True)
+    assert place_cpu_heavy_then_huge(d) == (NodeId("mid"), True)  # unweighted, it still counts
+
+
+def test_without_large_shapes_the_stranded_key_takes_the_big_node() -> None:
+    """What the large key corrects: FGD ties, the stranded key prefers the CPU-rich node."""
+    d = demand()
+    assert place_cpu_heavy_then_huge(Demand(d.shapes)) == (NodeId("big"), False)
+
+
+keys = st.tuples(st.integers(0, 100), st.integers(0, 999), st.floats(-64_000, 64_000), st.floats(0, 1))
+
+
+@given(keys, keys)
+def test_folded_keys_order_as_the_keys_do(a: tuple[int, int, float, float], b: tuple[int, int, float, float]) -> None:
+    def order(k: tuple[int, int, float, float]) -> tuple[int, int, float, float]:
+        return (k[0], -k[1], round(k[2], 2), -round(k[3], 1))
+
+    a = (a[0], a[1], round(a[2], 2), round(a[3], 1))
+    b = (b[0], b[1], round(b[2], 2), round(b[3], 1))
+    if order(a) > order(b):
+        assert fold_large(*a) > fold_large(*b)
+    elif order(a) == order(b):
+        assert fold_large(*a) == fold_large(*b)
