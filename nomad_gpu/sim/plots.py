@@ -104,3 +104,24 @@ def plot_replay(path: Path, results: Sequence[ReplayResult], title: str) -> None
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
+
+
+def plot_difference(path: Path, curves: Sequence[tuple[str, Sequence[tuple[int, float]]]], title: str,
+                    tolerance: float = 0.0) -> None:
+    """Mean allocation of one policy minus another's against arrived %, one line per trace
+    (label, [(arrived %, points)]), with the zero line and, if given, the tolerated shortfall."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(8, 3.8))
+    ax.axhline(0.0, color="#888888", lw=1)
+    if tolerance:
+        ax.axhline(-tolerance, color="#d62728", lw=1, ls=":", label=f"-{tolerance:g} point")
+    for label, points in curves:
+        ax.plot([x for x, _ in points], [d for _, d in points], lw=1.8, marker=".", ms=3, label=label)
+    ax.set_xlabel("arrived workload (% of cluster GPU capacity)")
+    ax.set_ylabel("GPU allocation difference (points)")
+    ax.set_title(title)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -132,3 +132,42 @@ def published_summary(path: Path, workload: str, policy: str) -> PackingSummary 
     except (KeyError, ValueError) as exc:
         raise TraceError(f"{path}: not a published allocation file ({exc})") from exc
     return PackingSummary(f"{policy} (published)", by_seed) if by_seed else None
+
+
+@dataclass(frozen=True)
+class Dominance:
+    """B minus A on the mean curves over a range of arrived %: where B trails A most and leads most."""
+
+    first: int
+    last: int
+    diffs: Mapping[int, float]
+    """Arrived % -> mean of B minus mean of A, points (rounded to 0.01 as the means are)."""
+
+    @property
+    def worst(self) -> tuple[int, float]:
+        x = min(self.diffs, key=lambda k: (self.diffs[k], k))
+        return x, self.diffs[x]
+
+    @property
+    def best(self) -> tuple[int, float]:
+        x = max(self.diffs, key=lambda k: (self.diffs[k], -k))
+        return x, self.diffs[x]
+
+    def holds(self, tolerance: float) -> bool:
+        """B is never more than `tolerance` points below A over the range."""
+        return self.worst[1] >= -tolerance
+
+    def to_json(self) -> dict[str, Any]:
+        return {"first_pct": self.first, "last_pct": self.last, "worst": list(self.worst), "best": list(self.best),
+                "diff_by_pct": {str(x): d for x, d in sorted(self.diffs.items())}}
+
+
+def dominance(a: PackingSummary, b: PackingSummary, first: int = 50, last: int = ARRIVED_MAX_PCT) -> Dominance:
+    """Mean curve of `b` against `a` at every arrived % from `first` to `last` both have."""
+    ma, mb = a.mean, b.mean
+    diffs: dict[int, float] = {}
+    for x in range(first, last + 1):
+        va, vb = ma[x], mb[x]
+        if va is not None and vb is not None:
+            diffs[x] = round(vb - va, 2)
+    return Dominance(first, last, diffs)
