@@ -58,6 +58,8 @@ class Gpu:
     a share (advisory sharing), and a share's placement names the GPU itself."""
     share_device: str | None = None
     """The Nomad device group (name) of `share_ids`: `<model>`, or `<model> (<N> slots)`."""
+    vendor: str = "nvidia"
+    """The fingerprint's device vendor: the job's device block is `<vendor>/gpu/<model>`."""
 
     def instances_for(self, milli: int) -> int:
         """Share instances a share of `milli` takes: ceil(milli / (1000 / N)), exactly in integers."""
@@ -79,6 +81,7 @@ class MigSlice:
     profile: MigProfile
     memory_mib: int = 0
     healthy: bool = True
+    vendor: str = "nvidia"
 
     @property
     def device_name(self) -> str:
@@ -108,6 +111,16 @@ class Node:
     def schedulable(self) -> bool:
         """Down, ineligible and draining nodes offer nothing new."""
         return self.status is NodeStatus.READY and self.eligible and not self.draining
+
+    def vendor_of(self, instance: InstanceId) -> str | None:
+        """The fingerprint vendor of a whole GPU or MIG instance of this node; None if it has no such one."""
+        for gpu in self.gpus:
+            if gpu.id == instance:
+                return gpu.vendor
+        for mig in self.migs:
+            if mig.id == instance:
+                return mig.vendor
+        return None
 
     def instance_ids(self) -> Iterator[InstanceId]:
         for g in self.gpus:

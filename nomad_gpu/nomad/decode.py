@@ -12,6 +12,7 @@ as `share_ids`) or from stock-plugin GPUs that the operator marks shared in `Sha
 from __future__ import annotations
 
 import enum
+import logging
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -21,6 +22,8 @@ from nomad_gpu.domain.errors import InvalidInventory
 from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Gpu, GpuMode, MigSlice, Node, NodeStatus
 from nomad_gpu.domain.units import MigProfile, split_mig_device_name
+
+logger = logging.getLogger(__name__)
 
 SHARED_VENDOR, SHARED_TYPE = "nomad-gpu", "shared-gpu"
 SHARE_SEP = "-share-"
@@ -199,35 +202,61 @@ def _decode_devices(node: Node, devices: Sequence[Mapping[str, Any]], sharing: S
     shared: list[Gpu] = []
     migs: list[MigSlice] = []
     for group in devices:
-        vendor, dtype, name = group.get("Vendor") or "", group.get("Type") or "", group.get("Name") or ""
-        attrs = group.get("Attributes")
-        memory = _attr_int(attrs, "memory")
-        instances = group.get("Instances") or []
-        if vendor == SHARED_VENDOR and dtype == SHARED_TYPE:
-            shared.extend(_decode_shares(name, memory, instances))
-            continue
-        if dtype != "gpu":
-            continue
-        split = split_mig_device_name(name)
-        for inst in instances:
-            iid = _instance_id(inst, name)
-            healthy = bool(inst.get("Healthy", True))
-            if split is not None or iid.startswith("MIG-"):
-                if split is None:
-                    raise InvalidInventory(f"MIG instance {iid} in a group named {name!r}")
-                try:
-                    profile = MigProfile.parse(split[1])
-                except InvalidInventory as exc:
-                    raise InvalidInventory(f"device {name!r}: {exc}") from exc
-                migs.append(MigSlice(iid, split[0], profile, memory, healthy))
-                continue
-            rule = sharing.rule_for(node, iid, name)
-            mode = GpuMode.SHARED if rule is not None else GpuMode.WHOLE
-            gpus.append(Gpu(iid, name, memory, healthy, mode, rule.slots if rule else None))
+        try:
+            _decode_group(node, group, sharing, gpus, shared, migs)
+        except InvalidInventory as exc:  # one unreadable group must not hide the node's other devices
+            _skipped(f"node {node.id}: device group skipped: {exc}")
     # A GPU advertised both whole (a stock plugin not told to ignore it) and as share instances is a
     # shared GPU: the core then never offers it whole, and what Nomad places on it whole is booked.
     share_of = {g.id for g in shared}
     return [g for g in gpus if g.id not in share_of] + shared, migs
+
+
+_SKIPPED: set[str] = set()
+
+
+def _skipped(what: str) -> None:
+    """Log each distinct skipped group once (a resync decodes every node again), bounded."""
+    if what not in _SKIPPED:
+        if len(_SKIPPED) < 1000:
+            _SKIPPED.add(what)
+        logger.warning("%s", what)
+
+
+def _decode_group(node: Node, group: Mapping[str, Any], sharing: SharingConfig, gpus: list[Gpu],
+                  shared: list[Gpu], migs: list[MigSlice]) -> None:
+    """One device group into the lists, all of it or nothing."""
+    if not isinstance(group, Mapping):
+        raise InvalidInventory(f"a device group must be an object, got {type(group).__name__}")
+    found_gpus: list[Gpu] = []
+    found_migs: list[MigSlice] = []
+    vendor, dtype, name = group.get("Vendor") or "", group.get("Type") or "", group.get("Name") or ""
+    attrs = group.get("Attributes")
+    memory = _attr_int(attrs, "memory")
+    instances = group.get("Instances") or []
+    if vendor == SHARED_VENDOR and dtype == SHARED_TYPE:
+        shared.extend(_decode_shares(name, memory, instances))
+        return
+    if dtype != "gpu":
+        return
+    split = split_mig_device_name(name)
+    for inst in instances:
+        iid = _instance_id(inst, name)
+        healthy = bool(inst.get("Healthy", True))
+        if split is not None or iid.startswith("MIG-"):
+            if split is None:
+                raise InvalidInventory(f"MIG instance {iid} in a group named {name!r}")
+            try:
+                profile = MigProfile.parse(split[1])
+            except InvalidInventory as exc:
+                raise InvalidInventory(f"device {name!r}: {exc}") from exc
+            found_migs.append(MigSlice(iid, split[0], profile, memory, healthy, vendor=vendor))
+            continue
+        rule = sharing.rule_for(node, iid, name)
+        mode = GpuMode.SHARED if rule is not None else GpuMode.WHOLE
+        found_gpus.append(Gpu(iid, name, memory, healthy, mode, rule.slots if rule else None, vendor=vendor))
+    gpus.extend(found_gpus)
+    migs.extend(found_migs)
 
 
 def _decode_shares(name: str, memory: int, instances: Sequence[Mapping[str, Any]]) -> list[Gpu]:

@@ -198,10 +198,12 @@ class Lifecycle:
             entry_id = entry.id
             first = self.ledger.node_free(NodeId(str(entry.placements[0]["node"]))) if entry.placements else None
             pool = first.node.node_pool if first is not None else None
+            devices = [InstanceId(i) for p in entry.placements for i in p.get("instance_ids") or ()]
+            vendor = (first.node.vendor_of(devices[0]) if first is not None and devices else None) or "nvidia"
         failure: Exception | None = None
         try:
             placements = [placement_from_json(p) for p in entry.placements]
-            self.actuator.submit(entry, spec, render_placement(spec, placements, pool))
+            self.actuator.submit(entry, spec, render_placement(spec, placements, pool, vendor))
         except (NomadError, RenderError, InvalidRequest) as exc:
             failure = exc
         with self.lock:

@@ -17,8 +17,6 @@ from nomad_gpu.render import GroupPlacement, JobSpec, RenderPlacement, parse_spe
 from nomad_gpu.render.placement import SHARE_DEVICE_PREFIX
 from nomad_gpu.store import QueueEntry
 
-DEVICE_PREFIX = "nvidia/gpu/"
-
 
 def check_supported(spec: JobSpec) -> None:
     """What the service cannot pin yet fails at submission, with the reason, not later."""
@@ -48,7 +46,9 @@ def job_request(entry: QueueEntry, spec: JobSpec) -> JobRequest:
 
 
 def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement],
-                     node_pool: str | None = None) -> RenderPlacement:
+                     node_pool: str | None = None, vendor: str = "nvidia") -> RenderPlacement:
+    """`vendor` is the fingerprint's (the chosen devices' `Vendor`): the device block names it, never an
+    assumed `nvidia`."""
     nodes = {p.node for p in placements}
     if len(nodes) != 1:
         raise InvalidRequest(f"a job is pinned to one node; the placement spans {sorted(nodes)}")
@@ -65,7 +65,7 @@ def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement],
                                              share_milli=p.share_milli))
         elif group.gpu is not None or group.mig is not None:
             ids = tuple(i for p in mine for i in p.instance_ids)
-            groups.append(GroupPlacement(group.name, DEVICE_PREFIX + (mine[0].device_name or ""), ids))
+            groups.append(GroupPlacement(group.name, f"{vendor}/gpu/{mine[0].device_name or ''}", ids))
         else:
             groups.append(GroupPlacement(group.name, None, ()))
     return RenderPlacement(node_id=next(iter(nodes)), groups=tuple(groups), node_pool=node_pool)

@@ -158,10 +158,12 @@ def test_a_gpu_advertised_whole_and_shared_is_only_shared(shared: dict[str, Any]
     assert len(gpus) == 1 and gpus[0].mode is GpuMode.SHARED and gpus[0].share_ids
 
 
-def test_a_share_instance_id_without_its_gpu_is_refused(shared: dict[str, Any]) -> None:
+def test_a_share_group_with_an_instance_id_without_its_gpu_is_skipped(shared: dict[str, Any],
+                                                                      caplog: pytest.LogCaptureFixture) -> None:
     shared["NodeResources"]["Devices"][1]["Instances"][0]["ID"] = "slot-0"
-    with pytest.raises(InvalidInventory, match="share instance ID 'slot-0'"):
-        decode_node(shared)
+    node = decode_node(shared)
+    assert all(g.mode is GpuMode.WHOLE for g in node.gpus), "the unreadable share group is left out, alone"
+    assert "share instance ID 'slot-0'" in caplog.text
 
 
 def test_without_sharing_config_a_stock_gpu_stays_whole(shared: dict[str, Any]) -> None:
@@ -250,16 +252,9 @@ _DELETE = object()
     ("path", "value", "message"),
     [
         pytest.param("ID", _DELETE, "without ID", id="no-id"),
-        pytest.param("NodeResources/Devices/1/Name", f"{H100} MIG 9q.nothing", "not a MIG profile name",
-                     id="bad-mig-profile"),
-        pytest.param("NodeResources/Devices/0/Instances/0/ID", "MIG-0000", "MIG instance",
-                     id="mig-id-in-a-whole-group"),
-        pytest.param("NodeResources/Devices/0/Instances/0/ID", _DELETE, "instance without", id="instance-no-id"),
         pytest.param("NodeResources/Cpu/CpuShares", "lots", "CpuShares", id="cpu-not-a-number"),
         pytest.param("ReservedResources/Memory/MemoryMB", "x", "MemoryMB", id="reserved-memory-not-a-number"),
         pytest.param("NodeResources/Devices", {"Name": "gpu"}, "Devices", id="devices-not-a-list"),
-        pytest.param("NodeResources/Devices/0/Attributes/memory", {"Int": "big"}, "memory",
-                     id="memory-not-a-number"),
     ],
 )
 def test_bad_node_data_is_invalid_inventory(h100: dict[str, Any], path: str, value: Any, message: str) -> None:
@@ -270,6 +265,27 @@ def test_bad_node_data_is_invalid_inventory(h100: dict[str, Any], path: str, val
     assert "\n" not in text and len(text) < 300
     if path != "ID":
         assert h100["ID"] in text, "the message names the node"
+
+
+@pytest.mark.parametrize(
+    ("path", "value", "group"),
+    [
+        pytest.param("NodeResources/Devices/1/Name", f"{H100} MIG 9q.nothing", 1, id="bad-mig-profile"),
+        pytest.param("NodeResources/Devices/0/Instances/0/ID", "MIG-0000", 0, id="mig-id-in-a-whole-group"),
+        pytest.param("NodeResources/Devices/0/Instances/0/ID", _DELETE, 0, id="instance-no-id"),
+        pytest.param("NodeResources/Devices/0/Attributes/memory", {"Int": "big"}, 0, id="memory-not-a-number"),
+    ],
+)
+def test_a_device_group_we_cannot_read_is_skipped_alone(h100: dict[str, Any], path: str, value: Any,
+                                                        group: int) -> None:
+    """The real-Nomad issue, section 6: one device group that does not decode is skipped and logged, never
+    an aborted resync (the node's other devices still count)."""
+    whole = decode_node(h100)
+    node = decode_node(_mutate(h100, path, value))
+    bad_name = h100["NodeResources"]["Devices"][group]["Name"]
+    kept = [g.id for g in whole.gpus if g.model != bad_name] + [m.id for m in whole.migs
+                                                                  if m.device_name != bad_name]
+    assert sorted([g.id for g in node.gpus] + [m.id for m in node.migs]) == sorted(kept)
 
 
 def test_node_json_that_is_not_an_object() -> None:
