@@ -20,6 +20,7 @@ from typing import Any
 from nomad_gpu.domain.cycle import Admit, CycleConfig, Decision, Wait, run_cycle
 from nomad_gpu.domain.errors import NomadGpuError, UnknownEntry
 from nomad_gpu.domain.fairshare import UsageHistory
+from nomad_gpu.domain.forecast import forecast_starts
 from nomad_gpu.domain.ids import EntryId, NodeId
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.ledger import Ledger
@@ -296,6 +297,32 @@ class SchedulerService:
         with self._lock:
             self.life.on_eval(evaluation)
         self.wake()
+
+    def etas(self) -> dict[str, float | None]:
+        """Each queued entry's expected start (epoch seconds; None: unknown), from the cycle run forward
+        with the specs' `runtime` estimates (domain/forecast.py). The ledger is copied under the lock and
+        the forecast runs outside it."""
+        with self._lock:
+            now = self.clock()
+            queue = [t.request for t in self._eligible() if t.request is not None]
+            ends: dict[EntryId, float | None] = {}
+            runtimes: dict[EntryId, float | None] = {}
+            for t in self.life.entries.values():
+                runtime = t.spec.runtime if t.spec is not None else None
+                if t.entry.state in LIVE:
+                    start = t.running_since or t.entry.admitted_at or now
+                    ends[EntryId(t.entry.id)] = start + runtime if runtime else None
+                else:
+                    runtimes[EntryId(t.entry.id)] = runtime
+            snapshot = Ledger(self.ledger.inventory)
+            for r in self.ledger.reservations():
+                snapshot.reserve(r.entry, r.team, r.placements)
+            config = CycleConfig(policy=self.settings.policy, hol_threshold_s=self.settings.hol_threshold_s,
+                                 fair=self.settings.fair)
+            usage, holds = self.usage, dict(self.holds)
+        starts = forecast_starts(snapshot, queue, ends=ends, runtimes=runtimes, now=now, config=config,
+                                 usage=usage, holds=holds)
+        return {str(e): t for e, t in starts.items()}
 
     # ---- reads for the API -------------------------------------------------------------------
     def inventory(self) -> list[dict[str, Any]]:

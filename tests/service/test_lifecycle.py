@@ -417,3 +417,17 @@ def test_cancelling_a_sweep_cancels_every_trial(clock: Clock, ex: ManualExecutor
     assert {e.state for e in out} == {EntryState.CANCELLED}
     ex.run_all()
     assert all(j.stopped for j in nomad.jobs.values())
+
+
+def test_etas_follow_the_runtime_estimates(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (run,) = svc.submit({**spec("running"), "runtime": "10m"})
+    svc.run_cycle()
+    ex.run_all()
+    svc.on_alloc(alloc(store.get(run.id).nomad_job_id, "running"))
+    (a,) = svc.submit({**spec("a"), "runtime": 60})
+    (b,) = svc.submit(spec("b"))  # no estimate: it starts when a ends, then nothing after it is known
+    (c,) = svc.submit(spec("c"))
+    etas = svc.etas()
+    assert etas == {a.id: clock.now + 600, b.id: clock.now + 660, c.id: None}
