@@ -1,7 +1,8 @@
 """The HTTP API of the service (Starlette). Errors are JSON `{"error": "..."}` with a 4xx status.
 
     POST   /v1/jobs            submit a job or sweep spec (YAML or JSON body); Idempotency-Key honoured
-    GET    /v1/jobs            list entries (?state=queued,running &sweep=ID &limit=N &offset=K; default all)
+    GET    /v1/jobs            list entries (?state=queued,running &sweep=ID &limit=N &offset=K; default all;
+                               &eta=true adds each queued entry's expected start, or null: unknown)
     GET    /v1/jobs/{id}       one entry, with its wait reason and placements
     DELETE /v1/jobs/{id}       cancel
     GET    /v1/sweeps/{id}     a sweep's progress
@@ -113,13 +114,21 @@ def create_app(service: SchedulerService, token: str | None = None,
         n = int(limit) if limit else None
         skip = int(offset) if offset else 0
 
+        with_eta = request.query_params.get("eta") in ("1", "true")
+
         def read() -> Response:  # a long list takes a while to encode too: not on the event loop
             if caller.admin:
                 entries = service.store.list(states, sweep=sweep, limit=n, offset=skip)
             else:
                 visible = caller.visible(service.store.list(states, sweep=sweep))[skip:]
                 entries = visible[:n] if n is not None else visible
-            return JSONResponse({"entries": [entry_json(e) for e in entries]})
+            out = [entry_json(e) for e in entries]
+            if with_eta:  # the forecast runs the cycle forward: only when asked (`?eta=true`)
+                etas = service.etas()
+                for item in out:
+                    if item["state"] == "queued":
+                        item["eta"] = etas.get(item["id"])
+            return JSONResponse({"entries": out})
 
         return await run_in_threadpool(read)
 
