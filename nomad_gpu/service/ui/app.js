@@ -349,7 +349,7 @@ function clearData() {
 
 async function refresh() {
   const [status, jobs, inventory, teams] = await Promise.all([api("/v1/status"),
-    api("/v1/jobs?state=queued,admitted,running"), api("/v1/inventory"), api("/v1/teams")]);
+    api("/v1/jobs?state=queued,admitted,running&eta=true"), api("/v1/inventory"), api("/v1/teams")]);
   Object.assign(view, { status, entries: jobs.entries, nodes: inventory.nodes, teams: teams.teams });
   // every sweep seen live is followed to its end, even one that starts and ends between two sweep reads
   let newSweep = false;
