@@ -36,9 +36,14 @@ def test_a_job_in_another_namespace_is_followed_and_stopped_there(tmp_path: Path
                      == "complete", what="the ml job to complete")
             allocs = [a for a in dc.audit()["allocations"] if a["job_id"].endswith(entry["id"])]
             assert [a["namespace"] for a in allocs] == ["ml"] and allocs[0]["client_status"] == "complete"
-            job = requests.get(f"{dc.url}/v1/job/{allocs[0]['job_id']}", params={"namespace": "ml"}, timeout=5)
-            wait_for(lambda: requests.get(f"{dc.url}/v1/job/{allocs[0]['job_id']}", params={"namespace": "ml"},
+            # a cancelled one is stopped in its own namespace (a stop in `default` would be a 200 that does nothing)
+            r = requests.post(f"{runtime.address}/v1/jobs", data=SPEC + "dev: {duration_s: 5000}\n", timeout=10)
+            long = r.json()["entries"][0]
+            wait_for(lambda: requests.get(f"{runtime.address}/v1/jobs/{long['id']}", timeout=5).json()["state"]
+                     == "running", what="the second ml job running")
+            requests.delete(f"{runtime.address}/v1/jobs/{long['id']}", timeout=5).raise_for_status()
+            job_id = requests.get(f"{runtime.address}/v1/jobs/{long['id']}", timeout=5).json()["nomad_job_id"]
+            wait_for(lambda: requests.get(f"{dc.url}/v1/job/{job_id}", params={"namespace": "ml"},
                                           timeout=5).json()["Stop"], what="its job stopped in its namespace")
-            assert job.status_code == 200
         finally:
             runtime.stop()
