@@ -225,7 +225,7 @@ def main() -> int:
     for _ in range(args.repeat):
         runs.append(one_run(args))
         print(json.dumps(runs[-1]), file=sys.stderr, flush=True)
-    medians = {key: statistics.median(r[key] for r in runs) for key in runs[0]
+    medians = {key: round(statistics.median(r[key] for r in runs), 2) for key in runs[0]
                if all(isinstance(r.get(key), (int, float)) for r in runs)}
     report = {"nodes": args.nodes, "gpus": args.nodes * 8, "cpu_count": os.cpu_count(),
               "load_average_before": [round(x, 2) for x in load_before],
