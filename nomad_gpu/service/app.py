@@ -14,12 +14,12 @@ from nomad_gpu.service.actuator import Actuator
 from nomad_gpu.service.api import create_app
 from nomad_gpu.service.history import History, HistorySampler
 from nomad_gpu.service.listen import ApiServer, plan_listen
-from nomad_gpu.service.livemetrics import MeasuredStore
 from nomad_gpu.service.livemetrics import install as install_live_metrics
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import ServiceSettings
 from nomad_gpu.service.usage import UsagePoller
+from nomad_gpu.store.sqlite import SqliteStore
 
 logger = logging.getLogger(__name__)
 
@@ -34,7 +34,7 @@ class ServiceRuntime:
         self.listen = plan_listen(settings.listen, token_required=self.access.required, tls_cert=settings.tls_cert,
                                   tls_key=settings.tls_key)
         self.metrics = Metrics()
-        self.store = MeasuredStore(settings.db_path, self.metrics, exclusive=True)  # one service per database
+        self.store = SqliteStore(settings.db_path, exclusive=True)  # one service per database
         self.client = NomadClient(settings.nomad)
         self.actuator = Actuator(self.client, settings.templates_dir)
         self.scheduler = SchedulerService(self.store, self.actuator, settings.scheduling, self.metrics)

@@ -173,6 +173,7 @@ class Lifecycle:
             t = self.entries[e.id]
             t.entry, t.allocs, t.failures, t.retry_at = e, {}, 0, 0.0
             self.metrics.admitted.inc()
+            self.metrics.observe_wait(now - e.submitted_at)  # after the commit: a rolled-back cycle waits on
             self.start_register(t)
         return len(moved)
 

@@ -6,8 +6,7 @@
 - `nomad_gpu_entries{state}`: the entries the scheduler tracks (queued, held, admitted, running); how
   entries ended is `nomad_gpu_finished_total{outcome}`.
 - `nomad_gpu_event_stream_reconnects_total`: how often the watcher had to reopen Nomad's event stream.
-- `nomad_gpu_wait_seconds`: observed where every admission is stored (:class:`MeasuredStore`), from the
-  entry's own times, so the figure is the one `status ID` shows.
+- `nomad_gpu_wait_seconds` is observed by the life cycle as each admission is committed.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from nomad_gpu.nomad.watcher import Watcher
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, QueueEntry
-from nomad_gpu.store.sqlite import Admission, SqliteStore
 
 logger = logging.getLogger(__name__)
 
@@ -92,20 +90,6 @@ def reconnects_reader(count: Callable[[], int]) -> Callable[[], Iterator[Metric]
         yield CounterMetricFamily("nomad_gpu_event_stream_reconnects", "Times the watcher reopened Nomad's event "
                                   "stream (a break, a close, an error)", value=count())
     return read
-
-
-class MeasuredStore(SqliteStore):
-    """The service's store, observing each admission's wait (every admission is stored here, all or none)."""
-
-    def __init__(self, path: str, metrics: Metrics, *, exclusive: bool = False) -> None:
-        super().__init__(path, exclusive=exclusive)
-        self.metrics = metrics
-
-    def admit_many(self, admissions: Sequence[Admission], at: float) -> list[QueueEntry]:
-        moved = super().admit_many(admissions, at)
-        for e in moved:  # only after the transaction: a rolled-back cycle admitted nobody
-            self.metrics.observe_wait(at - e.submitted_at)
-        return moved
 
 
 def install(metrics: Metrics, scheduler: SchedulerService, watcher: Watcher) -> None:

@@ -431,3 +431,18 @@ def test_etas_follow_the_runtime_estimates(clock: Clock, ex: ManualExecutor) -> 
     (c,) = svc.submit(spec("c"))
     etas = svc.etas()
     assert etas == {a.id: clock.now + 600, b.id: clock.now + 660, c.id: None}
+
+
+def test_each_committed_admission_observes_its_wait_and_a_rolled_back_one_none(
+        clock: Clock, ex: ManualExecutor, monkeypatch: pytest.MonkeyPatch) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    svc.submit(spec("a"))
+    clock.now += 90
+    monkeypatch.setattr(store, "admit_many", lambda *a, **k: (_ for _ in ()).throw(sqlite3.OperationalError("locked")))
+    svc.run_cycle()
+    value = svc.metrics.registry.get_sample_value
+    assert not value("nomad_gpu_wait_seconds_count")
+    monkeypatch.undo()
+    svc.run_cycle()
+    assert value("nomad_gpu_wait_seconds_count") == 1 and value("nomad_gpu_wait_seconds_sum") == 90.0

@@ -9,7 +9,6 @@ import pytest
 from prometheus_client import generate_latest
 
 from nomad_gpu.service.livemetrics import (
-    MeasuredStore,
     capacity,
     capacity_reader,
     entries_reader,
@@ -18,7 +17,6 @@ from nomad_gpu.service.livemetrics import (
 )
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.store import EntryState, QueueEntry
-from nomad_gpu.store.sqlite import Admission, StaleTransition
 
 A100 = "NVIDIA A100-SXM4-80GB"
 H100 = "NVIDIA H100 80GB HBM3"
@@ -73,17 +71,3 @@ def test_scrape_time_families_are_in_the_registry_text() -> None:
     assert "nomad_gpu_event_stream_reconnects_total 3.0" in text
 
 
-def test_each_stored_admission_observes_its_wait_and_a_failed_one_none() -> None:
-    metrics = Metrics()
-    store = MeasuredStore(":memory:", metrics)
-    a, b = store.add([entry(0, submitted=100.0), entry(0, submitted=160.0)])
-    store.admit_many([Admission(a.id, ()), Admission(b.id, ())], at=220.0)
-    value = metrics.registry.get_sample_value
-    assert value("nomad_gpu_wait_seconds_count") == 2 and value("nomad_gpu_wait_seconds_sum") == 180.0
-    assert value("nomad_gpu_wait_seconds_bucket", {"le": "60.0"}) == 1
-    assert value("nomad_gpu_wait_seconds_bucket", {"le": "120.0"}) == 2
-    (c,) = store.add([entry(0, submitted=200.0)])
-    with pytest.raises(StaleTransition):  # one entry of the batch is not queued: nothing is admitted
-        store.admit_many([Admission(c.id, ()), Admission(a.id, ())], at=300.0)
-    assert value("nomad_gpu_wait_seconds_count") == 2
-    assert store.get(c.id).state is EntryState.QUEUED
