@@ -49,8 +49,8 @@ class ApiClient:
             headers["Idempotency-Key"] = idempotency_key
         return list(self.call("POST", "/v1/jobs", data=spec_text.encode(), headers=headers)["entries"])
 
-    def jobs(self, state: str | None = None, sweep: str | None = None) -> list[dict[str, Any]]:
-        params = {k: v for k, v in (("state", state), ("sweep", sweep)) if v}
+    def jobs(self, state: str | None = None, sweep: str | None = None, eta: bool = False) -> list[dict[str, Any]]:
+        params = {k: v for k, v in (("state", state), ("sweep", sweep), ("eta", "true" if eta else "")) if v}
         return list(self.call("GET", "/v1/jobs", params=params)["entries"])
 
     def job(self, entry_id: str) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def queue(state: str | None, sweep_id: str | None, wide: bool, as_json: bool) ->
     from nomad_gpu.cli.queueview import QUEUE_COLUMNS, QUEUE_WIDE_COLUMNS, queue_row
 
     client = _client()
-    entries = client.jobs(state, sweep_id)
+    entries = client.jobs(state, sweep_id, eta=True)
     if as_json:
         emit_json(entries)
         return

@@ -14,10 +14,11 @@ from typing import Any
 
 from nomad_gpu.cli.output import Column
 
-__all__ = ["QUEUE_COLUMNS", "QUEUE_WIDE_COLUMNS", "queue_row", "request_of", "short_model", "usage_note", "waited"]
+__all__ = ["QUEUE_COLUMNS", "QUEUE_WIDE_COLUMNS", "eta_of", "queue_row", "request_of", "short_model", "usage_note",
+           "waited"]
 
 QUEUE_COLUMNS = (Column("ID"), Column("NAME", shrink=True), Column("TEAM"), Column("PRIO", right=True),
-                 Column("STATE"), Column("REQUEST"), Column("WAITED", right=True),
+                 Column("STATE"), Column("REQUEST"), Column("WAITED", right=True), Column("ETA", right=True),
                  Column("WHY / WHERE", shrink=True))
 QUEUE_WIDE_COLUMNS = (*QUEUE_COLUMNS[:-1], Column("NAMESPACE"), Column("SWEEP"), Column("ATTEMPTS", right=True),
                       Column("NOMAD JOB"), Column("WHY / WHERE", shrink=True))
@@ -136,13 +137,27 @@ def usage_note(entry: Mapping[str, Any], now: float) -> str:
     return ", ".join(parts)
 
 
+def eta_of(entry: Mapping[str, Any], now: float) -> str:
+    """A queued entry's expected start (the service's forecast over runtime estimates): `in 12m`, `now`,
+    `unknown` where nothing says when capacity frees; blank for entries no longer waiting."""
+    if entry.get("state") not in _WAITING:
+        return ""
+    if entry.get("held"):
+        return "held"
+    eta = entry.get("eta")
+    if eta is None:
+        return "unknown"
+    ahead = float(eta) - now
+    return "now" if ahead < 1 else f"in {duration(ahead)}"
+
+
 def queue_row(entry: Mapping[str, Any], node_names: Mapping[str, str], now: float,
               wide: bool = False) -> tuple[Any, ...]:
     why = entry.get("reason") or where(entry, node_names, wide)
     if note := usage_note(entry, now):
         why = f"{why} ({note})" if why else note
     base = (entry.get("id"), entry.get("name"), entry.get("team"), entry.get("priority"), entry.get("state"),
-            request_of(entry, wide), waited(entry, now))
+            request_of(entry, wide), waited(entry, now), eta_of(entry, now))
     if not wide:
         return (*base, why)
     return (*base, entry.get("namespace") or "", entry.get("sweep") or "", entry.get("attempts", 0),

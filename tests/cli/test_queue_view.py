@@ -125,9 +125,12 @@ def test_piped_output_is_tab_separated_and_never_cut(monkeypatch: pytest.MonkeyP
     entries = [entry(reason=reason.strip()),
                entry("q000002", state="running", placements=[placement(["GPU-1"])], admitted=NOW - 100)]
 
+    served = [{**e, "eta": NOW + 600} if e["state"] == "queued" else e for e in entries]
+
     class FakeClient:
-        def jobs(self, state: str | None, sweep: str | None) -> list[dict[str, Any]]:
-            return entries
+        def jobs(self, state: str | None, sweep: str | None, eta: bool = False) -> list[dict[str, Any]]:
+            assert eta, "queue asks the service for ETAs"
+            return served
 
         def inventory(self) -> list[dict[str, Any]]:
             return [{"id": NODE, "name": "gpu-a800-1"}]
@@ -139,10 +142,10 @@ def test_piped_output_is_tab_separated_and_never_cut(monkeypatch: pytest.MonkeyP
     lines = result.stdout.splitlines()
     assert lines[0].split("\t") == [c.header for c in QUEUE_COLUMNS]
     assert lines[1].split("\t") == ["q000001", "resnet-train", "vision", "50", "queued", "2 x GPU", "12m",
-                                    reason.strip()]
+                                    "in 10m", reason.strip()]
     assert lines[2].split("\t")[-1] == "gpu-a800-1: 1 device"
     wide = CliRunner().invoke(cli_main.main, ["queue", "--wide"]).stdout.splitlines()
     assert wide[0].split("\t") == [c.header for c in QUEUE_WIDE_COLUMNS]
     assert wide[2].split("\t")[-1] == "gpu-a800-1: GPU-1"
     as_json = CliRunner().invoke(cli_main.main, ["queue", "--json"]).stdout
-    assert json.loads(as_json) == entries  # --json is the entries as the API returns them
+    assert json.loads(as_json) == served  # --json is the entries as the API returns them
