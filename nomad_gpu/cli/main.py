@@ -166,23 +166,20 @@ def cancel(entry_id: str, as_json: bool) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--devices", is_flag=True, help="One row per GPU and MIG instance: its use and who holds it.")
 @friendly
-def inventory(as_json: bool) -> None:
-    """GPU, MIG and time-slice capacity per node, free and total."""
-    nodes = _client().inventory()
+def inventory(as_json: bool, devices: bool) -> None:
+    """GPU, MIG and time-slice capacity per node, free and total (in GPU-equivalents too)."""
+    from nomad_gpu.cli.inventoryview import DEVICE_COLUMNS, NODE_COLUMNS, device_rows, node_row
+
+    nodes = sorted(_client().inventory(), key=lambda n: (n["name"], n["id"]))
     if as_json:
         emit_json(nodes)
         return
-    rows = []
-    for n in sorted(nodes, key=lambda n: (n["name"], n["id"])):
-        whole = [g for g in n["gpus"] if g["mode"] == "whole"]
-        shared = [g for g in n["gpus"] if g["mode"] != "whole"]
-        rows.append((n["name"] or n["id"], n["status"] + ("" if n["schedulable"] else " (unschedulable)"),
-                     f"{sum(g['free_milli'] == 1000 for g in whole)}/{len(whole)}",
-                     f"{sum(m['free'] for m in n['migs'])}/{len(n['migs'])}",
-                     f"{sum(g['free_milli'] for g in shared)}/{1000 * len(shared)}",
-                     f"{n['cpu_free']}/{n['cpu_mhz']}", f"{n['memory_free']}/{n['memory_mb']}"))
-    table(None, ["NODE", "STATUS", "GPUS FREE", "MIG FREE", "SHARE MILLI FREE", "CPU MHZ", "MEM MB"], rows)
+    if devices:
+        table(None, DEVICE_COLUMNS, [row for n in nodes for row in device_rows(n)])
+    else:
+        table(None, NODE_COLUMNS, [node_row(n) for n in nodes])
 
 
 @main.command()
