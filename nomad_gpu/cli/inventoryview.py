@@ -15,8 +15,8 @@ from nomad_gpu.cli.output import Column
 from nomad_gpu.cli.queueview import short_model
 
 NODE_COLUMNS = (Column("NODE"), Column("STATUS"), Column("GPUS FREE", right=True), Column("MIG FREE", right=True),
-                Column("SHARE MILLI FREE", right=True), Column("GPU-EQ FREE", right=True),
-                Column("CPU MHZ", right=True), Column("MEM MB", right=True))
+                Column("SHARES FREE", right=True), Column("GPU-EQ FREE", right=True),
+                Column("CPU GHZ FREE", right=True), Column("MEM GIB FREE", right=True))
 DEVICE_COLUMNS = (Column("NODE"), Column("DEVICE"), Column("KIND"), Column("MODEL"), Column("USE"),
                   Column("HELD BY", shrink=True))
 
@@ -42,8 +42,9 @@ def node_row(n: Mapping[str, Any]) -> tuple[Any, ...]:
     return (n["name"] or n["id"], n["status"] + ("" if n["schedulable"] else " (unschedulable)"),
             f"{sum(g['free_milli'] == 1000 for g in whole)}/{len(whole)}",
             f"{sum(m['free'] for m in n['migs'])}/{len(n['migs'])}",
-            f"{sum(g['free_milli'] for g in shared)}/{1000 * len(shared)}", f"{free_equivalents(n):.2f}",
-            f"{n['cpu_free']}/{n['cpu_mhz']}", f"{n['memory_free']}/{n['memory_mb']}")
+            f"{sum(g['free_milli'] for g in shared)}/{1000 * len(shared)}m", f"{free_equivalents(n):.2f}",
+            f"{n['cpu_free'] / 1000:g}/{n['cpu_mhz'] / 1000:g}",
+            f"{n['memory_free'] // 1024}/{n['memory_mb'] // 1024}")
 
 
 def _held_by(holders: Iterable[Mapping[str, Any]]) -> str:
@@ -66,7 +67,7 @@ def device_rows(n: Mapping[str, Any]) -> list[tuple[Any, ...]]:
         elif g["mode"] == "whole":
             use = "free" if g["free_milli"] >= 1000 else "used"
         else:
-            use = f"{1000 - g['free_milli']}m of 1000m used"
+            use = f"{1000 - g['free_milli']}/1000m"
         rows.append((node, g["id"], "gpu" if g["mode"] == "whole" else "shared", short_model(g["model"]), use,
                      _held_by(g.get("holders") or [])))
     for m in n["migs"]:

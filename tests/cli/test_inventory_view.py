@@ -27,13 +27,13 @@ NODE: dict[str, Any] = {
 
 def test_free_capacity_in_gpu_equivalents() -> None:
     assert abs(free_equivalents(NODE) - (1 + 0.5 + 3 / 7)) < 1e-9
-    assert node_row(NODE)[:6] == ("h100-mig-1", "ready", "1/2", "1/2", "500/1000", "1.93")
+    assert node_row(NODE) == ("h100-mig-1", "ready", "1/2", "1/2", "500/1000m", "1.93", "90/96", "0/1")
 
 
 def test_each_device_with_its_use_and_holder() -> None:
     rows = {r[1]: r for r in device_rows(NODE)}
     assert rows["GPU-b"][4:] == ("used", "q000007")
-    assert rows["GPU-s"][2:] == ("shared", "L40S", "500m of 1000m used", "q000009 (500m)")
+    assert rows["GPU-s"][2:] == ("shared", "L40S", "500/1000m", "q000009 (500m)")
     assert rows["MIG-1"][2] == "mig 3g.40gb ###...." and rows["MIG-1"][4] == "free"
     assert rows["MIG-2"][4:] == ("used", "another team")
 
