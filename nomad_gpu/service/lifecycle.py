@@ -50,6 +50,8 @@ logger = logging.getLogger(__name__)
 
 FOREIGN = Team("_nomad")
 LIVE = (EntryState.ADMITTED, EntryState.RUNNING)
+STOPS_CHECK_S = 0.5
+"""How often stop intents are looked for (each failed stop already waits 0.5 s or more before its retry)."""
 _ALLOC_INDEX_MAX = 10_000
 """Allocations whose last index is remembered (to drop stale replays): only recent ones can be replayed."""
 
@@ -110,6 +112,9 @@ class Lifecycle:
         self.outage, self.wake = outage, wake
         self.instance = store.instance
         self.entries: dict[str, Tracked] = {}
+        self.live: dict[str, Tracked] = {}
+        """The admitted and running ones among `entries`: what `tick` looks at, without scanning the queue."""
+        self._stops_checked = 0.0
         self.draining: dict[str, Draining] = {}
         self.foreign: dict[str, AllocInfo] = {}
         self._alloc_index: OrderedDict[str, int] = OrderedDict()
@@ -128,6 +133,8 @@ class Lifecycle:
         try:
             spec = spec_of(e)
             self.entries[e.id] = Tracked(e, spec, job_request(e, spec) if e.state is EntryState.QUEUED else None)
+            if e.state in LIVE:
+                self.live[e.id] = self.entries[e.id]
         except (InvalidRequest, ValueError) as exc:
             reason = f"stored spec is no longer valid: {exc}"
             logger.error("entry %s: %s", e.id, reason)
@@ -136,7 +143,7 @@ class Lifecycle:
                 self.store.transition(e.id, EntryState.FAILED, expect=(EntryState.QUEUED,), finished_at=now, at=now,
                                       reason=reason)
             else:
-                self.entries[e.id] = Tracked(e, None, None)
+                self.entries[e.id] = self.live[e.id] = Tracked(e, None, None)
 
     def queued(self, now: float) -> list[Tracked]:
         out = []
@@ -170,7 +177,7 @@ class Lifecycle:
             logger.error("admissions of this cycle rolled back: %s", exc)
             return 0
         for e in moved:
-            t = self.entries[e.id]
+            t = self.live[e.id] = self.entries[e.id]
             t.entry, t.allocs, t.failures, t.retry_at = e, {}, 0, 0.0
             self.metrics.admitted.inc()
             self.metrics.observe_wait(now - e.submitted_at)  # after the commit: a rolled-back cycle waits on
@@ -439,6 +446,7 @@ class Lifecycle:
             t.request = self._request(t)
         else:
             self.entries.pop(e.id, None)
+        self.live.pop(e.id, None)
         if stop_job and not registering:  # else the register's reply starts the stop
             self.start_stop(job_id, e.namespace)
         self.wake()
@@ -494,7 +502,7 @@ class Lifecycle:
     def tick(self, now: float) -> None:
         """Retry what is due: registers whose reply failed (same pins), stops not yet confirmed; re-queue
         admitted entries Nomad has not placed within the admission deadline."""
-        for t in list(self.entries.values()):
+        for t in list(self.live.values()):
             if t.entry.state is not EntryState.ADMITTED or t.registering:
                 continue
             if t.entry.registered_at is None:
@@ -502,12 +510,14 @@ class Lifecycle:
                     self.start_register(t)
             elif not t.allocs and now - t.entry.registered_at >= self.admission_deadline_s:
                 self._refused(t, f"Nomad placed no allocation within {self.admission_deadline_s:g} s", now)
-        for t in list(self.entries.values()):
+        for t in list(self.live.values()):
             limit = t.spec.max_runtime if t.spec is not None else None
             if limit and t.entry.state is EntryState.RUNNING:
                 since = t.running_since or t.entry.admitted_at or now
                 if now - since >= limit:
                     self.end(t, EntryState.FAILED, f"timeout: still running after max_runtime ({limit:g} s)")
                     self.metrics.finished.labels("timeout").inc()
-        for s in self.store.stops(due_by=now):
-            self.start_stop(s.job_id, s.namespace)
+        if now - self._stops_checked >= STOPS_CHECK_S:  # a query per cycle would cost more than it finds
+            self._stops_checked = now
+            for s in self.store.stops(due_by=now):
+                self.start_stop(s.job_id, s.namespace)

@@ -214,7 +214,7 @@ class SchedulerService:
                 self.store.set_reasons(reasons)
             self.cycles += 1
             self.metrics.observe_cycle(time.perf_counter() - started, len(result.decisions))
-            live = sum(1 for t in self.life.entries.values() if t.entry.state in LIVE)
+            live = len(self.life.live)
             self.metrics.set_queue(len(self.life.entries) - live, live,
                                    {str(t): v for t, v in self.ledger.team_usage().items()})
         return list(result.decisions)
@@ -243,8 +243,8 @@ class SchedulerService:
         if not self._sweep_limits:
             return queued
         active: dict[str, int] = {}
-        for t in self.life.entries.values():
-            if t.entry.sweep and t.entry.state in LIVE:
+        for t in self.life.live.values():
+            if t.entry.sweep:
                 active[t.entry.sweep] = active.get(t.entry.sweep, 0) + 1
         out: list[Tracked] = []
         for t in sorted(queued, key=lambda t: t.entry.id):
@@ -332,7 +332,7 @@ class SchedulerService:
     def status(self) -> dict[str, Any]:
         with self._lock:
             gpus = sum(len(n.gpus) for n in self.ledger.inventory)
-            live = sum(1 for t in self.life.entries.values() if t.entry.state in LIVE)
+            live = len(self.life.live)
             return {
                 "ready": self.ready.is_set(), "cycles": self.cycles, "queued": len(self.life.entries) - live,
                 "live": live, "nodes": len(self.ledger.inventory), "gpus": gpus,

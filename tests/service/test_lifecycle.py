@@ -446,3 +446,31 @@ def test_each_committed_admission_observes_its_wait_and_a_rolled_back_one_none(
     monkeypatch.undo()
     svc.run_cycle()
     assert value("nomad_gpu_wait_seconds_count") == 1 and value("nomad_gpu_wait_seconds_sum") == 90.0
+
+
+def test_the_live_index_always_matches_the_entries(clock: Clock, ex: ManualExecutor) -> None:
+    from nomad_gpu.service.lifecycle import LIVE
+
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = service(store, nomad, clock, ex)
+    svc.on_resync([gpu_node("n1", 3)], [])
+
+    def check() -> None:
+        assert set(svc.life.live) == {k for k, t in svc.life.entries.items() if t.entry.state in LIVE}
+
+    a, b, c, d = (svc.submit(spec(n, retries=1))[0] for n in "abcd")
+    svc.run_cycle()
+    ex.run_all()
+    check()
+    svc.on_alloc(alloc(store.get(a.id).nomad_job_id, "running", alloc_id="x1"))
+    svc.on_alloc(alloc(store.get(b.id).nomad_job_id, "running", alloc_id="x2", devices=("GPU-n1-1",)))
+    check()
+    svc.cancel(c.id)
+    svc.requeue(b.id)
+    svc.on_alloc(alloc(store.get(a.id).nomad_job_id, "failed", alloc_id="x1", index=20))
+    ex.run_all()
+    check()
+    svc.run_cycle()
+    ex.run_all()
+    check()
+    assert d.id in svc.life.entries
