@@ -42,7 +42,8 @@ CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 
 # v2: per-database job ID prefix (entries of v1 keep ''), the entry's Nomad namespace, when Nomad
 # acknowledged its register (so a restart never registers a job that already ran), how many attempts
-# Nomad refused to place or a user re-queued (they do not use up retries), whether a user holds it, and stop
+# Nomad refused to place or a user re-queued (they do not use up retries), whether a user holds it, a
+# sweep's spec stored once (`spec_bases`; each trial keeps its difference, store/specdiff.py), and stop
 # intents that outlive a crash (a stop that failed, or was never sent, is retried after a restart)
 _V2 = """
 ALTER TABLE entries ADD COLUMN job_prefix TEXT NOT NULL DEFAULT '';
@@ -50,6 +51,8 @@ ALTER TABLE entries ADD COLUMN namespace TEXT NOT NULL DEFAULT 'default';
 ALTER TABLE entries ADD COLUMN registered_at REAL;
 ALTER TABLE entries ADD COLUMN refusals INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE entries ADD COLUMN held INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE entries ADD COLUMN spec_base TEXT;
+CREATE TABLE IF NOT EXISTS spec_bases (id TEXT PRIMARY KEY, spec TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS stops (
   job_id TEXT NOT NULL,
   namespace TEXT NOT NULL,

@@ -21,6 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from nomad_gpu.domain.errors import NomadGpuError, UnknownEntry
+from nomad_gpu.store import specdiff
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps
 from nomad_gpu.store.lock import DatabaseLock
 from nomad_gpu.store.schema import migrate
@@ -80,6 +81,7 @@ class SqliteStore:
         self._db.execute("PRAGMA synchronous=FULL")
         self._synchronous = "FULL"
         migrate(self._db)
+        self._bases: dict[str, Mapping[str, Any]] = {}
         self.instance = self._instance()
 
     def _instance(self) -> str:
@@ -113,24 +115,29 @@ class SqliteStore:
         """Store all or nothing. Entries with an empty id get a fresh, sortable one (`q000123`) and this
         database's job prefix. An entry whose idempotency key is already stored returns the stored one."""
         out: list[QueueEntry] = []
+        bases = _sweep_bases(entries)
         with self._lock, self._tx():
+            for sweep_id, base in bases.items():
+                self._db.execute("INSERT OR IGNORE INTO spec_bases (id, spec) VALUES (?, ?)", (sweep_id, dumps(base)))
             for e in entries:
                 if e.idempotency_key:
                     found = self._db.execute("SELECT * FROM entries WHERE idempotency_key = ?",
                                              (e.idempotency_key,)).fetchone()
                     if found is not None:
-                        out.append(_row(found))
+                        out.append(self._row(found))
                         continue
                 if not e.id:
                     seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM entries").fetchone()[0]
                     e = replace(e, id=f"q{int(seq):06d}", job_prefix=e.job_prefix or self.instance)
+                base_id = e.sweep if e.sweep in bases else None
+                stored_spec = dumps(specdiff.diff(bases[base_id], e.spec)) if base_id else dumps(e.spec)
                 self._db.execute(
                     "INSERT INTO entries (id, name, team, priority, spec, submitted_at, state, attempts,"
-                    " max_retries, reason, placements, sweep, idempotency_key, history, job_prefix, namespace)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (e.id, e.name, e.team, e.priority, dumps(e.spec), e.submitted_at, e.state.value,
+                    " max_retries, reason, placements, sweep, idempotency_key, history, job_prefix, namespace,"
+                    " spec_base) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (e.id, e.name, e.team, e.priority, stored_spec, e.submitted_at, e.state.value,
                      e.attempts, e.max_retries, e.reason, dumps(list(e.placements)), e.sweep,
-                     e.idempotency_key, dumps(list(e.history)), e.job_prefix, e.namespace),
+                     e.idempotency_key, dumps(list(e.history)), e.job_prefix, e.namespace, base_id),
                 )
                 out.append(e)
         return out
@@ -140,7 +147,7 @@ class SqliteStore:
             row = self._db.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None:
             raise UnknownEntry(f"no queue entry {entry_id!r}")
-        return _row(row)
+        return self._row(row)
 
     def list(self, states: Iterable[EntryState] | None = None, sweep: str | None = None,
              limit: int | None = None, offset: int = 0) -> list[QueueEntry]:
@@ -158,7 +165,7 @@ class SqliteStore:
             sql += " LIMIT ? OFFSET ?"
             args.extend([-1 if limit is None else limit, offset])
         with self._lock:
-            return [_row(r) for r in self._db.execute(sql, args).fetchall()]
+            return [self._row(r) for r in self._db.execute(sql, args).fetchall()]
 
     def transition(self, entry_id: str, to: EntryState, *, expect: Iterable[EntryState] | None = None,
                    stop: StopIntent | None = None, durable: bool = True, **fields: Any) -> QueueEntry:
@@ -220,7 +227,23 @@ class SqliteStore:
                 f"DELETE FROM entries WHERE state IN ({','.join('?' * len(terminal))}) AND finished_at < ?"
                 " AND seq < (SELECT MAX(seq) FROM entries)",  # the newest row keeps IDs from being reused
                 (*terminal, before))
+            self._db.execute("DELETE FROM spec_bases WHERE id NOT IN (SELECT spec_base FROM entries"
+                             " WHERE spec_base IS NOT NULL)")
             return int(cur.rowcount)
+
+    def _row(self, r: sqlite3.Row) -> QueueEntry:
+        """An entry as stored; a sweep trial's spec is its sweep's shared spec with the trial's difference."""
+        base_id = r["spec_base"]
+        if not base_id:
+            return _row(r, json.loads(r["spec"]))
+        base = self._bases.get(base_id)
+        if base is None:
+            found = self._db.execute("SELECT spec FROM spec_bases WHERE id = ?", (base_id,)).fetchone()
+            base = json.loads(found[0]) if found is not None else {}
+            if len(self._bases) >= 64:  # a few sweeps at a time are read; keep memory bounded
+                self._bases.pop(next(iter(self._bases)))
+            self._bases[base_id] = base
+        return _row(r, specdiff.apply(base, json.loads(r["spec"])))
 
     # ---- stop intents ------------------------------------------------------------------------
     def add_stop(self, stop: StopIntent) -> None:
@@ -279,9 +302,20 @@ def _names(states: Iterable[EntryState]) -> str:
     return "/".join(s.value for s in states)
 
 
-def _row(r: sqlite3.Row) -> QueueEntry:
+def _sweep_bases(entries: Sequence[QueueEntry]) -> dict[str, Mapping[str, Any]]:
+    """The sweeps of a submission with more than one trial, each with its first trial's spec."""
+    counts: dict[str, int] = {}
+    first: dict[str, Mapping[str, Any]] = {}
+    for e in entries:
+        if e.sweep and not e.id:
+            counts[e.sweep] = counts.get(e.sweep, 0) + 1
+            first.setdefault(e.sweep, e.spec)
+    return {s: first[s] for s, n in counts.items() if n > 1}
+
+
+def _row(r: sqlite3.Row, spec: Mapping[str, Any]) -> QueueEntry:
     return QueueEntry(
-        id=r["id"], name=r["name"], team=r["team"], priority=r["priority"], spec=json.loads(r["spec"]),
+        id=r["id"], name=r["name"], team=r["team"], priority=r["priority"], spec=spec,
         submitted_at=r["submitted_at"], state=EntryState(r["state"]), attempts=r["attempts"],
         max_retries=r["max_retries"], reason=r["reason"], placements=tuple(json.loads(r["placements"])),
         admitted_at=r["admitted_at"], finished_at=r["finished_at"], sweep=r["sweep"],
