@@ -88,6 +88,10 @@ def allocs_per_job(audit: Mapping[str, Any]) -> dict[str, int]:
     return out
 
 
+ONE_GPU: dict[str, Any] = {"name": "one", "nodes": [{"name": "n1", "gpus": [
+    {"model": "NVIDIA A100-SXM4-80GB", "count": 1, "memory_mib": 81920}]}]}
+"""A cluster of one node with one GPU: what runs on it can only ever run one at a time."""
+
 NOMAD_VERSIONS = ("2.0.5", "1.10.5")
 """The event stream's two framings: hijacked and close-delimited from 1.11.2, chunked before
 (`command/agent/event_endpoint.go`, v2.0.5 and v1.11.1)."""

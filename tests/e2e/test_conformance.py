@@ -16,12 +16,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from harness import NOMAD_VERSIONS, all_ended, entries, overlaps, spec, start_service, submit, wait_for
+from harness import NOMAD_VERSIONS, ONE_GPU, all_ended, entries, overlaps, spec, start_service, submit, wait_for
 
 from nomad_gpu.devcluster import DevCluster
-
-ONE_GPU = {"name": "one", "nodes": [{"name": "n1", "gpus": [{"model": "NVIDIA A100-SXM4-80GB", "count": 1,
-                                                               "memory_mib": 81920}]}]}
 
 
 def running_alloc(dc: DevCluster, job_id: str) -> dict[str, object]:

@@ -7,12 +7,9 @@ from pathlib import Path
 
 import pytest
 import requests
-from harness import all_ended, spec, start_service, submit, wait_for
+from harness import ONE_GPU, all_ended, spec, start_service, submit, wait_for
 
 from nomad_gpu.devcluster import DevCluster
-
-ONE_GPU = {"name": "one", "nodes": [{"name": "n1", "gpus": [{"model": "NVIDIA A100-SXM4-80GB", "count": 1,
-                                                               "memory_mib": 81920}]}]}
 
 
 @pytest.mark.e2e

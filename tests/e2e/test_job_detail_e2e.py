@@ -3,25 +3,17 @@ service (and `logs -f` through the CLI) from the dev cluster's client filesystem
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 import requests
-from harness import dev_cluster, spec, start_service, submit, wait_for
+from harness import spec, start_service, submit, wait_for
 
 from nomad_gpu.cli.api_client import ApiClient
 from nomad_gpu.cli.control import follow_logs
 from nomad_gpu.devcluster import DevCluster
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def seed() -> Iterator[DevCluster]:
-    dc = dev_cluster("seed-a800", speed=10.0)
-    yield dc
-    dc.stop()
 
 
 def test_allocations_hcl_and_logs_of_a_job(seed: DevCluster, tmp_path: Path) -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,13 +21,6 @@ from harness import (
 from nomad_gpu.devcluster import DevCluster
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def seed() -> Iterator[DevCluster]:
-    dc = dev_cluster("seed-a800", speed=10.0)
-    yield dc
-    dc.stop()
 
 
 def test_queue_drains_onto_eight_gpus_without_double_booking(seed: DevCluster, tmp_path: Path) -> None:

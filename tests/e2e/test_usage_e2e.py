@@ -4,26 +4,18 @@ running entry's utilisation, counts idle GPUs in its metrics, and `queue` flags 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
-from harness import dev_cluster, start_service, submit, wait_for
+from harness import start_service, submit, wait_for
 
 from nomad_gpu.cli.queueview import queue_row
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.service.settings import UsageSettings
 
 pytestmark = pytest.mark.e2e
-
-
-@pytest.fixture
-def seed() -> Iterator[DevCluster]:
-    dc = dev_cluster("seed-a800", speed=10.0)
-    yield dc
-    dc.stop()
 
 
 def _spec(name: str, util: int) -> str:
