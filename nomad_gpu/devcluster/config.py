@@ -100,6 +100,10 @@ class NodeSpec(BaseModel):
     # Task drivers the node fingerprints, name -> healthy; a job needing a missing or unhealthy
     # driver cannot be placed there ("missing drivers", `scheduler/feasible/feasible.go` v2.0.5).
     drivers: dict[str, bool] = Field(default_factory=lambda: {"docker": True, "exec": True, "raw_exec": True})
+    # The client's `host_volume` blocks, by name; a group asking for a host volume the node lacks cannot be
+    # placed there ("missing compatible host volumes", HostVolumeChecker, `scheduler/feasible/feasible.go`
+    # v2.0.5).
+    host_volumes: tuple[Annotated[str, Field(pattern=_NAME_RE)], ...] = ()
     gpus: tuple[GpuSpec, ...] = ()
     # Which device plugin fingerprints the GPUs. `nvidia` (the stock nomad-device-nvidia) advertises
     # every GPU whole, shared ones too: sharing is then only the service's advisory `sharing:` setting.

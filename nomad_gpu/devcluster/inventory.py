@@ -137,6 +137,7 @@ class Node:
     device_plugin: str = "nvidia"
     """`nvidia` (the stock plugin) or `nomad-gpu` (the project's), from the cluster file."""
     drivers: dict[str, bool] = field(default_factory=lambda: {"docker": True, "exec": True, "raw_exec": True})
+    host_volumes: tuple[str, ...] = ()
     version: str = NOMAD_VERSION  # the Nomad release the cluster plays
     status: str = "ready"
     eligibility: str = "eligible"
@@ -222,6 +223,13 @@ class Node:
             "Networks": {"ReservedHostPorts": ""},
         }
 
+    def host_volumes_json(self) -> dict[str, Any] | None:
+        """`Node.HostVolumes` (`ClientHostVolumeConfig`: Name, Path, ReadOnly; `nomad/structs`, v2.0.5)."""
+        if not self.host_volumes:
+            return None
+        return {name: {"Name": name, "Path": f"/opt/nomad/volumes/{name}", "ReadOnly": False}
+                for name in self.host_volumes}
+
     def drivers_json(self) -> dict[str, Any]:
         return {
             name: {"Attributes": None, "Detected": True, "Healthy": healthy,
@@ -258,7 +266,7 @@ class Node:
             "Events": [{"Message": "Node registered", "Subsystem": "Cluster", "Details": None,
                         "Timestamp": "2026-01-01T00:00:00Z", "CreateIndex": 0}],
             "Drivers": self.drivers_json(),
-            "HostVolumes": None,
+            "HostVolumes": self.host_volumes_json(),
             "HostNetworks": None,
             "CSIControllerPlugins": None,
             "CSINodePlugins": None,
@@ -284,7 +292,7 @@ class Node:
             "Status": self.status,
             "StatusDescription": "",
             "Drivers": self.drivers_json(),
-            "HostVolumes": None,
+            "HostVolumes": self.host_volumes_json(),
             "LastDrain": self.last_drain,
             "CreateIndex": self.create_index,
             "ModifyIndex": self.modify_index,
@@ -356,4 +364,5 @@ def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
         shared_gpus=tuple(advisory),
         device_plugin=spec.device_plugin,
         drivers=dict(spec.drivers),
+        host_volumes=tuple(spec.host_volumes),
     )

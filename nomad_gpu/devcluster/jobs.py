@@ -105,6 +105,7 @@ class GroupAsk:
     reschedule_attempts: int
     reschedule_unlimited: bool
     job_constraints: int = 0  # how many of `constraints` are job-level (for distinct_hosts' scope)
+    host_volumes: tuple[str, ...] = ()  # sources of the group's `volume` blocks of type host
 
     @property
     def cpu(self) -> int:
@@ -253,6 +254,8 @@ def _group_ask(job: JSON, group: JSON) -> GroupAsk:
         reschedule_attempts=int(reschedule.get("Attempts") or 0),
         reschedule_unlimited=bool(reschedule.get("Unlimited")),
         job_constraints=len(job.get("Constraints") or []),
+        host_volumes=tuple(sorted(str(v.get("Source") or "") for v in (group.get("Volumes") or {}).values()
+                                  if (v or {}).get("Type") == "host")),
     )
 
 

@@ -32,6 +32,7 @@ from .units import compare_quantities
 logger = logging.getLogger(__name__)
 
 FILTER_DRIVERS = "missing drivers"  # `scheduler/feasible/feasible.go`, v2.0.5
+FILTER_HOST_VOLUMES = "missing compatible host volumes"  # HostVolumeChecker, `scheduler/feasible/feasible.go`, v2.0.5
 _warned: set[tuple[str, str]] = set()
 
 
@@ -193,9 +194,11 @@ def glob_match(pattern: str, text: str) -> bool:
 
 def _infeasible(ask: GroupAsk, node: Node, jobs_here: frozenset[tuple[str, str, str]]) -> str | None:
     """Why feasibility checks filter the node out (`scheduler/feasible/feasible.go`, v2.0.5):
-    drivers first, then constraints (job, group and task), then `distinct_hosts`."""
+    drivers first, then host volumes, then constraints (job, group and task), then `distinct_hosts`."""
     if not all(node.drivers.get(task.driver, False) for task in ask.tasks):
         return FILTER_DRIVERS
+    if not set(ask.host_volumes) <= set(node.host_volumes):
+        return FILTER_HOST_VOLUMES
     resolve = constraints.literal_or(lambda target: _node_target(target, node))
     for position, constraint in enumerate(ask.constraints):
         if constraint.operand == constraints.DISTINCT_HOSTS:

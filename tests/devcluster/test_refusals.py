@@ -128,3 +128,25 @@ def test_unknown_device_attributes_are_not_found(seed: DevCluster, client: nomad
     submit(client, jobspec("dev-power", gpus=1, duration=3600,
                            device_constraints=[("${device.attr.power}", ">=", "50 W")]))
     wait_until(lambda: job_allocs(seed.audit(), "dev-power"))
+
+
+def test_a_host_volume_the_node_lacks_makes_it_infeasible(make_cluster: ClusterFactory) -> None:
+    """HostVolumeChecker (`scheduler/feasible/feasible.go`, v2.0.5): the service's own job keeps its queue on
+    a host volume, and only a node whose client declares that volume can run it."""
+    from nomad_gpu.render import JobRenderer, ServiceJobSettings
+
+    hcl = JobRenderer().render_service_job(ServiceJobSettings(image="nomad-gpu:1", job_id="svc"))
+    without = make_cluster(TWO_NODES)
+    client = nomad.Nomad(address=without.url, timeout=5)
+    client.jobs.register_job({"Job": client.jobs.parse(hcl), "Submission": {"Source": hcl, "Format": "hcl2"}})
+    assert job_allocs(without.audit(), "svc") == []
+    (blocked,) = [e for e in _evaluations(without, "svc") if e["Status"] == "blocked"]
+    assert blocked["FailedTGAllocs"]["nomad-gpu"]["ConstraintFiltered"]["missing compatible host volumes"] >= 1
+    nodes = [dict(TWO_NODES["nodes"][0], host_volumes=["nomad-gpu"]), *TWO_NODES["nodes"][1:]]
+    with_volume = make_cluster({**TWO_NODES, "nodes": nodes})
+    client = nomad.Nomad(address=with_volume.url, timeout=5)
+    node = client.node.get_node(with_volume.node_ids()["n1"])
+    assert node["HostVolumes"]["nomad-gpu"]["Name"] == "nomad-gpu"
+    client.jobs.register_job({"Job": client.jobs.parse(hcl), "Submission": {"Source": hcl, "Format": "hcl2"}})
+    wait_until(lambda: job_allocs(with_volume.audit(), "svc"))
+    assert {a["node_id"] for a in job_allocs(with_volume.audit(), "svc")} == {with_volume.node_ids()["n1"]}
