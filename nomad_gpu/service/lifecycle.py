@@ -26,8 +26,8 @@ import logging
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
 from nomad_gpu.domain.cycle import Admit
 from nomad_gpu.domain.errors import InvalidRequest, LedgerConflict
@@ -37,10 +37,11 @@ from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.nomad.client import NomadError, NomadForbidden
 from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
-from nomad_gpu.render import JobSpec, RenderError
+from nomad_gpu.render import RenderError
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
+from nomad_gpu.service.tracking import LIVE, Draining, Executor, NotSent, Tracked, backoff_s
 from nomad_gpu.service.translate import job_request, placement_from_json, placement_json, render_placement, spec_of
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.entries import parse_job_id
@@ -49,56 +50,10 @@ from nomad_gpu.store.sqlite import Admission, SqliteStore, StopIntent
 logger = logging.getLogger(__name__)
 
 FOREIGN = Team("_nomad")
-LIVE = (EntryState.ADMITTED, EntryState.RUNNING)
 STOPS_CHECK_S = 0.5
 """How often stop intents are looked for (each failed stop already waits 0.5 s or more before its retry)."""
 _ALLOC_INDEX_MAX = 10_000
 """Allocations whose last index is remembered (to drop stale replays): only recent ones can be replayed."""
-
-
-class _NotSent(Exception):
-    """The register was skipped: the attempt had ended before its turn came."""
-
-
-class Executor(Protocol):
-    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Any: ...
-
-
-def backoff_s(failures: int, base_s: float = 0.5, cap_s: float = 30.0) -> float:
-    return min(cap_s, base_s * 2 ** max(0, failures - 1))
-
-
-@dataclass
-class Tracked:
-    """A queued, admitted or running entry, with what Nomad told us about its current attempt."""
-
-    entry: QueueEntry
-    spec: JobSpec | None
-    request: JobRequest | None
-    allocs: dict[str, AllocInfo] = field(default_factory=dict)
-    registering: bool = False
-    failures: int = 0
-    retry_at: float = 0.0
-    running_since: float = 0.0
-    """When this process saw the attempt start (0 after a restart: its admission time stands in)."""
-    avoid: dict[NodeId, float] = field(default_factory=dict)
-    """Nodes where Nomad refused this entry, until when they are left out of its candidates."""
-
-
-@dataclass
-class Draining:
-    """An ended attempt whose capacity stays held until Nomad confirms its job stopped and ended."""
-
-    job_id: str
-    namespace: str
-    entry_id: str
-    allocs: dict[str, AllocInfo]
-    register_in_flight: bool
-    stopped: bool = False
-
-    @property
-    def key(self) -> EntryId:
-        return EntryId(f"job:{self.job_id}")
 
 
 class Lifecycle:
@@ -200,7 +155,7 @@ class Lifecycle:
             if (t is None or t.entry.state is not EntryState.ADMITTED or t.entry.attempts != admitted.attempts
                     or t.spec is None):
                 self._register_done(admitted.id, admitted.nomad_job_id)
-                self._registered(admitted, _NotSent())
+                self._registered(admitted, NotSent())
                 return
             entry, spec = t.entry, t.spec
             entry_id = entry.id

@@ -16,7 +16,8 @@ from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.nomad.client import NomadError
 from nomad_gpu.nomad.decode import AllocInfo
-from nomad_gpu.service.lifecycle import LIVE, Lifecycle, Tracked
+from nomad_gpu.service.lifecycle import Lifecycle
+from nomad_gpu.service.tracking import LIVE, Tracked
 from nomad_gpu.service.translate import placement_from_json
 from nomad_gpu.store import EntryState
 

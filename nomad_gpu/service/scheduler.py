@@ -28,11 +28,12 @@ from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
 from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.render.sweep import expand_sweep
 from nomad_gpu.service.actuator import NomadActuator
-from nomad_gpu.service.lifecycle import LIVE, Executor, Lifecycle, Tracked
+from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.reconcile import Reconciler
 from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.tracking import LIVE, Executor, Tracked
 from nomad_gpu.service.translate import check_supported
 from nomad_gpu.service.views import inventory_view
 from nomad_gpu.store import EntryState, QueueEntry

@@ -449,7 +449,7 @@ def test_each_committed_admission_observes_its_wait_and_a_rolled_back_one_none(
 
 
 def test_the_live_index_always_matches_the_entries(clock: Clock, ex: ManualExecutor) -> None:
-    from nomad_gpu.service.lifecycle import LIVE
+    from nomad_gpu.service.tracking import LIVE
 
     nomad, store = FakeNomad(), SqliteStore()
     svc = service(store, nomad, clock, ex)

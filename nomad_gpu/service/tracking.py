@@ -1,0 +1,67 @@
+"""What the life cycle keeps about each entry and each ended attempt, and the seams it is driven through.
+
+Kept apart from `lifecycle.py` (which alone moves entries) so that the reconciler, the scheduler and the
+read views can name these without reaching into the life cycle's workings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from nomad_gpu.domain.ids import EntryId, NodeId
+from nomad_gpu.domain.requests import JobRequest
+from nomad_gpu.nomad.decode import AllocInfo
+from nomad_gpu.render import JobSpec
+from nomad_gpu.store import EntryState, QueueEntry
+
+LIVE = (EntryState.ADMITTED, EntryState.RUNNING)
+"""States in which an entry holds capacity and has (or will have) a Nomad job."""
+
+
+class NotSent(Exception):
+    """The register was skipped: the attempt had ended before its turn came."""
+
+
+class Executor(Protocol):
+    def submit(self, fn: Callable[..., Any], /, *args: Any) -> Any: ...
+
+
+def backoff_s(failures: int, base_s: float = 0.5, cap_s: float = 30.0) -> float:
+    return min(cap_s, base_s * 2 ** max(0, failures - 1))
+
+
+@dataclass
+class Tracked:
+    """A queued, admitted or running entry, with what Nomad told us about its current attempt."""
+
+    entry: QueueEntry
+    spec: JobSpec | None
+    request: JobRequest | None
+    allocs: dict[str, AllocInfo] = field(default_factory=dict)
+    registering: bool = False
+    failures: int = 0
+    retry_at: float = 0.0
+    running_since: float = 0.0
+    """When this process saw the attempt start (0 after a restart: its admission time stands in)."""
+    avoid: dict[NodeId, float] = field(default_factory=dict)
+    """Nodes where Nomad refused this entry, until when they are left out of its candidates."""
+
+
+@dataclass
+class Draining:
+    """An ended attempt whose capacity stays held until Nomad confirms its job stopped and ended."""
+
+    job_id: str
+    namespace: str
+    entry_id: str
+    allocs: dict[str, AllocInfo]
+    register_in_flight: bool
+    stopped: bool = False
+
+    @property
+    def key(self) -> EntryId:
+        return EntryId(f"job:{self.job_id}")
+
+
