@@ -60,6 +60,8 @@ class Gpu:
     """The Nomad device group (name) of `share_ids`: `<model>`, or `<model> (<N> slots)`."""
     vendor: str = "nvidia"
     """The fingerprint's device vendor: the job's device block is `<vendor>/gpu/<model>`."""
+    pci_bus_id: str | None = None
+    """Where the GPU sits (its fingerprint's `Locality.PciBusID`); None when not reported."""
 
     def instances_for(self, milli: int) -> int:
         """Share instances a share of `milli` takes: ceil(milli / (1000 / N)), exactly in integers."""
@@ -82,6 +84,9 @@ class MigSlice:
     memory_mib: int = 0
     healthy: bool = True
     vendor: str = "nvidia"
+    pci_bus_id: str | None = None
+    """The parent GPU's PCI bus ID (MIG instances share it): which instances are slices of one GPU. None
+    when not reported."""
 
     @property
     def device_name(self) -> str:

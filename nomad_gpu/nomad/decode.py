@@ -250,11 +250,13 @@ def _decode_group(node: Node, group: Mapping[str, Any], sharing: SharingConfig, 
                 profile = MigProfile.parse(split[1])
             except InvalidInventory as exc:
                 raise InvalidInventory(f"device {name!r}: {exc}") from exc
-            found_migs.append(MigSlice(iid, split[0], profile, memory, healthy, vendor=vendor))
+            found_migs.append(MigSlice(iid, split[0], profile, memory, healthy, vendor=vendor,
+                                       pci_bus_id=_pci_bus_id(inst)))
             continue
         rule = sharing.rule_for(node, iid, name)
         mode = GpuMode.SHARED if rule is not None else GpuMode.WHOLE
-        found_gpus.append(Gpu(iid, name, memory, healthy, mode, rule.slots if rule else None, vendor=vendor))
+        found_gpus.append(Gpu(iid, name, memory, healthy, mode, rule.slots if rule else None, vendor=vendor,
+                              pci_bus_id=_pci_bus_id(inst)))
     gpus.extend(found_gpus)
     migs.extend(found_migs)
 
@@ -263,19 +265,30 @@ def _decode_shares(name: str, memory: int, instances: Sequence[Mapping[str, Any]
     """The device plugin's share instances, one `Gpu` per GPU UUID they map back to; its N slots are
     the instances found (the plugin keeps a vanished one listed, unhealthy)."""
     by_gpu: dict[str, list[tuple[int, InstanceId, bool]]] = {}
+    bus_of: dict[str, str | None] = {}
     for inst in instances:
         iid = _instance_id(inst, name)
         uuid, sep, k = iid.rpartition(SHARE_SEP)
         if not sep or not uuid or not k.isdigit():
             raise InvalidInventory(f"device {name!r}: share instance ID {iid!r} is not <GPU uuid>{SHARE_SEP}<k>")
         by_gpu.setdefault(uuid, []).append((int(k), iid, bool(inst.get("Healthy", True))))
+        bus_of.setdefault(uuid, _pci_bus_id(inst))
     model = _SLOTS_SUFFIX.sub("", name)
     out = []
     for uuid, found in by_gpu.items():
         found.sort()
         out.append(Gpu(InstanceId(uuid), model, memory, all(h for _, _, h in found), GpuMode.SHARED, len(found),
-                       share_ids=tuple(i for _, i, _ in found), share_device=name))
+                       share_ids=tuple(i for _, i, _ in found), share_device=name, pci_bus_id=bus_of[uuid]))
     return out
+
+
+def _pci_bus_id(inst: Mapping[str, Any]) -> str | None:
+    """`Instances[].Locality.PciBusID` (`NodeDevice.Locality *NodeDeviceLocality`, api/resources.go and
+    nomad/structs/structs.go, v2.0.5): a pointer, so null or absent where a plugin sets none, and an empty
+    string is none too. MIG instances carry their parent GPU's (reference/nomad-api.md section 5)."""
+    locality = inst.get("Locality")
+    bus = locality.get("PciBusID") if isinstance(locality, Mapping) else None
+    return str(bus) if bus else None
 
 
 def _instance_id(inst: Mapping[str, Any], group: str) -> InstanceId:

@@ -100,6 +100,38 @@ def test_mixed_whole_and_mig(h100: dict[str, Any]) -> None:
     assert node.cpu_mhz == 95_000 and node.memory_mb == 512_952
 
 
+def test_mig_instances_carry_their_parent_gpus_bus_id(h100: dict[str, Any]) -> None:
+    """`Instances[].Locality.PciBusID`: MIG instances of one GPU share their parent's, so they group by it."""
+    node = decode_node(h100)
+    assert [g.pci_bus_id for g in node.gpus] == [f"00000000:{b}7:00.0" for b in "0123"]
+    by_bus: dict[str | None, list[str]] = {}
+    for m in node.migs:
+        by_bus.setdefault(m.pci_bus_id, []).append(m.profile.name)
+    assert by_bus == {"00000000:47:00.0": ["3g.40gb", "3g.40gb"],
+                      "00000000:57:00.0": ["3g.40gb", "1g.10gb", "1g.10gb", "1g.10gb", "1g.10gb"]}
+
+
+@pytest.mark.parametrize("locality", [
+    pytest.param(None, id="null"), pytest.param({}, id="empty"), pytest.param({"PciBusID": ""}, id="blank"),
+    pytest.param("absent", id="absent"),
+])
+def test_a_missing_locality_leaves_the_bus_id_unknown(h100: dict[str, Any], locality: Any) -> None:
+    for group in h100["NodeResources"]["Devices"]:
+        for inst in group["Instances"]:
+            if locality == "absent":
+                inst.pop("Locality", None)
+            else:
+                inst["Locality"] = locality
+    node = decode_node(h100)
+    assert len(node.migs) == 7 and all(m.pci_bus_id is None for m in node.migs)
+    assert all(g.pci_bus_id is None for g in node.gpus)
+
+
+def test_a_shared_gpu_keeps_its_bus_id(shared: dict[str, Any]) -> None:
+    by_id = {g.id: g for g in decode_node(shared).gpus}
+    assert by_id["GPU-cf781d8d-e801-f404-768f-417c36359c13"].pci_bus_id == "00000000:07:00.0"
+
+
 def test_unhealthy_instances_offer_nothing(h100: dict[str, Any]) -> None:
     nf = NodeFree.of(decode_node(h100), ())
     assert sum(len(ids) for ids in nf.whole_free().values()) == 3
