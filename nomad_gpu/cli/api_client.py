@@ -1,4 +1,9 @@
-"""A small client of the service's HTTP API, for the CLI (NOMAD_GPU_ADDR, NOMAD_GPU_TOKEN)."""
+"""A small client of the service's HTTP API, for the CLI (NOMAD_GPU_ADDR, NOMAD_GPU_TOKEN).
+
+Answers come back as the typed payloads the service built them from (`nomad_gpu.api.payloads`), so no
+command reads a field by a string key; an answer that does not have the agreed shape is an
+UnreadableReply (exit code 1), never a KeyError.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,18 @@ from typing import Any
 
 import requests
 
+from nomad_gpu.api.payloads import (
+    Allocations,
+    Entries,
+    Entry,
+    ErrorReply,
+    Hcl,
+    Inventory,
+    NodeView,
+    Patch,
+    Status,
+    Sweep,
+)
 from nomad_gpu.domain.errors import NomadGpuError
 
 
@@ -40,37 +57,37 @@ class ApiClient:
         except ValueError:
             body = {"error": resp.text.strip()}
         if resp.status_code >= 400:
-            raise ServiceError(str(body.get("error") if isinstance(body, dict) else body), resp.status_code)
+            raise ServiceError(_refusal(body), resp.status_code)
         return body
 
-    def submit(self, spec_text: str, idempotency_key: str | None = None) -> list[dict[str, Any]]:
+    def submit(self, spec_text: str, idempotency_key: str | None = None) -> list[Entry]:
         headers = {"Content-Type": "application/yaml"}
         if idempotency_key:
             headers["Idempotency-Key"] = idempotency_key
-        return list(self.call("POST", "/v1/jobs", data=spec_text.encode(), headers=headers)["entries"])
+        return list(Entries.from_json(self.call("POST", "/v1/jobs", data=spec_text.encode(), headers=headers)).entries)
 
-    def jobs(self, state: str | None = None, sweep: str | None = None, eta: bool = False) -> list[dict[str, Any]]:
+    def jobs(self, state: str | None = None, sweep: str | None = None, eta: bool = False) -> list[Entry]:
         params = {k: v for k, v in (("state", state), ("sweep", sweep), ("eta", "true" if eta else "")) if v}
-        return list(self.call("GET", "/v1/jobs", params=params)["entries"])
+        return list(Entries.from_json(self.call("GET", "/v1/jobs", params=params)).entries)
 
-    def job(self, entry_id: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/v1/jobs/{entry_id}"))
+    def job(self, entry_id: str) -> Entry:
+        return Entry.from_json(self.call("GET", f"/v1/jobs/{entry_id}"))
 
-    def cancel(self, entry_id: str) -> dict[str, Any]:
-        return dict(self.call("DELETE", f"/v1/jobs/{entry_id}"))
+    def cancel(self, entry_id: str) -> Entry:
+        return Entry.from_json(self.call("DELETE", f"/v1/jobs/{entry_id}"))
 
-    def act(self, entry_id: str, action: str) -> dict[str, Any]:
+    def act(self, entry_id: str, action: str) -> Entry:
         """`hold`, `release` or `requeue` one entry."""
-        return dict(self.call("POST", f"/v1/jobs/{entry_id}/{action}"))
+        return Entry.from_json(self.call("POST", f"/v1/jobs/{entry_id}/{action}"))
 
-    def update(self, entry_id: str, **fields: Any) -> dict[str, Any]:
-        return dict(self.call("PATCH", f"/v1/jobs/{entry_id}", json=fields))
+    def update(self, entry_id: str, change: Patch) -> Entry:
+        return Entry.from_json(self.call("PATCH", f"/v1/jobs/{entry_id}", json=change.to_json()))
 
-    def allocations(self, entry_id: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/v1/jobs/{entry_id}/allocations"))
+    def allocations(self, entry_id: str) -> Allocations:
+        return Allocations.from_json(self.call("GET", f"/v1/jobs/{entry_id}/allocations"))
 
-    def hcl(self, entry_id: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/v1/jobs/{entry_id}/hcl"))
+    def hcl(self, entry_id: str) -> Hcl:
+        return Hcl.from_json(self.call("GET", f"/v1/jobs/{entry_id}/hcl"))
 
     def logs(self, entry_id: str, log_type: str, offset: int = 0, **where: Any) -> tuple[bytes, int, bool]:
         """Log bytes from ``offset``, the offset after them, and whether the allocation has ended."""
@@ -81,21 +98,29 @@ class ApiClient:
             raise ServiceUnreachable(f"cannot reach nomad-gpu at {self.address} ({type(exc).__name__})") from exc
         if resp.status_code >= 400:
             try:
-                message = str(resp.json().get("error"))
-            except (ValueError, AttributeError):
+                message = _refusal(resp.json())
+            except ValueError:
                 message = resp.text.strip()
             raise ServiceError(message, resp.status_code)
         next_offset = int(resp.headers.get("X-Log-Offset") or offset + len(resp.content))
         return resp.content, next_offset, resp.headers.get("X-Log-Ended") == "true"
 
-    def cancel_sweep(self, sweep_id: str) -> dict[str, Any]:
-        return dict(self.call("DELETE", f"/v1/sweeps/{sweep_id}"))
+    def cancel_sweep(self, sweep_id: str) -> Sweep:
+        return Sweep.from_json(self.call("DELETE", f"/v1/sweeps/{sweep_id}"))
 
-    def sweep(self, sweep_id: str) -> dict[str, Any]:
-        return dict(self.call("GET", f"/v1/sweeps/{sweep_id}"))
+    def sweep(self, sweep_id: str) -> Sweep:
+        return Sweep.from_json(self.call("GET", f"/v1/sweeps/{sweep_id}"))
 
-    def inventory(self) -> list[dict[str, Any]]:
-        return list(self.call("GET", "/v1/inventory")["nodes"])
+    def inventory(self) -> list[NodeView]:
+        return list(Inventory.from_json(self.call("GET", "/v1/inventory")).nodes)
 
-    def status(self) -> dict[str, Any]:
-        return dict(self.call("GET", "/v1/status"))
+    def status(self) -> Status:
+        return Status.from_json(self.call("GET", "/v1/status"))
+
+
+def _refusal(body: Any) -> str:
+    """The one line of a refusal (`{"error": ...}`), or the body itself when it is something else."""
+    try:
+        return ErrorReply.from_json(body).error
+    except NomadGpuError:
+        return str(body)

@@ -14,6 +14,7 @@ from typing import Any
 
 import click
 
+from nomad_gpu.api.payloads import Entry, Patch
 from nomad_gpu.cli.api_client import ApiClient, ServiceError
 from nomad_gpu.cli.errors import friendly
 from nomad_gpu.cli.output import emit_json
@@ -27,13 +28,13 @@ def _client() -> ApiClient:
     return client()
 
 
-def _done(entry: dict[str, Any], as_json: bool, note: str = "") -> None:
+def _done(entry: Entry, as_json: bool, note: str = "") -> None:
     if as_json:
-        emit_json(entry)
+        emit_json(entry.to_json())
         return
-    extra = f"  priority {entry['priority']}" if note == "priority" else ""
-    held = "  (held)" if entry.get("held") else ""
-    click.echo(f"{entry['id']}  {entry['state']}{held}{extra}")
+    extra = f"  priority {entry.priority}" if note == "priority" else ""
+    held = "  (held)" if entry.held else ""
+    click.echo(f"{entry.id}  {entry.state}{held}{extra}")
 
 
 @click.command()
@@ -70,7 +71,7 @@ def requeue(entry_id: str, as_json: bool) -> None:
 @friendly
 def update(entry_id: str, priority: int, as_json: bool) -> None:
     """Change a waiting or running entry's priority."""
-    _done(_client().update(entry_id, priority=priority), as_json, "priority")
+    _done(_client().update(entry_id, Patch(priority=priority)), as_json, "priority")
 
 
 @click.command()
@@ -115,4 +116,4 @@ def follow_logs(client: ApiClient, entry_id: str, log_type: str, follow: bool, *
 
 
 def _starting(client: ApiClient, entry_id: str) -> bool:
-    return client.job(entry_id).get("state") in ("admitted", "running")
+    return client.job(entry_id).state in ("admitted", "running")

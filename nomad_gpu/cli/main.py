@@ -20,6 +20,7 @@ from typing import Any
 import click
 
 from nomad_gpu import __version__
+from nomad_gpu.api.payloads import Allocations
 from nomad_gpu.cli.api_client import ApiClient
 from nomad_gpu.cli.errors import friendly
 from nomad_gpu.cli.output import emit_json, table
@@ -59,10 +60,10 @@ def submit(spec_file: Path, idempotency_key: str | None, as_json: bool) -> None:
     load_spec(spec_file)  # validate locally first: the same clear, located error without a round trip
     entries = _client().submit(spec_file.read_text(encoding="utf-8"), idempotency_key)
     if as_json:
-        emit_json(entries)
+        emit_json([e.to_json() for e in entries])
         return
     for e in entries:
-        click.echo(f"{e['id']}  {e['name']}  {e['state']}  (nomad job {e['nomad_job_id']})")
+        click.echo(f"{e.id}  {e.name}  {e.state}  (nomad job {e.nomad_job_id})")
 
 
 @main.command()
@@ -78,9 +79,9 @@ def queue(state: str | None, sweep_id: str | None, wide: bool, as_json: bool) ->
     client = _client()
     entries = client.jobs(state, sweep_id, eta=True)
     if as_json:
-        emit_json(entries)
+        emit_json([e.to_json() for e in entries])
         return
-    names = _node_names(client) if any(e.get("placements") for e in entries) else {}
+    names = _node_names(client) if any(e.placements for e in entries) else {}
     now = time.time()
     table(None, QUEUE_WIDE_COLUMNS if wide else QUEUE_COLUMNS, [queue_row(e, names, now, wide) for e in entries])
 
@@ -90,7 +91,7 @@ def _node_names(client: ApiClient) -> dict[str, str]:
     from nomad_gpu.cli.api_client import ServiceError
 
     try:
-        return {str(n["id"]): str(n.get("name") or n["id"]) for n in client.inventory()}
+        return {n.id: n.name or n.id for n in client.inventory()}
     except ServiceError:  # e.g. a token that may list its entries but not the inventory
         return {}
 
@@ -108,27 +109,27 @@ def status(entry_id: str | None, hcl: bool, as_json: bool) -> None:
     if not entry_id:
         if hcl:
             raise ValueError("--hcl needs an entry ID: nomad-gpu status ID --hcl")
-        emit_json(client.status())
+        emit_json(client.status().to_json())
         return
     if hcl:
-        click.echo(client.hcl(entry_id)["hcl"], nl=False)
+        click.echo(client.hcl(entry_id).hcl, nl=False)
         return
     info = client.job(entry_id)
-    nomad: dict[str, Any] | None = None
+    nomad: Allocations | None = None
     nomad_error = None
     try:
         nomad = client.allocations(entry_id)
     except ServiceError as exc:  # Nomad unreachable: the service's own record still answers
         nomad_error = str(exc)
     if as_json:
-        extra = {k: nomad[k] for k in ("started_at", "waited_s", "ran_s", "allocations", "nomad_ui") if k in nomad} \
-            if nomad is not None else {}
-        emit_json({**info, **extra})
+        times = nomad.to_json() if nomad is not None else {}
+        extra = {k: times[k] for k in ("started_at", "waited_s", "ran_s", "allocations", "nomad_ui") if k in times}
+        emit_json({**info.to_json(), **extra})
         return
     from nomad_gpu.cli.entryview import status_lines
     from nomad_gpu.cli.queueview import usage_note
 
-    names = _node_names(client) if info.get("placements") else {}
+    names = _node_names(client) if info.placements else {}
     for label, value in status_lines(info, nomad, nomad_error, names):
         click.echo(f"{label:13} {value}")
     if note := usage_note(info, time.time()):
@@ -159,9 +160,9 @@ def cancel(entry_id: str, as_json: bool) -> None:
         print_cancelled_sweep(sweep_info, as_json)
         return
     if as_json:
-        emit_json(e)
+        emit_json(e.to_json())
         return
-    click.echo(f"{e['id']}  {e['state']}")
+    click.echo(f"{e.id}  {e.state}")
 
 
 @main.command()
@@ -169,17 +170,21 @@ def cancel(entry_id: str, as_json: bool) -> None:
 @click.option("--devices", is_flag=True, help="One row per GPU and MIG instance: its use and who holds it.")
 @friendly
 def inventory(as_json: bool, devices: bool) -> None:
-    """GPU, MIG and time-slice capacity per node, free and total (in GPU-equivalents too)."""
-    from nomad_gpu.cli.inventoryview import DEVICE_COLUMNS, NODE_COLUMNS, device_rows, node_row
+    """GPU, MIG and time-slice capacity per node, free and total (in GPU-equivalents too), and each
+    MIG-partitioned GPU drawn as its slices: which are used, and by which entry."""
+    from nomad_gpu.cli.inventoryview import DEVICE_COLUMNS, MIG_COLUMNS, NODE_COLUMNS, device_rows, mig_rows, node_row
 
-    nodes = sorted(_client().inventory(), key=lambda n: (n["name"], n["id"]))
+    nodes = sorted(_client().inventory(), key=lambda n: (n.name, n.id))
     if as_json:
-        emit_json(nodes)
+        emit_json([n.to_json() for n in nodes])
         return
     if devices:
         table(None, DEVICE_COLUMNS, [row for n in nodes for row in device_rows(n)])
-    else:
-        table(None, NODE_COLUMNS, [node_row(n) for n in nodes])
+        return
+    table(None, NODE_COLUMNS, [node_row(n) for n in nodes])
+    if migs := [row for n in nodes for row in mig_rows(n)]:
+        click.echo("")
+        table(None, MIG_COLUMNS, migs)
 
 
 @main.command()

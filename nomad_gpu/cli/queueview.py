@@ -1,17 +1,18 @@
 """The rows of `nomad-gpu queue`: what each entry asks for, how long it has waited, where it runs.
 
-The service's entry JSON is stored data (the validated spec, placements by node ID); people ask "what
-does it want", "how long has it waited" and "on which node". This module answers those from one entry
-and a map of node IDs to names (the API's inventory view), with no I/O of its own, so it is tested as
-a table of entries. `--json` keeps printing the entries themselves.
+The service's entry (`nomad_gpu.api.payloads.Entry`) is stored data (the validated spec, placements by
+node ID); people ask "what does it want", "how long has it waited" and "on which node". This module
+answers those from one entry and a map of node IDs to names (the API's inventory view), with no I/O of
+its own, so it is tested as a table of entries. `--json` keeps printing the entries themselves.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
+from nomad_gpu.api.payloads import Entry, Placement, Usage
 from nomad_gpu.cli.output import Column
 
 __all__ = ["QUEUE_COLUMNS", "QUEUE_WIDE_COLUMNS", "eta_of", "queue_row", "request_of", "short_model", "usage_note",
@@ -63,14 +64,14 @@ def _group_request(group: Mapping[str, Any], placed_model: str | None, wide: boo
     return None
 
 
-def request_of(entry: Mapping[str, Any], wide: bool = False) -> str:
+def request_of(entry: Entry, wide: bool = False) -> str:
     """`2 x A100`, `mig 3g.40gb`, `share 250m`; groups joined with ` + `; `cpu only` without a GPU."""
-    spec = entry.get("spec") or {}
+    spec = entry.spec  # the user's validated spec document, as stored
     placed: dict[str, str] = {}
-    for p in entry.get("placements") or []:
-        model = _model_of(p.get("device_name"))
+    for p in entry.placements:
+        model = _model_of(p.device_name)
         if model:
-            placed.setdefault(str(p.get("group")), model)
+            placed.setdefault(p.group, model)
     parts = [part for g in spec.get("groups") or []
              if (part := _group_request(g, placed.get(str(g.get("name"))), wide)) is not None]
     return " + ".join(parts) if parts else "cpu only"
@@ -88,77 +89,70 @@ def duration(seconds: float) -> str:
     return f"{s // 86400}d{s % 86400 // 3600:02d}h"
 
 
-def waited(entry: Mapping[str, Any], now: float) -> str:
+def waited(entry: Entry, now: float) -> str:
     """How long the entry waited for its place: until now while queued, until admission after."""
-    submitted = entry.get("submitted_at")
-    if submitted is None:
-        return ""
-    end = entry.get("admitted_at")
+    end = entry.admitted_at
     if end is None:
-        end = now if entry.get("state") in _WAITING else entry.get("finished_at")
-    return duration(float(end) - float(submitted)) if end is not None else ""
+        end = now if entry.state in _WAITING else entry.finished_at
+    return duration(end - entry.submitted_at) if end is not None else ""
 
 
-def where(entry: Mapping[str, Any], node_names: Mapping[str, str], wide: bool = False) -> str:
+def where(entry: Entry, node_names: Mapping[str, str], wide: bool = False) -> str:
     """`gpu-a800-1: 2 devices` (or `250 milli-GPU`); --wide lists the exact instance IDs."""
-    placements: Sequence[Mapping[str, Any]] = entry.get("placements") or []
-    by_node: dict[str, list[Mapping[str, Any]]] = {}
-    for p in placements:
-        by_node.setdefault(str(p.get("node")), []).append(p)
+    by_node: dict[str, list[Placement]] = {}
+    for p in entry.placements:
+        by_node.setdefault(p.node, []).append(p)
     parts = []
     for node, ps in sorted(by_node.items(), key=lambda kv: node_names.get(kv[0], kv[0])):
         name = node_names.get(node) or node[:8]
+        share = sum(p.share_milli for p in ps)
         if wide:
-            ids = [i for p in ps for i in p.get("instance_ids") or []]
-            share = sum(int(p.get("share_milli") or 0) for p in ps)
+            ids = [i for p in ps for i in p.instance_ids]
             parts.append(f"{name}: {','.join(ids)}" + (f" ({share}m)" if share else ""))
             continue
-        share = sum(int(p.get("share_milli") or 0) for p in ps)
-        devices = sum(len(p.get("instance_ids") or []) for p in ps)
+        devices = sum(len(p.instance_ids) for p in ps)
         held = f"{share} milli-GPU" if share else (f"{devices} device{'s' if devices != 1 else ''}" if devices
                                                    else "no GPU")
         parts.append(f"{name}: {held}")
     return "; ".join(parts)
 
 
-def usage_note(entry: Mapping[str, Any], now: float) -> str:
+def usage_note(entry: Entry, now: float) -> str:
     """`7% util, 3.2/80 GiB` for a running entry whose devices report figures; `IDLE 35m` leads when its
     GPUs are held but idle (the service's idle rule). Empty while nothing is known."""
-    usage = entry.get("usage") or {}
+    usage = entry.usage if isinstance(entry.usage, Usage) else Usage()
     parts = []
-    if usage.get("idle"):
-        since = usage.get("idle_since")
-        parts.append("IDLE" + (f" {duration(now - float(since))}" if since is not None else ""))
-    if usage.get("gpu_util_pct") is not None:
-        parts.append(f"{float(usage['gpu_util_pct']):.0f}% util")
-    used, total = usage.get("gpu_memory_used_mib"), usage.get("gpu_memory_total_mib")
+    if usage.idle:
+        since = usage.idle_since
+        parts.append("IDLE" + (f" {duration(now - since)}" if since is not None else ""))
+    if usage.gpu_util_pct is not None:
+        parts.append(f"{usage.gpu_util_pct:.0f}% util")
+    used, total = usage.gpu_memory_used_mib, usage.gpu_memory_total_mib
     if used is not None:
-        parts.append(f"{float(used) / 1024:.1f}" + (f"/{float(total) / 1024:.0f}" if total else "") + " GiB")
+        parts.append(f"{used / 1024:.1f}" + (f"/{total / 1024:.0f}" if total else "") + " GiB")
     return ", ".join(parts)
 
 
-def eta_of(entry: Mapping[str, Any], now: float) -> str:
+def eta_of(entry: Entry, now: float) -> str:
     """A queued entry's expected start (the service's forecast over runtime estimates): `in 12m`, `now`,
     `unknown` where nothing says when capacity frees; blank for entries no longer waiting."""
-    if entry.get("state") not in _WAITING:
+    if entry.state not in _WAITING:
         return ""
-    if entry.get("held"):
+    if entry.held:
         return "held"
-    eta = entry.get("eta")
-    if eta is None:
+    eta = entry.eta
+    if not isinstance(eta, float):
         return "unknown"
-    ahead = float(eta) - now
+    ahead = eta - now
     return "now" if ahead < 1 else f"in {duration(ahead)}"
 
 
-def queue_row(entry: Mapping[str, Any], node_names: Mapping[str, str], now: float,
-              wide: bool = False) -> tuple[Any, ...]:
-    why = entry.get("reason") or where(entry, node_names, wide)
+def queue_row(entry: Entry, node_names: Mapping[str, str], now: float, wide: bool = False) -> tuple[Any, ...]:
+    why = entry.reason or where(entry, node_names, wide)
     if note := usage_note(entry, now):
         why = f"{why} ({note})" if why else note
-    base = (entry.get("id"), entry.get("name"), entry.get("team"), entry.get("priority"), entry.get("state"),
-            request_of(entry, wide), waited(entry, now), eta_of(entry, now))
+    base = (entry.id, entry.name, entry.team, entry.priority, entry.state, request_of(entry, wide),
+            waited(entry, now), eta_of(entry, now))
     if not wide:
         return (*base, why)
-    return (*base, entry.get("namespace") or "", entry.get("sweep") or "", entry.get("attempts", 0),
-            entry.get("nomad_job_id") or "", why)
+    return (*base, entry.namespace, entry.sweep or "", entry.attempts, entry.nomad_job_id, why)

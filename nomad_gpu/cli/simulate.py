@@ -7,13 +7,12 @@
   task's run time) through the real scheduling cycle: utilisation, queue waits, makespan.
 
 Bad input (a missing file, a bad seed range, an unknown policy) is one line on stderr and exit
-code 2, never a traceback. Registered in `nomad_gpu.cli.main`; runnable alone with
-`python -m nomad_gpu.cli.simulate`.
+code 2, never a traceback (the CLI's one error map, `nomad_gpu.cli.errors`). Registered in
+`nomad_gpu.cli.main`; runnable alone with `python -m nomad_gpu.cli.simulate`.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import time
@@ -23,23 +22,10 @@ from typing import Any, TypeVar
 
 import click
 
-from nomad_gpu.cli.output import fail, table
-from nomad_gpu.domain.errors import NomadGpuError
+from nomad_gpu.cli.errors import friendly
+from nomad_gpu.cli.output import table
 
 F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _friendly(fn: F) -> F:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (NomadGpuError, ValueError) as exc:
-            fail(str(exc) or type(exc).__name__)
-        except OSError as exc:
-            fail(f"{exc.filename or ''}: {exc.strerror or exc}".strip(": "))
-
-    return wrapper  # type: ignore[return-value]
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -106,7 +92,7 @@ def _trace_options(fn: F) -> F:
 @click.option("--json", "as_json", is_flag=True, help="Print the results as one JSON object.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Draw allocation % against arrived % to this PNG file.")
-@_friendly
+@friendly
 def packing(nodes_csv: Path | None, pods_csv: Path | None, policies: tuple[str, ...], tune: float,
             seeds_text: str, workers: int | None, published_csv: Path | None, as_json: bool,
             plot_path: Path | None) -> None:
@@ -190,7 +176,7 @@ def packing(nodes_csv: Path | None, pods_csv: Path | None, policies: tuple[str, 
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Draw utilisation, queue length and the wait CDF to this PNG file.")
-@_friendly
+@friendly
 def replay(nodes_csv: Path | None, pods_csv: Path | None, policies: tuple[str, ...], speedup: float,
            node_fraction: float, seed: int, as_json: bool, plot_path: Path | None) -> None:
     """Queueing replay: arrivals and departures through the real cycle."""

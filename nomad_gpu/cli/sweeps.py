@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
 
 import click
 
+from nomad_gpu.api.payloads import Sweep
 from nomad_gpu.cli.api_client import ApiClient
 from nomad_gpu.cli.errors import friendly
 from nomad_gpu.cli.output import emit_json, table
@@ -57,9 +57,9 @@ def launch(spec_file: Path, watch: bool, as_json: bool) -> None:
         raise ValueError(f"{spec_file}: not a sweep spec (set kind: sweep)")
     client = _client()
     entries = client.submit(spec_file.read_text(encoding="utf-8"))
-    sweep_id = entries[0]["sweep"]
+    sweep_id = entries[0].sweep or ""
     if as_json:
-        emit_json({"sweep": sweep_id, "entries": entries})
+        emit_json({"sweep": sweep_id, "entries": [e.to_json() for e in entries]})
         return
     click.echo(f"sweep {sweep_id}: {len(entries)} trials queued")
     if watch:
@@ -75,7 +75,7 @@ def _follow_sweep(client: ApiClient, sweep_id: str, total: int) -> None:
         task = progress.add_task(sweep_id, total=total, states="")
         while True:
             info = client.sweep(sweep_id)
-            states = info["states"]
+            states = info.states
             done = sum(states.get(s, 0) for s in ("complete", "failed", "cancelled"))
             progress.update(task, completed=done, states=" ".join(f"{k}={v}" for k, v in sorted(states.items())))
             if done >= total:
@@ -92,14 +92,14 @@ def status(sweep_id: str, as_json: bool) -> None:
     from nomad_gpu.cli.entryview import progress, progress_bar, trial_rows
 
     info = _client().sweep(sweep_id)
-    counts = progress(info["states"], int(info["total"]))
+    counts = progress(info.states, info.total)
     if as_json:
-        emit_json({**info, "progress": counts})
+        emit_json({**info.to_json(), "progress": counts})
         return
-    click.echo(f"sweep {sweep_id}: {info['total']} trials")
+    click.echo(f"sweep {sweep_id}: {info.total} trials")
     click.echo(progress_bar(counts))
     click.echo("")
-    headers, rows = trial_rows(info["trials"], time.time())
+    headers, rows = trial_rows(info.trials, time.time())
     table(None, headers, rows)
 
 
@@ -112,9 +112,9 @@ def cancel(sweep_id: str, as_json: bool) -> None:
     print_cancelled_sweep(_client().cancel_sweep(sweep_id), as_json)
 
 
-def print_cancelled_sweep(info: dict[str, Any], as_json: bool) -> None:
+def print_cancelled_sweep(info: Sweep, as_json: bool) -> None:
     if as_json:
-        emit_json(info)
+        emit_json(info.to_json())
         return
-    states = ", ".join(f"{n} {s}" for s, n in sorted(info["states"].items()))
-    click.echo(f"sweep {info['sweep']}: {info['total']} trials ({states})")
+    states = ", ".join(f"{n} {s}" for s, n in sorted(info.states.items()))
+    click.echo(f"sweep {info.sweep}: {info.total} trials ({states})")

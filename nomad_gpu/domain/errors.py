@@ -1,4 +1,10 @@
-"""The core's error tree. Edges translate these into exit codes and HTTP statuses."""
+"""The project's one error tree. Edges translate it: the CLI into exit codes (`cli/errors.py`), the API
+into HTTP statuses (`service/httpkit.py`), each with one table.
+
+Dependency-free, so every layer may raise from it, the render layer included: a bad spec or template
+(`SpecError`, `RenderError`) is an `InvalidRequest`, and so still a `ValueError` for callers that
+catch that.
+"""
 
 
 class NomadGpuError(Exception):
@@ -7,6 +13,18 @@ class NomadGpuError(Exception):
 
 class InvalidRequest(NomadGpuError, ValueError):
     """A request or spec that can never be valid (permanent: retrying will not help)."""
+
+
+class TooLarge(InvalidRequest):
+    """A request over a size limit (a body, a sweep's stored size)."""
+
+
+class NotAllowed(NomadGpuError):
+    """A request this caller may not make (a driver, a namespace, another team's spec)."""
+
+
+class StateConflict(NomadGpuError):
+    """A request the entry's current state does not allow (hold a running entry, HCL of a queued one)."""
 
 
 class InvalidInventory(NomadGpuError, ValueError):
@@ -18,4 +36,19 @@ class LedgerConflict(NomadGpuError):
 
 
 class UnknownEntry(NomadGpuError, KeyError):
-    """A queue entry or reservation that does not exist."""
+    """A queue entry, sweep or reservation that does not exist (or that the caller may not see)."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; this is a sentence
+        return str(self.args[0]) if self.args else "no such entry"
+
+
+class Unavailable(NomadGpuError):
+    """Something this answer needs is not there now (no Nomad client, a dependency down): retry later."""
+
+
+class UpstreamFailed(NomadGpuError):
+    """Nomad (or another peer) could not answer what was asked of it."""
+
+
+class UnreadableReply(NomadGpuError, ValueError):
+    """A peer's reply that does not have the agreed shape (a version skew or a bug on its side)."""

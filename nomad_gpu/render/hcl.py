@@ -31,6 +31,8 @@ from typing import Any
 
 import jinja2
 
+from nomad_gpu.domain.errors import InvalidRequest
+
 __all__ = [
     "HclIdent",
     "RenderError",
@@ -47,8 +49,9 @@ _SIMPLE_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r", "\t": "\\
 _SIMPLE_DECODES = {"\\": "\\", '"': '"', "n": "\n", "r": "\r", "t": "\t"}
 
 
-class RenderError(ValueError):
-    """A job could not be rendered (bad template, placement or value); one line."""
+class RenderError(InvalidRequest):
+    """A job could not be rendered (bad template, placement or value); one line. An ``InvalidRequest``
+    (so also a ``ValueError``)."""
 
 
 @dataclass(frozen=True)

@@ -27,6 +27,8 @@ from pydantic import (
     model_validator,
 )
 
+from nomad_gpu.domain.errors import InvalidRequest
+
 __all__ = [
     "MAX_TRIALS",
     "MAX_TRIALS_CONTEXT",
@@ -72,8 +74,10 @@ META_TRIAL_PREFIX = "nomad_gpu_trial_"
 """Job meta prefix of a sweep trial: one key per parameter, ``nomad_gpu_trial_<param>``."""
 
 
-class SpecError(ValueError):
-    """A job spec is invalid. ``str()`` is one line; ``errors`` lists every problem."""
+class SpecError(InvalidRequest):
+    """A job spec is invalid. ``str()`` is one line; ``errors`` lists every problem.
+
+    An ``InvalidRequest`` of the project's tree (so also a ``ValueError``)."""
 
     def __init__(self, message: str, *, errors: tuple[str, ...] = ()) -> None:
         super().__init__(message)

@@ -16,6 +16,8 @@
     GET    /openapi.json       this API described (OpenAPI 3.1; :mod:`nomad_gpu.service.openapi`)
     GET    /ui                 the dashboard (static files; its data comes from the routes above)
 
+Every answer is a typed payload of `nomad_gpu.api.payloads` (the shapes the CLI reads back), and every
+refusal an error of the project's tree, given its status by the one map in `httpkit.STATUSES`.
 The event loop only moves bytes: the body is read with its limit enforced as it arrives, and every
 call that parses, takes the scheduler's lock or touches SQLite runs in the thread pool, so one slow
 submission (a large spec, a lock held by a cycle) never stalls the other requests. Who may see what
@@ -28,6 +30,7 @@ import json
 import logging
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from starlette.applications import Starlette
@@ -37,13 +40,15 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from nomad_gpu.domain.errors import InvalidRequest, UnknownEntry
-from nomad_gpu.render import JobSpec, SpecError, SweepSpec
+from nomad_gpu.api import payloads
+from nomad_gpu.api.payloads import Entries, Entry, Inventory, NodeView, Payload, Status, Sweep, Teams
+from nomad_gpu.domain.errors import InvalidRequest, NomadGpuError, NotAllowed, StateConflict, TooLarge, UnknownEntry
+from nomad_gpu.render import JobSpec, SweepSpec
 from nomad_gpu.render.loading import MAX_SPEC_BYTES, decode_spec
 from nomad_gpu.service.access import Caller, TokenGate, caller_of, metrics_view, status_view
 from nomad_gpu.service.entryroutes import entry_routes
 from nomad_gpu.service.history import History
-from nomad_gpu.service.httpkit import ApiError, error, read_body, visible_entry
+from nomad_gpu.service.httpkit import error, read_body, status_of, visible_entry
 from nomad_gpu.service.jobdetail import NomadReads
 from nomad_gpu.service.openapi import document
 from nomad_gpu.service.scheduler import SchedulerService
@@ -75,8 +80,8 @@ def create_app(service: SchedulerService, token: str | None = None,
     rules = (access or AccessSettings()).with_admin(token)
     past = history or History()
 
-    def entry_json(e: QueueEntry) -> dict[str, Any]:
-        return {**e.to_json(), **(usage.fields(e.id) if usage is not None else {"usage": None})}
+    def entry_payload(e: QueueEntry) -> Entry:
+        return replace(e.to_payload(), usage=usage.payload(e.id) if usage is not None else None)
 
     async def submit(request: Request) -> Response:
         caller = caller_of(request.scope)
@@ -88,13 +93,10 @@ def create_app(service: SchedulerService, token: str | None = None,
             key = f"{caller.team}/{key}"  # one team's key never answers with another team's entries
 
         def store() -> Response:
-            try:
-                entries = service.submit(data, idempotency_key=key)
-            except (SpecError, InvalidRequest) as exc:
-                return error(400, str(exc))
+            entries = service.submit(data, idempotency_key=key)
             if len(caller.visible(entries)) != len(entries):  # a key an admin used for another team
-                return error(409, "this Idempotency-Key was already used for another team's submission")
-            return JSONResponse({"entries": [e.to_json() for e in entries]}, status_code=201)
+                raise StateConflict("this Idempotency-Key was already used for another team's submission")
+            return answer(Entries(tuple(entry_payload(e) for e in entries)), status=201)
 
         return await run_in_threadpool(store)
 
@@ -105,11 +107,12 @@ def create_app(service: SchedulerService, token: str | None = None,
             try:
                 states = [EntryState(s.strip()) for s in raw.split(",") if s.strip()]
             except ValueError:
-                return error(400, f"unknown state in {raw!r}; known: {', '.join(s.value for s in EntryState)}")
+                raise InvalidRequest(f"unknown state in {raw!r}; known: {', '.join(s.value for s in EntryState)}"
+                                     ) from None
         limit, offset = request.query_params.get("limit"), request.query_params.get("offset")
         for name, value in (("limit", limit), ("offset", offset)):
             if value is not None and not (value.isascii() and value.isdigit() and len(value) <= 18):
-                return error(400, f"{name} must be a non-negative integer")
+                raise InvalidRequest(f"{name} must be a non-negative integer")
         sweep = request.query_params.get("sweep")
         n = int(limit) if limit else None
         skip = int(offset) if offset else 0
@@ -122,19 +125,17 @@ def create_app(service: SchedulerService, token: str | None = None,
             else:
                 visible = caller.visible(service.store.list(states, sweep=sweep))[skip:]
                 entries = visible[:n] if n is not None else visible
-            out = [entry_json(e) for e in entries]
+            out = [entry_payload(e) for e in entries]
             if with_eta:  # the forecast runs the cycle forward: only when asked (`?eta=true`)
                 etas = service.etas()
-                for item in out:
-                    if item["state"] == "queued":
-                        item["eta"] = etas.get(item["id"])
-            return JSONResponse({"entries": out})
+                out = [replace(e, eta=etas.get(e.id)) if e.state == "queued" else e for e in out]
+            return answer(Entries(tuple(out)))
 
         return await run_in_threadpool(read)
 
     async def get_job(request: Request) -> Response:
         entry = await run_in_threadpool(visible_entry, service, caller_of(request.scope), request.path_params["id"])
-        return JSONResponse(entry_json(entry))
+        return answer(entry_payload(entry))
 
     async def cancel_job(request: Request) -> Response:
         caller, entry_id = caller_of(request.scope), request.path_params["id"]
@@ -143,7 +144,7 @@ def create_app(service: SchedulerService, token: str | None = None,
             visible_entry(service, caller, entry_id)
             return service.cancel(entry_id)
 
-        return JSONResponse((await run_in_threadpool(cancel)).to_json())
+        return answer(entry_payload(await run_in_threadpool(cancel)))
 
     async def sweep(request: Request) -> Response:
         caller, sweep_id = caller_of(request.scope), request.path_params["id"]
@@ -151,32 +152,29 @@ def create_app(service: SchedulerService, token: str | None = None,
         def read() -> Response:
             entries = caller.visible(service.store.list(None, sweep=sweep_id))
             if not entries:
-                return error(404, f"no sweep {sweep_id!r}")
-            counts: dict[str, int] = {}
-            for e in entries:
-                counts[e.state.value] = counts.get(e.state.value, 0) + 1
-            return JSONResponse({"sweep": sweep_id, "total": len(entries), "states": counts,
-                                 "trials": [entry_json(e) for e in entries]})
+                raise UnknownEntry(f"no sweep {sweep_id!r}")
+            return answer(sweep_payload(sweep_id, [entry_payload(e) for e in entries]))
 
         return await run_in_threadpool(read)
 
     async def inventory(request: Request) -> Response:
-        nodes = await run_in_threadpool(service.inventory)
-        return JSONResponse({"nodes": inventory_for(nodes, caller_of(request.scope))})
+        def read() -> Response:
+            nodes = [NodeView.from_json(n) for n in service.inventory()]
+            return answer(Inventory(tuple(inventory_for(nodes, caller_of(request.scope)))))
+
+        return await run_in_threadpool(read)
 
     async def status(request: Request) -> Response:
         caller = caller_of(request.scope)
 
-        def read() -> dict[str, Any]:
+        def read() -> Response:
             raw = service.status()
             holds = raw.get("holds")
             teams = {} if caller.admin or not isinstance(holds, Mapping) else _teams_of(service, holds)
-            out = status_view(raw, caller, teams)
-            if nomad_address:
-                out["nomad_address"] = nomad_address
-            return out
+            out = Status.from_json(status_view(raw, caller, teams))
+            return answer(replace(out, nomad_address=nomad_address) if nomad_address else out)
 
-        return JSONResponse(await run_in_threadpool(read))
+        return await run_in_threadpool(read)
 
     async def teams(request: Request) -> Response:
         caller = caller_of(request.scope)
@@ -187,12 +185,13 @@ def create_app(service: SchedulerService, token: str | None = None,
                 usage = dict(service.ledger.team_usage())
                 capacity = capacity_gpu(service.ledger)
             rows = teams_view(live, usage, service.settings.fair, capacity)
-            return JSONResponse({"capacity_gpu": round(capacity, 3), "teams": teams_for(rows, caller)})
+            return answer(Teams(round(capacity, 3), tuple(teams_for(rows, caller))))
 
         return await run_in_threadpool(read)
 
     async def recent(request: Request) -> Response:
-        return JSONResponse(await run_in_threadpool(past.to_json, time.time()))
+        data = await run_in_threadpool(past.to_json, time.time())
+        return answer(payloads.History.from_json(data))
 
     async def metrics(request: Request) -> Response:
         text = await run_in_threadpool(metrics_view, service.metrics.registry, caller_of(request.scope))
@@ -204,11 +203,10 @@ def create_app(service: SchedulerService, token: str | None = None,
         return JSONResponse(described)
 
     async def refused(request: Request, exc: Exception) -> Response:
-        assert isinstance(exc, ApiError)
-        return error(exc.status, str(exc))
-
-    async def unknown(request: Request, exc: Exception) -> Response:
-        return error(404, str(exc.args[0]) if exc.args else "no such entry")
+        status = status_of(exc)
+        if status is None:  # in the tree but in no row of the map: a bug, answered as one
+            return await crashed(request, exc)
+        return error(status, str(exc) or type(exc).__name__)
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return error(404, f"no such endpoint: {request.method} {request.url.path}")
@@ -232,16 +230,28 @@ def create_app(service: SchedulerService, token: str | None = None,
         Route("/v1/history", recent, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
-        *entry_routes(service, entry_json, nomad=nomad, nomad_address=nomad_address),
+        *entry_routes(service, entry_payload, nomad=nomad, nomad_address=nomad_address),
         *ui_routes(),
     ]
-    handlers = {ApiError: refused, UnknownEntry: unknown, 404: not_found, 405: bad_method, Exception: crashed}
+    handlers = {NomadGpuError: refused, 404: not_found, 405: bad_method, Exception: crashed}
     return Starlette(routes=routes, middleware=[Middleware(TokenGate, access=rules)],
                      exception_handlers=handlers)  # type: ignore[arg-type]
 
 
+def answer(payload: Payload, status: int = 200) -> JSONResponse:
+    return JSONResponse(payload.to_json(), status_code=status)
+
+
+def sweep_payload(sweep_id: str, trials: list[Entry]) -> Sweep:
+    """A sweep's trials and their counts by state."""
+    counts: dict[str, int] = {}
+    for t in trials:
+        counts[t.state] = counts.get(t.state, 0) + 1
+    return Sweep(sweep_id, len(trials), counts, tuple(trials))
+
+
 def check_submission(body: bytes, content_type: str, rules: AccessSettings, caller: Caller) -> Any:
-    """Decode and validate a submitted spec for ``caller``; the data to store, or ApiError.
+    """Decode and validate a submitted spec for ``caller``; the data to store, or an error of the tree.
 
     Runs the same loader as the CLI (aliases, nesting and the trial cap are refused here, before
     anything is expanded), checks the task drivers, and binds the entry to the caller's team.
@@ -249,15 +259,12 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings, call
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise ApiError(400, f"the body is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
+        raise InvalidRequest(f"the body is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
     if not text.strip():
-        raise ApiError(400, "empty request body: send a job spec (YAML or JSON)")
+        raise InvalidRequest("empty request body: send a job spec (YAML or JSON)")
     as_json = "json" in content_type.lower()
-    try:
-        document = decode_spec(text, json_text=as_json)
-        spec = document.parse(max_trials=rules.max_trials)
-    except SpecError as exc:
-        raise ApiError(400, str(exc)) from exc
+    document = decode_spec(text, json_text=as_json)  # SpecError: a 400 like every InvalidRequest
+    spec = document.parse(max_trials=rules.max_trials)
     check_drivers(spec, rules)
     check_namespace(spec, rules)
     if isinstance(spec, SweepSpec):
@@ -265,7 +272,7 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings, call
     data = dict(document.data)
     if caller.team is not None:
         if "team" in data and data["team"] != caller.team:
-            raise ApiError(403, f"this token submits for team {caller.team!r}; the spec names team "
+            raise NotAllowed(f"this token submits for team {caller.team!r}; the spec names team "
                                 f"{data['team']!r} (leave team out, or use that team's token)")
         data["team"] = caller.team
     return data
@@ -275,14 +282,14 @@ def check_namespace(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:
     """Only configured namespaces: Nomad would refuse an unknown one at register time anyway
     (`nomad/job_endpoint_validators.go`, v2.0.5), long after the user walked away."""
     if spec.namespace not in rules.namespaces:
-        raise ApiError(403, f"namespace: {spec.namespace!r} is not open to submissions here (allowed: "
+        raise NotAllowed(f"namespace: {spec.namespace!r} is not open to submissions here (allowed: "
                             f"{', '.join(sorted(rules.namespaces))}; see namespaces in the service config)")
 
 
 def check_drivers(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:
     for i, group in enumerate(spec.groups):
         if group.task.driver not in rules.allowed_drivers:
-            raise ApiError(403, f"groups[{i}].task.driver: {group.task.driver!r} is not allowed here (allowed: "
+            raise NotAllowed(f"groups[{i}].task.driver: {group.task.driver!r} is not allowed here (allowed: "
                                 f"{', '.join(sorted(rules.allowed_drivers))}; see allowed_drivers in the service "
                                 "config)")
 
@@ -291,7 +298,7 @@ def check_sweep_size(spec: SweepSpec) -> None:
     one = len(json.dumps(spec.model_dump(mode="json", exclude={"kind", "sweep"}))) + 64 * len(spec.sweep.parameters)
     total = one * spec.sweep.trial_count
     if total > MAX_SWEEP_STORED_BYTES:
-        raise ApiError(413, f"the sweep would store {spec.sweep.trial_count} copies of its {one}-byte spec "
+        raise TooLarge(f"the sweep would store {spec.sweep.trial_count} copies of its {one}-byte spec "
                             f"({total >> 20} MiB), more than {MAX_SWEEP_STORED_BYTES >> 20} MiB: use fewer trials "
                             "or a smaller spec")
 

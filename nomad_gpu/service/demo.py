@@ -3,6 +3,7 @@
 One node with 8 x A800-80GB (the dev cluster, in its own process), 66 one-GPU training jobs of
 150 s each submitted at once through the service's API, time compressed by `speed`. Every figure
 comes from the dev cluster's audit (what Nomad would have run), not from the service's own belief.
+The service's answers are read as the API's payloads (`nomad_gpu.api.payloads`), as the CLI reads them.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from typing import Any
 
 import requests
 
+from nomad_gpu.api.payloads import Entries, Inventory
 from nomad_gpu.bundled import bundled_cluster
 from nomad_gpu.nomad.client import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
@@ -100,12 +102,13 @@ def run_demo(cfg: DemoConfig) -> dict[str, Any]:
             r.raise_for_status()
         deadline = time.monotonic() + cfg.timeout_s
         while time.monotonic() < deadline:
-            entries = session.get(f"{addr}/v1/jobs", timeout=10).json()["entries"]
-            if all(e["state"] in ("complete", "failed", "cancelled") for e in entries):
+            entries = Entries.from_json(session.get(f"{addr}/v1/jobs", timeout=10).json()).entries
+            if all(e.state in ("complete", "failed", "cancelled") for e in entries):
                 break
             time.sleep(0.25)
         audit = session.get(f"{nomad_url}/_dev/audit", timeout=10).json()
-        gpus = sum(len(n["gpus"]) for n in runtime.scheduler.inventory())
+        inventory = Inventory.from_json(session.get(f"{addr}/v1/inventory", timeout=10).json())
+        gpus = sum(len(n.gpus) for n in inventory.nodes)
     finally:
         runtime.stop()
         proc.terminate()

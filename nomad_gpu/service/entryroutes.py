@@ -12,7 +12,7 @@
 A team's token acts only on its own team's entries; another team's entry is a 404, as for cancel.
 A request the entry's state does not allow (hold a running entry, re-prioritise a finished one) is a
 409. Reads from Nomad run in the thread pool with a timeout each; Nomad's refusal is passed on
-in one line.
+in one line. Routes raise errors of the tree; `httpkit.STATUSES` gives each its status.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from starlette.concurrency import run_in_threadpool
@@ -27,21 +28,21 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from nomad_gpu.domain.errors import InvalidRequest, UnknownEntry
+from nomad_gpu.api.payloads import Allocations, Entry, Patch, Payload, Sweep
+from nomad_gpu.domain.errors import InvalidRequest, StateConflict, Unavailable, UnknownEntry
 from nomad_gpu.service.access import caller_of
-from nomad_gpu.service.httpkit import ApiError, read_body, visible_entry
-from nomad_gpu.service.jobdetail import DetailError, JobDetail, NomadReads, nomad_ui_url, timeline
+from nomad_gpu.service.httpkit import read_body, visible_entry
+from nomad_gpu.service.jobdetail import JobDetail, NomadReads, nomad_ui_url, timeline
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.store import QueueEntry
-from nomad_gpu.store.sqlite import StaleTransition
 
 logger = logging.getLogger(__name__)
 
 MAX_PATCH_BYTES = 4096
-PATCHABLE = ("priority",)
+PATCHABLE = tuple(Patch.__dataclass_fields__)
 
 
-def entry_routes(service: SchedulerService, entry_json: Callable[[QueueEntry], dict[str, Any]], *,
+def entry_routes(service: SchedulerService, entry_payload: Callable[[QueueEntry], Entry], *,
                  nomad: NomadReads | None = None, nomad_address: str | None = None,
                  clock: Callable[[], float] | None = None) -> list[Route]:
     """The routes above; ``nomad`` answers the reads from Nomad (503 without one)."""
@@ -53,13 +54,13 @@ def entry_routes(service: SchedulerService, entry_json: Callable[[QueueEntry], d
         visible_entry(service, caller, entry_id)
         try:
             return change(entry_id)
-        except (InvalidRequest, StaleTransition) as exc:
-            raise ApiError(409, str(exc)) from exc
+        except InvalidRequest as exc:  # the request is well formed: the entry's state refuses it
+            raise StateConflict(str(exc)) from exc
 
     def action(change: Callable[[str], QueueEntry]) -> Callable[[Request], Any]:
         async def endpoint(request: Request) -> Response:
             moved = await run_in_threadpool(act, request, change)
-            return JSONResponse(entry_json(moved))
+            return _answer(entry_payload(moved))
         return endpoint
 
     async def patch(request: Request) -> Response:
@@ -67,17 +68,17 @@ def entry_routes(service: SchedulerService, entry_json: Callable[[QueueEntry], d
         try:
             data = json.loads(body.decode("utf-8")) if body.strip() else None
         except (UnicodeDecodeError, ValueError) as exc:
-            raise ApiError(400, f"the body is not JSON: {exc}") from exc
+            raise InvalidRequest(f"the body is not JSON: {exc}") from exc
         if not isinstance(data, dict) or not data:
-            raise ApiError(400, 'send a JSON object of the fields to change, e.g. {"priority": 80}')
+            raise InvalidRequest('send a JSON object of the fields to change, e.g. {"priority": 80}')
         unknown = sorted(set(data) - set(PATCHABLE))
         if unknown:
-            raise ApiError(400, f"cannot change {', '.join(unknown)} (changeable: {', '.join(PATCHABLE)})")
+            raise InvalidRequest(f"cannot change {', '.join(unknown)} (changeable: {', '.join(PATCHABLE)})")
         priority = data["priority"]
         if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= 100:
-            raise ApiError(400, "priority must be an integer from 1 to 100")
+            raise InvalidRequest("priority must be an integer from 1 to 100")
         moved = await run_in_threadpool(act, request, lambda i: service.update(i, priority=priority))
-        return JSONResponse(entry_json(moved))
+        return _answer(entry_payload(moved))
 
     async def cancel_sweep(request: Request) -> Response:
         caller, sweep_id = caller_of(request.scope), request.path_params["id"]
@@ -86,42 +87,39 @@ def entry_routes(service: SchedulerService, entry_json: Callable[[QueueEntry], d
             trials = caller.visible(service.store.list(None, sweep=sweep_id))
             if not trials:
                 raise UnknownEntry(f"no sweep {sweep_id!r}")
-            moved = service.cancel_sweep(sweep_id)
+            moved = [entry_payload(e) for e in service.cancel_sweep(sweep_id)]
             states: dict[str, int] = {}
             for e in moved:
-                states[e.state.value] = states.get(e.state.value, 0) + 1
-            return JSONResponse({"sweep": sweep_id, "total": len(moved), "states": states,
-                                 "trials": [entry_json(e) for e in moved]})
+                states[e.state] = states.get(e.state, 0) + 1
+            return _answer(Sweep(sweep_id, len(moved), states, tuple(moved)))
 
         return await run_in_threadpool(cancel)
 
     def reader() -> JobDetail:
         if detail is None:
-            raise ApiError(503, "this service has no Nomad client to read from")
+            raise Unavailable("this service has no Nomad client to read from")
         return detail
 
     def entry_of(request: Request) -> QueueEntry:
         return visible_entry(service, caller_of(request.scope), request.path_params["id"])
 
     async def allocations(request: Request) -> Response:
-        def read() -> dict[str, Any]:
+        def read() -> Response:
             entry = entry_of(request)
-            views = _answer(lambda: reader().allocations(entry))
-            out: dict[str, Any] = {"id": entry.id, "nomad_job_id": entry.nomad_job_id,
-                                   "namespace": entry.namespace, **timeline(entry, now()),
-                                   "allocations": [v.to_json() for v in views]}
+            views = reader().allocations(entry)
+            out = Allocations(entry.id, entry.nomad_job_id, entry.namespace, **timeline(entry, now()),
+                              allocations=tuple(v.to_payload() for v in views))
             if nomad_address:
-                out["nomad_ui"] = nomad_ui_url(nomad_address, entry.nomad_job_id, entry.namespace)
-            return out
+                out = replace(out, nomad_ui=nomad_ui_url(nomad_address, entry.nomad_job_id, entry.namespace))
+            return _answer(out)
 
-        return JSONResponse(await run_in_threadpool(read))
+        return await run_in_threadpool(read)
 
     async def hcl(request: Request) -> Response:
-        def read() -> dict[str, Any]:
-            entry = entry_of(request)
-            return _answer(lambda: reader().hcl(entry))
+        def read() -> Response:
+            return _answer(reader().hcl(entry_of(request)))
 
-        return JSONResponse(await run_in_threadpool(read))
+        return await run_in_threadpool(read)
 
     async def logs(request: Request) -> Response:
         q = request.query_params
@@ -132,8 +130,8 @@ def entry_routes(service: SchedulerService, entry_json: Callable[[QueueEntry], d
 
         def read() -> Response:
             entry = entry_of(request)
-            data, alloc, task = _answer(lambda: reader().logs(entry, log_type, offset, group=q.get("group"),
-                                                              index=index, task=q.get("task")))
+            data, alloc, task = reader().logs(entry, log_type, offset, group=q.get("group"), index=index,
+                                              task=q.get("task"))
             ended = alloc.client_status in ("complete", "failed", "lost")
             return Response(data, media_type="text/plain; charset=utf-8",
                             headers={"X-Log-Offset": str(offset + len(data)), "X-Log-Ended": str(ended).lower(),
@@ -153,16 +151,13 @@ def entry_routes(service: SchedulerService, entry_json: Callable[[QueueEntry], d
     ]
 
 
-def _answer(read: Callable[[], Any]) -> Any:
-    try:
-        return read()
-    except DetailError as exc:
-        raise ApiError(exc.status, str(exc)) from exc
+def _answer(payload: Payload) -> JSONResponse:
+    return JSONResponse(payload.to_json())
 
 
 def _count(value: str | None, name: str) -> int:
     if value is None or value == "":
         return 0
     if not (value.isascii() and value.isdigit() and len(value) <= 18):
-        raise ApiError(400, f"{name} must be a non-negative integer")
+        raise InvalidRequest(f"{name} must be a non-negative integer")
     return int(value)

@@ -1,7 +1,10 @@
-"""What every route of the API shares: the one-line JSON error, a bounded body, an entry a caller may see.
+"""What every route of the API shares: the one exception-to-status map, the one-line JSON error, a
+bounded body, an entry a caller may see.
 
-Kept apart from the routes themselves (`api.py`, `entryroutes.py`) so that each route module imports
-the same answers and no two of them word a refusal differently.
+Routes raise errors of the project's tree (`nomad_gpu.domain.errors`) and never choose a status:
+:data:`STATUSES` does, in one place, so the same refusal is the same status on every route. Kept apart
+from the routes themselves (`api.py`, `entryroutes.py`) so that each route module imports the same
+answers and no two of them word a refusal differently.
 """
 
 from __future__ import annotations
@@ -9,22 +12,45 @@ from __future__ import annotations
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from nomad_gpu.domain.errors import UnknownEntry
+from nomad_gpu.api.payloads import ErrorReply
+from nomad_gpu.domain.errors import (
+    InvalidRequest,
+    NotAllowed,
+    StateConflict,
+    TooLarge,
+    Unavailable,
+    UnknownEntry,
+    UpstreamFailed,
+)
+from nomad_gpu.nomad.client import NomadError, NomadNotFound
 from nomad_gpu.service.access import Caller
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.store import QueueEntry
+from nomad_gpu.store.sqlite import StaleTransition
+
+STATUSES: tuple[tuple[type[Exception], int], ...] = (
+    (UnknownEntry, 404),  # also another team's entry: the same answer as one that does not exist
+    (NomadNotFound, 404),
+    (NotAllowed, 403),
+    (StateConflict, 409),
+    (StaleTransition, 409),  # another request moved the entry first
+    (TooLarge, 413),
+    (InvalidRequest, 400),  # SpecError and RenderError too
+    (Unavailable, 503),
+    (UpstreamFailed, 502),
+    (NomadError, 502),
+)
+"""Exception class -> HTTP status, read in order (the first class that matches decides). What matches no
+row is a bug: a 500 that names only the exception's type, with the traceback in the service's log."""
 
 
-class ApiError(Exception):
-    """A request refused with a status and one line (raised by helpers, answered by the app)."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
+def status_of(exc: BaseException) -> int | None:
+    """The status that answers ``exc``; None for an unexpected one (a 500)."""
+    return next((status for kind, status in STATUSES if isinstance(exc, kind)), None)
 
 
 def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+    return JSONResponse(ErrorReply(message).to_json(), status_code=status)
 
 
 async def read_body(request: Request, limit: int, what: str = "spec") -> bytes:
@@ -36,15 +62,15 @@ async def read_body(request: Request, limit: int, what: str = "spec") -> bytes:
     declared = request.headers.get("content-length")
     if declared is not None:
         if not (declared.isascii() and declared.isdigit()):
-            raise ApiError(400, "Content-Length must be a whole number of bytes")
+            raise InvalidRequest("Content-Length must be a whole number of bytes")
         if int(declared) > limit:
-            raise ApiError(413, f"{what} larger than {limit} bytes")
+            raise TooLarge(f"{what} larger than {limit} bytes")
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit:
-            raise ApiError(413, f"{what} larger than {limit} bytes")
+            raise TooLarge(f"{what} larger than {limit} bytes")
         chunks.append(chunk)
     return b"".join(chunks)
 

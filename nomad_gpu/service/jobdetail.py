@@ -14,6 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from nomad_gpu.api.payloads import Allocation, Hcl
+from nomad_gpu.domain.errors import InvalidRequest, StateConflict, UnknownEntry, UpstreamFailed
 from nomad_gpu.nomad.client import NomadError, NomadNotFound
 from nomad_gpu.store import EntryState, QueueEntry
 
@@ -32,14 +34,6 @@ class NomadReads(Protocol):
     def job_submission(self, job_id: str, version: int, namespace: str | None = None) -> dict[str, Any] | None: ...
     def task_logs(self, alloc_id: str, task: str, log_type: str, *, offset: int = 0, origin: str = "start",
                   timeout_s: float | None = None) -> bytes: ...
-
-
-class DetailError(Exception):
-    """A question about an entry that cannot be answered, with the HTTP status that says why."""
-
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 def nomad_ui_url(nomad_address: str, job_id: str, namespace: str) -> str:
@@ -81,10 +75,12 @@ class AllocView:
     tasks: tuple[str, ...]
     create_index: int
 
+    def to_payload(self) -> Allocation:
+        return Allocation(self.id, self.group, self.index, self.node_id, self.node_name, self.client_status,
+                          self.desired_status, self.tasks)
+
     def to_json(self) -> dict[str, Any]:
-        return {"id": self.id, "group": self.group, "index": self.index, "node_id": self.node_id,
-                "node_name": self.node_name, "client_status": self.client_status,
-                "desired_status": self.desired_status, "tasks": list(self.tasks)}
+        return self.to_payload().to_json()
 
 
 def _alloc_view(raw: Mapping[str, Any]) -> AllocView:
@@ -102,7 +98,8 @@ def _alloc_view(raw: Mapping[str, Any]) -> AllocView:
 
 
 class JobDetail:
-    """Reads for one entry's Nomad job; raises DetailError with a status for the API to answer."""
+    """Reads for one entry's Nomad job. What cannot be answered is an error of the tree: UnknownEntry (not
+    there), StateConflict (not for an entry in its state), InvalidRequest, UpstreamFailed (Nomad)."""
 
     def __init__(self, nomad: NomadReads) -> None:
         self.nomad = nomad
@@ -114,48 +111,47 @@ class JobDetail:
         try:
             raw = self.nomad.job_allocations(entry.nomad_job_id, namespace=entry.namespace)
         except NomadError as exc:
-            raise DetailError(502, f"cannot read the allocations from Nomad: {exc}") from exc
+            raise UpstreamFailed(f"cannot read the allocations from Nomad: {exc}") from exc
         views = [_alloc_view(a) for a in raw if isinstance(a, Mapping)]
         return sorted(views, key=lambda v: (v.create_index, v.group, v.index))
 
-    def hcl(self, entry: QueueEntry) -> dict[str, Any]:
+    def hcl(self, entry: QueueEntry) -> Hcl:
         """The HCL Nomad stored with the job's current version (Nomad keeps it with the job)."""
         if entry.state is EntryState.QUEUED or (entry.state is EntryState.CANCELLED and entry.admitted_at is None):
-            raise DetailError(409, f"{entry.id} was never sent to Nomad ({entry.state.value}): no HCL registered")
+            raise StateConflict(f"{entry.id} was never sent to Nomad ({entry.state.value}): no HCL registered")
         try:
             job = self.nomad.job(entry.nomad_job_id, namespace=entry.namespace)
             version = int((job or {}).get("Version") or 0)
             submission = self.nomad.job_submission(entry.nomad_job_id, version, namespace=entry.namespace)
         except NomadError as exc:
-            raise DetailError(502, f"cannot read the job from Nomad: {exc}") from exc
+            raise UpstreamFailed(f"cannot read the job from Nomad: {exc}") from exc
         if submission is None:
-            raise DetailError(404, f"Nomad keeps no source for job {entry.nomad_job_id} version {version} "
+            raise UnknownEntry(f"Nomad keeps no source for job {entry.nomad_job_id} version {version} "
                                    "(the job was collected, or registered without its HCL)")
-        return {"id": entry.id, "nomad_job_id": entry.nomad_job_id, "namespace": entry.namespace,
-                "version": version, "format": str(submission.get("Format") or ""),
-                "hcl": str(submission.get("Source") or "")}
+        return Hcl(entry.id, entry.nomad_job_id, entry.namespace, version, str(submission.get("Format") or ""),
+                   str(submission.get("Source") or ""))
 
     def logs(self, entry: QueueEntry, log_type: str, offset: int, *, group: str | None = None,
              index: int | None = None, task: str | None = None) -> tuple[bytes, AllocView, str]:
         """The bytes of one task's log from ``offset``, the allocation and task they came from."""
         if log_type not in LOG_TYPES:
-            raise DetailError(400, f"type must be stdout or stderr, not {log_type!r}")
+            raise InvalidRequest(f"type must be stdout or stderr, not {log_type!r}")
         if entry.state is EntryState.QUEUED:
-            raise DetailError(409, f"{entry.id} is queued: it has no logs until it runs")
+            raise StateConflict(f"{entry.id} is queued: it has no logs until it runs")
         alloc = pick_alloc(self.allocations(entry), group, index)
         if alloc is None:
             where = "" if group is None and index is None else f" for group {group or '*'} index {index}"
-            raise DetailError(404, f"{entry.id}: Nomad has no allocation of job {entry.nomad_job_id}{where}")
+            raise UnknownEntry(f"{entry.id}: Nomad has no allocation of job {entry.nomad_job_id}{where}")
         name = task or (alloc.tasks[0] if len(alloc.tasks) == 1 else None)
         if name is None:
-            raise DetailError(400, f"allocation {alloc.id[:8]} runs tasks {', '.join(alloc.tasks) or '(none yet)'}: "
+            raise InvalidRequest(f"allocation {alloc.id[:8]} runs tasks {', '.join(alloc.tasks) or '(none yet)'}: "
                                    "name one with task=")
         try:
             data = self.nomad.task_logs(alloc.id, name, log_type, offset=offset, timeout_s=LOG_READ_TIMEOUT_S)
         except NomadNotFound as exc:
-            raise DetailError(404, str(exc)) from exc
+            raise UnknownEntry(str(exc)) from exc
         except NomadError as exc:
-            raise DetailError(502, f"cannot read the logs from Nomad: {exc}") from exc
+            raise UpstreamFailed(f"cannot read the logs from Nomad: {exc}") from exc
         return data, alloc, name
 
 

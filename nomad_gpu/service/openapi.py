@@ -1,7 +1,8 @@
 """The API's description (OpenAPI 3.1), served at `/openapi.json` and written out as docs/api.md.
 
-One table, `OPERATIONS`, describes every route the service answers; the document and the
-Markdown page are built from it, and a test checks that every route of the app is in it, so a
+One table, `OPERATIONS`, describes every route the service answers, and the schemas of its answers are
+generated from the payload types the service sends (`nomad_gpu.api.payloads`); the document and the
+Markdown page are built from both, and a test checks that every route of the app is in it, so a
 route cannot be added without being described. `python -m nomad_gpu.service.openapi` prints the
 Markdown (`make api-docs` writes docs/api.md).
 """
@@ -10,11 +11,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from nomad_gpu import __version__
+from nomad_gpu.api import payloads
+from nomad_gpu.api.codec import json_schema
+from nomad_gpu.store import EntryState
 
 JSON = dict[str, Any]
 
@@ -62,7 +65,9 @@ OPERATIONS: tuple[Operation, ...] = (
               (Param("state", "query", "Comma-separated states: queued,admitted,running,complete,failed,cancelled."),
                Param("sweep", "query", "Only the trials of this sweep."),
                Param("limit", "query", "At most this many entries (default: all).", "integer"),
-               Param("offset", "query", "Skip this many entries first.", "integer")), tags=("jobs",)),
+               Param("offset", "query", "Skip this many entries first.", "integer"),
+               Param("eta", "query", "`true` adds each queued entry's expected start (`eta`; null: unknown), from "
+                                     "the runtime estimates.")), tags=("jobs",)),
     Operation("get", "/v1/jobs/{id}", "One entry, with its wait reason, placements and GPU usage.",
               {200: "The entry.", **ENTRY_ERRORS}, "Entry", (ID,), tags=("jobs",)),
     Operation("delete", "/v1/jobs/{id}", "Cancel an entry; a live one's Nomad job is stopped.",
@@ -119,47 +124,28 @@ OPERATIONS: tuple[Operation, ...] = (
 )
 
 
-def _obj(props: dict[str, Any], required: Sequence[str] = ()) -> JSON:
-    out: JSON = {"type": "object", "properties": props}
-    if required:
-        out["required"] = list(required)
+_REF = "#/components/schemas/"
+_S = {"type": "string"}
+PAYLOADS: tuple[type[payloads.Payload], ...] = (
+    payloads.ErrorReply, payloads.Patch, payloads.Entry, payloads.Entries, payloads.Allocations, payloads.Hcl,
+    payloads.Sweep, payloads.Inventory, payloads.Status, payloads.Teams, payloads.History,
+)
+"""The answers' (and the PATCH body's) schemas come from their payload types: one definition of each shape."""
+
+
+def schemas() -> JSON:
+    """Every component schema: the payloads', the spec's (validated by the render layer, described in the
+    README) and this document's own."""
+    out: JSON = {"Spec": {"type": "object", "description": "A job or sweep spec (see jobspecs/ and the README)."}}
+    for cls in PAYLOADS:
+        json_schema(cls, out, _REF)
+    entry = out["Entry"]["properties"]
+    entry["state"] = {"enum": [s.value for s in EntryState], "description": entry["state"]["description"]}
+    out["OpenApi"] = {"type": "object"}
     return out
 
 
-_S, _I, _N, _B = {"type": "string"}, {"type": "integer"}, {"type": "number"}, {"type": "boolean"}
-_T = {"type": ["number", "null"], "description": "Unix seconds"}
-_REF = "#/components/schemas/"
-
-SCHEMAS: dict[str, JSON] = {
-    "Error": _obj({"error": {**_S, "description": "One line saying what was refused and why."}}, ["error"]),
-    "Spec": {"type": "object", "description": "A job or sweep spec (see jobspecs/ and the README)."},
-    "Patch": _obj({"priority": {**_I, "minimum": 1, "maximum": 100}}, ["priority"]),
-    "Entry": _obj({
-        "id": _S, "name": _S, "team": _S, "priority": _I, "held": _B,
-        "state": {"enum": ["queued", "admitted", "running", "complete", "failed", "cancelled"]},
-        "reason": {**_S, "description": "Why it waits, or how it ended."}, "submitted_at": _T, "admitted_at": _T,
-        "finished_at": _T, "registered_at": _T, "attempts": _I, "max_retries": _I, "refusals": _I,
-        "nomad_job_id": _S, "namespace": _S, "sweep": {"type": ["string", "null"]},
-        "placements": {"type": "array", "items": {"type": "object"}}, "spec": {"type": "object"},
-        "usage": {"type": ["object", "null"], "description": "GPU utilisation and memory of a running entry."},
-    }, ["id", "name", "team", "priority", "state", "submitted_at", "nomad_job_id"]),
-    "Entries": _obj({"entries": {"type": "array", "items": {"$ref": _REF + "Entry"}}}, ["entries"]),
-    "Allocation": _obj({"id": _S, "group": _S, "index": _I, "node_id": _S, "node_name": _S, "client_status": _S,
-                        "desired_status": _S, "tasks": {"type": "array", "items": _S}}),
-    "Allocations": _obj({"id": _S, "nomad_job_id": _S, "namespace": _S, "submitted_at": _T, "admitted_at": _T,
-                         "started_at": _T, "finished_at": _T, "waited_s": _N, "ran_s": {"type": ["number", "null"]},
-                         "nomad_ui": _S, "allocations": {"type": "array", "items": {"$ref": _REF + "Allocation"}}}),
-    "Hcl": _obj({"id": _S, "nomad_job_id": _S, "namespace": _S, "version": _I, "format": _S, "hcl": _S}),
-    "Sweep": _obj({"sweep": _S, "total": _I, "states": {"type": "object", "additionalProperties": _I},
-                   "trials": {"type": "array", "items": {"$ref": _REF + "Entry"}}}),
-    "Inventory": _obj({"nodes": {"type": "array", "items": {"type": "object"}}}),
-    "Status": _obj({"ready": _B, "cycles": _I, "queued": _I, "live": _I, "nodes": _I, "gpus": _I,
-                    "nomad_reachable": _B, "nomad_address": _S}),
-    "Teams": _obj({"capacity_gpu": _N, "teams": {"type": "array", "items": {"type": "object"}}}),
-    "History": _obj({"step_s": _I, "window_s": _I, "now": _N, "minutes": {"type": "array", "items": _obj(
-        {"t": _N, "gpus_in_use": _N, "queued": _I, "admitted": _I})}}),
-    "OpenApi": {"type": "object"},
-}
+SCHEMAS: JSON = schemas()
 
 
 def _content(schema: str) -> JSON:

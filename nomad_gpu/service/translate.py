@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from nomad_gpu.api.payloads import Placement
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId, Team
 from nomad_gpu.domain.placement import AllocPlacement
@@ -72,9 +73,10 @@ def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement],
 
 
 def placement_json(p: AllocPlacement) -> dict[str, Any]:
-    return {"group": p.group, "index": p.index, "node": p.node, "cpu_mhz": p.cpu_mhz, "memory_mb": p.memory_mb,
-            "instance_ids": list(p.instance_ids), "device_name": p.device_name, "share_milli": p.share_milli,
-            "gpu_equivalents": p.gpu_equivalents, "share_gpu": p.share_gpu}
+    """The stored (and sent: an entry's `placements`) form of a placement, `nomad_gpu.api.payloads.Placement`."""
+    return Placement(group=p.group, index=p.index, node=p.node, cpu_mhz=p.cpu_mhz, memory_mb=p.memory_mb,
+                     instance_ids=tuple(p.instance_ids), device_name=p.device_name, share_milli=p.share_milli,
+                     gpu_equivalents=p.gpu_equivalents, share_gpu=p.share_gpu).to_json()
 
 
 def placement_from_json(d: Mapping[str, Any]) -> AllocPlacement:

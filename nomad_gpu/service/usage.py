@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import Gauge
 
+from nomad_gpu.api.payloads import Usage
 from nomad_gpu.domain.errors import InvalidInventory
 from nomad_gpu.nomad.client import NomadError
 from nomad_gpu.nomad.decode import AllocStatus
@@ -66,13 +67,16 @@ class EntryUsage:
     def idle(self) -> bool:
         return any(self.idle_gpus.values())
 
-    def to_json(self) -> dict[str, Any]:
+    def to_payload(self) -> Usage:
         def rounded(v: float | None) -> float | None:
             return None if v is None else round(v, 1)
 
-        return {"gpu_util_pct": rounded(self.utilisation_pct), "gpu_memory_used_mib": rounded(self.memory_used_mib),
-                "gpu_memory_total_mib": rounded(self.memory_total_mib), "idle": self.idle,
-                "idle_gpus": sum(self.idle_gpus.values()), "idle_since": self.idle_since, "sampled_at": self.sampled_at}
+        return Usage(gpu_util_pct=rounded(self.utilisation_pct), gpu_memory_used_mib=rounded(self.memory_used_mib),
+                     gpu_memory_total_mib=rounded(self.memory_total_mib), idle=self.idle,
+                     idle_gpus=sum(self.idle_gpus.values()), idle_since=self.idle_since, sampled_at=self.sampled_at)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.to_payload().to_json()
 
 
 class UsageBook:
@@ -166,9 +170,14 @@ class UsagePoller:
         with self._lock:
             return self.book.get(entry_id)
 
+    def payload(self, entry_id: str) -> Usage | None:
+        """What the entry's `usage` is: None (null) until its allocations have been read."""
+        usage = self.usage(entry_id)
+        return usage.to_payload() if usage is not None else None
+
     def fields(self, entry_id: str) -> dict[str, Any]:
         """What the entry JSON gains: `usage`, null until its allocations have been read."""
-        usage = self.usage(entry_id)
+        usage = self.payload(entry_id)
         return {"usage": usage.to_json() if usage is not None else None}
 
     # ---- the rounds --------------------------------------------------------------------------

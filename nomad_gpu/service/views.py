@@ -1,75 +1,100 @@
-"""Read views for the API: inventory per node and the service's own status, built from the ledger.
+"""Read views for the API: inventory per node and teams, built from the ledger as typed payloads
+(`nomad_gpu.api.payloads`).
 
 The inventory names, for every GPU and MIG instance, the entries that hold it (a shared GPU may
-have several, each with its milli-GPU), so the dashboard can say who sits on a device.
-:func:`inventory_for` folds other teams' holders away for a team's caller, as the queue does.
+have several, each with its milli-GPU), so the dashboard can say who sits on a device, and groups MIG
+instances by the physical GPU they are slices of (their shared PCI bus ID), so a GPU's layout can be
+drawn. :func:`inventory_for` folds other teams' holders away for a team's caller, as the queue does.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
+from nomad_gpu.api.payloads import GpuView, Holder, MigGpu, MigView, NodeView, TeamRow
 from nomad_gpu.domain.fairshare import FairShareConfig
 from nomad_gpu.domain.ids import Team
-from nomad_gpu.domain.inventory import Node
+from nomad_gpu.domain.inventory import MigSlice, Node
 from nomad_gpu.domain.ledger import Ledger
+from nomad_gpu.domain.units import parent_slices_for_model
 from nomad_gpu.service.access import OTHER_TEAM, Caller
 from nomad_gpu.store import QueueEntry
 
 
 def inventory_view(ledger: Ledger) -> list[dict[str, Any]]:
+    """The nodes as JSON (what the scheduler's `inventory()` answers)."""
+    return [n.to_json() for n in inventory_nodes(ledger)]
+
+
+def inventory_nodes(ledger: Ledger) -> list[NodeView]:
     held = holders(ledger)
     return [node_view(node, ledger.node_free(node.id), held) for node in ledger.inventory]
 
 
-def holders(ledger: Ledger) -> dict[str, list[dict[str, Any]]]:
-    """Instance ID -> who holds it: ``{"entry", "team", "milli"}`` (milli 1000 for a whole device)."""
-    out: dict[str, list[dict[str, Any]]] = {}
+def holders(ledger: Ledger) -> dict[str, list[Holder]]:
+    """Instance ID -> who holds it (milli 1000 for a whole device)."""
+    out: dict[str, list[Holder]] = {}
     for res in ledger.reservations():
         for p in res.placements:
             for i in p.instance_ids:
-                out.setdefault(str(i), []).append({"entry": str(res.entry), "team": str(res.team),
-                                                   "milli": p.share_milli or 1000})
+                out.setdefault(str(i), []).append(Holder(str(res.entry), str(res.team), p.share_milli or 1000))
     return out
 
 
-def node_view(node: Node, nf: Any, held: Mapping[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
+def node_view(node: Node, nf: Any, held: Mapping[str, list[Holder]] | None = None) -> NodeView:
     free_gpus = nf.gpu_free if nf is not None else {}
     held = held or {}
-    by_gpu: dict[str, list[dict[str, Any]]] = {}
+    by_gpu: dict[str, list[Holder]] = {}
     for instance, owners in held.items():  # a share slot's holder is shown on its GPU
         gpu = nf.slot_gpu.get(instance, instance) if nf is not None else instance
         listed = by_gpu.setdefault(str(gpu), [])  # a share holds k slots of one GPU: name it once
         listed.extend(o for o in owners if o not in listed)
-    return {
-        "id": node.id, "name": node.name, "datacenter": node.datacenter, "status": node.status.value,
-        "schedulable": node.schedulable, "cpu_mhz": node.cpu_mhz, "memory_mb": node.memory_mb,
-        "cpu_free": nf.cpu_free if nf is not None else 0, "memory_free": nf.mem_free if nf is not None else 0,
-        "draining": node.draining, "eligible": node.eligible, "node_pool": node.node_pool,
-        "gpus": [{"id": g.id, "model": g.model, "mode": g.mode.value, "healthy": g.healthy,
-                  "free_milli": free_gpus.get(g.id, 0), "holders": by_gpu.get(str(g.id), [])} for g in node.gpus],
-        "migs": [{"id": m.id, "device": m.device_name, "healthy": m.healthy, "profile": m.profile.name,
-                  "free": nf is not None and m.id in nf.mig_free.get(m.device_name, []),
-                  "holders": list(held.get(str(m.id), []))} for m in node.migs],
-    }
+    migs = tuple(MigView(m.id, m.device_name, m.healthy, m.profile.name,
+                         nf is not None and m.id in nf.mig_free.get(m.device_name, []),
+                         tuple(held.get(str(m.id), [])), m.pci_bus_id, m.profile.compute_slices) for m in node.migs)
+    return NodeView(
+        id=node.id, name=node.name, datacenter=node.datacenter, status=node.status.value,
+        schedulable=node.schedulable, cpu_mhz=node.cpu_mhz, memory_mb=node.memory_mb,
+        cpu_free=nf.cpu_free if nf is not None else 0, memory_free=nf.mem_free if nf is not None else 0,
+        draining=node.draining, eligible=node.eligible, node_pool=node.node_pool,
+        gpus=tuple(GpuView(g.id, g.model, g.mode.value, g.healthy, free_gpus.get(g.id, 0),
+                           tuple(by_gpu.get(str(g.id), [])), g.pci_bus_id) for g in node.gpus),
+        migs=migs, mig_gpus=mig_gpus(node.migs, migs),
+    )
 
 
-def inventory_for(nodes: list[dict[str, Any]], caller: Caller) -> list[dict[str, Any]]:
+def mig_gpus(slices: Iterable[MigSlice], views: Iterable[MigView]) -> tuple[MigGpu, ...]:
+    """MIG instances grouped by the physical GPU they are slices of: its bus ID, which Nomad reports per
+    instance (MIG instances share their parent's). Instances without one belong to no group."""
+    grouped: dict[str, list[tuple[MigSlice, MigView]]] = {}
+    for m, v in zip(slices, views, strict=True):
+        if m.pci_bus_id:
+            grouped.setdefault(m.pci_bus_id, []).append((m, v))
+    out = []
+    for bus, members in grouped.items():
+        model = members[0][0].model
+        used = sum(m.profile.compute_slices for m, v in members if v.holders)
+        free = sum(m.profile.compute_slices for m, v in members if v.free and v.healthy)
+        out.append(MigGpu(bus, model, parent_slices_for_model(model), used, free, tuple(m.id for m, _ in members)))
+    return tuple(out)
+
+
+def inventory_for(nodes: list[NodeView], caller: Caller) -> list[NodeView]:
     """The inventory as ``caller`` may see it: another team's holder is named neither by entry nor team."""
     if caller.admin:
         return nodes
 
-    def fold(owners: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-        return [dict(o) if o.get("team") == caller.team else {**o, "entry": OTHER_TEAM, "team": OTHER_TEAM}
-                for o in owners]
+    def fold(owners: Iterable[Holder]) -> tuple[Holder, ...]:
+        return tuple(o if o.team == caller.team else replace(o, entry=OTHER_TEAM, team=OTHER_TEAM) for o in owners)
 
-    return [{**n, "gpus": [{**g, "holders": fold(g.get("holders", []))} for g in n["gpus"]],
-             "migs": [{**m, "holders": fold(m.get("holders", []))} for m in n["migs"]]} for n in nodes]
+    return [replace(n, gpus=tuple(replace(g, holders=fold(g.holders)) for g in n.gpus),
+                    migs=tuple(replace(m, holders=fold(m.holders)) for m in n.migs)) for n in nodes]
 
 
 def teams_view(entries: Iterable[QueueEntry], usage: Mapping[Team, float], fair: FairShareConfig,
-               capacity_gpu: float) -> list[dict[str, Any]]:
+               capacity_gpu: float) -> list[TeamRow]:
     """Per team: GPU-equivalents in use, quota, weight, fair share and entries waiting or live.
 
     A team's fair share is the cluster's GPUs split by weight among the teams that want capacity
@@ -88,23 +113,21 @@ def teams_view(entries: Iterable[QueueEntry], usage: Mapping[Team, float], fair:
         policy = fair.team(Team(t))
         share = capacity_gpu * policy.weight / weights if t in active and weights else 0.0
         c = counts.get(t, {"queued": 0, "live": 0})
-        out.append({"team": t, "in_use_gpu": round(float(usage.get(Team(t), 0.0)), 3), "quota_gpu": policy.quota_gpu,
-                    "weight": policy.weight, "fair_share_gpu": round(share, 3), "queued": c["queued"],
-                    "live": c["live"]})
+        out.append(TeamRow(t, round(float(usage.get(Team(t), 0.0)), 3), policy.quota_gpu, policy.weight,
+                           round(share, 3), c["queued"], c["live"]))
     return out
 
 
-def teams_for(teams: list[dict[str, Any]], caller: Caller) -> list[dict[str, Any]]:
+def teams_for(teams: list[TeamRow], caller: Caller) -> list[TeamRow]:
     """A team's caller sees its own row and one row summing every other team's use."""
     if caller.admin:
         return teams
-    own = [t for t in teams if t["team"] == caller.team or t["team"].startswith("_")]
+    own = [t for t in teams if t.team == caller.team or t.team.startswith("_")]
     others = [t for t in teams if t not in own]
     if others:
-        own.append({"team": OTHER_TEAM, "in_use_gpu": round(sum(t["in_use_gpu"] for t in others), 3),
-                    "quota_gpu": None, "weight": None,
-                    "fair_share_gpu": round(sum(t["fair_share_gpu"] for t in others), 3),
-                    "queued": sum(t["queued"] for t in others), "live": sum(t["live"] for t in others)})
+        own.append(TeamRow(OTHER_TEAM, round(sum(t.in_use_gpu for t in others), 3), None, None,
+                           round(sum(t.fair_share_gpu for t in others), 3), sum(t.queued for t in others),
+                           sum(t.live for t in others)))
     return own
 
 

@@ -15,6 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from nomad_gpu.api.payloads import Entry, Placement
+
 
 class EntryState(enum.Enum):
     QUEUED = "queued"
@@ -85,16 +87,19 @@ class QueueEntry:
         """Derived, never stored apart: the same entry and attempt always give the same Nomad job."""
         return job_id_of(self.id, self.attempts, self.job_prefix)
 
+    def to_payload(self) -> Entry:
+        """The entry as the API sends it (`nomad_gpu.api.payloads.Entry`)."""
+        return Entry(
+            id=self.id, name=self.name, team=self.team, priority=self.priority, state=self.state.value,
+            submitted_at=self.submitted_at, attempts=self.attempts, max_retries=self.max_retries,
+            reason=self.reason, nomad_job_id=self.nomad_job_id,
+            placements=tuple(Placement.from_json(dict(p)) for p in self.placements), admitted_at=self.admitted_at,
+            finished_at=self.finished_at, sweep=self.sweep, spec=dict(self.spec), namespace=self.namespace,
+            registered_at=self.registered_at, refusals=self.refusals, held=self.held,
+        )
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            "id": self.id, "name": self.name, "team": self.team, "priority": self.priority,
-            "state": self.state.value, "submitted_at": self.submitted_at, "attempts": self.attempts,
-            "max_retries": self.max_retries, "reason": self.reason, "nomad_job_id": self.nomad_job_id,
-            "placements": list(self.placements), "admitted_at": self.admitted_at,
-            "finished_at": self.finished_at, "sweep": self.sweep, "spec": dict(self.spec),
-            "namespace": self.namespace, "registered_at": self.registered_at, "refusals": self.refusals,
-            "held": self.held,
-        }
+        return self.to_payload().to_json()
 
 
 JOB_PREFIX = "ngpu-"

@@ -13,6 +13,7 @@ import pytest
 import yaml
 from click.testing import CliRunner
 
+from nomad_gpu.api.payloads import Entry
 from nomad_gpu.cli.api_client import ApiClient
 from nomad_gpu.cli.control import follow_logs
 from nomad_gpu.cli.entryview import progress, progress_bar, status_lines, trial_params
@@ -198,8 +199,8 @@ def test_every_new_command_has_help(args: list[str]) -> None:
 
 
 def test_status_lines_show_the_estimate_and_the_time_limit() -> None:
-    entry = {"id": "q1", "state": "running", "submitted_at": 0.0, "attempts": 1, "max_retries": 2, "refusals": 1,
-             "spec": {"runtime": 7200.0, "max_runtime": 14400.0}}
+    entry = Entry(id="q1", state="running", submitted_at=0.0, attempts=1, max_retries=2, refusals=1,
+                  spec={"runtime": 7200.0, "max_runtime": 14400.0})
     lines = dict(status_lines(entry, None, "Nomad is down", {}))
     assert lines["estimate"] == "2h00m" and lines["time limit"] == "4h00m"
     assert lines["attempt"] == "2 of 3 (1 refused by Nomad)"
@@ -210,5 +211,5 @@ def test_progress_and_params_helpers() -> None:
     counts = progress({"complete": 2, "running": 1, "queued": 1, "failed": 1, "cancelled": 0}, 5)
     assert counts == {"done": 2, "running": 1, "queued": 1, "failed": 1, "cancelled": 0, "total": 5}
     assert progress_bar(counts, width=10) == "[####xx>>..] 3/5 ended: 2 done, 1 running, 1 queued, 1 failed"
-    assert trial_params({"spec": {"meta": {"nomad_gpu_trial": "3", "nomad_gpu_trial_lr": "0.1", "x": "y"}}}) \
+    assert trial_params(Entry(spec={"meta": {"nomad_gpu_trial": "3", "nomad_gpu_trial_lr": "0.1", "x": "y"}})) \
         == {"lr": "0.1"}

@@ -10,6 +10,7 @@ import pytest
 from click.testing import CliRunner
 from rich.console import Console
 
+from nomad_gpu.api.payloads import Entry, NodeView
 from nomad_gpu.cli import main as cli_main
 from nomad_gpu.cli.output import table
 from nomad_gpu.cli.queueview import QUEUE_COLUMNS, QUEUE_WIDE_COLUMNS, queue_row, request_of, short_model, waited
@@ -25,12 +26,12 @@ def group(name: str = "main", count: int = 1, **device: Any) -> dict[str, Any]:
 
 def entry(id_: str = "q000001", state: str = "queued", groups: list[dict[str, Any]] | None = None,
           placements: list[dict[str, Any]] | None = None, reason: str = "", submitted: float = NOW - 754,
-          admitted: float | None = None, finished: float | None = None) -> dict[str, Any]:
-    return {"id": id_, "name": "resnet-train", "team": "vision", "priority": 50, "state": state,
+          admitted: float | None = None, finished: float | None = None) -> Entry:
+    return Entry.from_json({"id": id_, "name": "resnet-train", "team": "vision", "priority": 50, "state": state,
             "submitted_at": submitted, "admitted_at": admitted, "finished_at": finished, "attempts": 1,
             "max_retries": 0, "reason": reason, "nomad_job_id": f"ngpu-ab12cd-{id_}-1",
             "placements": placements or [], "sweep": None, "namespace": "default",
-            "spec": {"name": "resnet-train", "groups": groups or [group(gpu={"count": 2, "models": None})]}}
+            "spec": {"name": "resnet-train", "groups": groups or [group(gpu={"count": 2, "models": None})]}})
 
 
 def placement(ids: list[str], device: str | None = "NVIDIA A100-SXM4-80GB", share: int = 0) -> dict[str, Any]:
@@ -71,7 +72,7 @@ def test_short_model(model: str, short: str) -> None:
     pytest.param(entry(groups=[group("a", share={"milli": 500}), group("b", mig={"profile": "3g.40gb", "count": 1})]),
                  False, "share 500m + mig 3g.40gb", id="two-groups"),
 ])
-def test_request_column(e: dict[str, Any], wide: bool, expected: str) -> None:
+def test_request_column(e: Entry, wide: bool, expected: str) -> None:
     assert request_of(e, wide) == expected
 
 
@@ -84,7 +85,7 @@ def test_request_column(e: dict[str, Any], wide: bool, expected: str) -> None:
     pytest.param(entry(state="cancelled", submitted=NOW - 3600, finished=NOW - 3540), "1m", id="cancelled-waiting"),
     pytest.param(entry(state="queued", submitted=NOW + 5), "0s", id="clock-skew-never-negative"),
 ])
-def test_waited_column(e: dict[str, Any], expected: str) -> None:
+def test_waited_column(e: Entry, expected: str) -> None:
     assert waited(e, NOW) == expected
 
 
@@ -125,15 +126,15 @@ def test_piped_output_is_tab_separated_and_never_cut(monkeypatch: pytest.MonkeyP
     entries = [entry(reason=reason.strip()),
                entry("q000002", state="running", placements=[placement(["GPU-1"])], admitted=NOW - 100)]
 
-    served = [{**e, "eta": NOW + 600} if e["state"] == "queued" else e for e in entries]
+    served = [{**e.to_json(), "eta": NOW + 600} if e.state == "queued" else e.to_json() for e in entries]
 
     class FakeClient:
-        def jobs(self, state: str | None, sweep: str | None, eta: bool = False) -> list[dict[str, Any]]:
+        def jobs(self, state: str | None, sweep: str | None, eta: bool = False) -> list[Entry]:
             assert eta, "queue asks the service for ETAs"
-            return served
+            return [Entry.from_json(e) for e in served]
 
-        def inventory(self) -> list[dict[str, Any]]:
-            return [{"id": NODE, "name": "gpu-a800-1"}]
+        def inventory(self) -> list[NodeView]:
+            return [NodeView(id=NODE, name="gpu-a800-1")]
 
     monkeypatch.setattr(cli_main, "_client", FakeClient)
     monkeypatch.setattr(cli_main.time, "time", lambda: NOW)

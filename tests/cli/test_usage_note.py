@@ -8,14 +8,16 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
+from nomad_gpu.api.payloads import Entry
 from nomad_gpu.cli.main import main
 from nomad_gpu.cli.queueview import queue_row, usage_note
 
 
-def _entry(usage: dict[str, Any] | None) -> dict[str, Any]:
-    return {"id": "q1", "name": "n", "team": "t", "priority": 50, "state": "running", "spec": {"groups": []},
-            "placements": [{"group": "main", "index": 0, "node": "n1", "instance_ids": ["GPU-a"],
-                            "device_name": "NVIDIA A100", "share_milli": 0}], "usage": usage}
+def _entry(usage: dict[str, Any] | None) -> Entry:
+    return Entry.from_json({
+        "id": "q1", "name": "n", "team": "t", "priority": 50, "state": "running", "spec": {"groups": []},
+        "placements": [{"group": "main", "index": 0, "node": "n1", "instance_ids": ["GPU-a"],
+                        "device_name": "NVIDIA A100", "share_milli": 0}], "usage": usage})
 
 
 @pytest.mark.parametrize(("usage", "note"), [
@@ -28,7 +30,7 @@ def _entry(usage: dict[str, Any] | None) -> dict[str, Any]:
       "idle_since": None}, "IDLE, 0.1 GiB"),
 ])
 def test_usage_note(usage: dict[str, Any] | None, note: str) -> None:
-    assert usage_note({"usage": usage}, now=1000.0 + 35 * 60) == note
+    assert usage_note(Entry.from_json({"usage": usage}), now=1000.0 + 35 * 60) == note
 
 
 def test_the_queue_row_carries_the_note_after_where_it_runs() -> None:

@@ -57,6 +57,17 @@ def test_mig_devices_are_one_instance_each_grouped_by_profile_and_parent_left_ou
     assert ("memory", 40448, "MiB") in groups[("nvidia", "gpu", "NVIDIA H100 80GB HBM3 MIG 3g.40gb")].attributes
 
 
+def test_mig_devices_carry_their_parent_gpus_bus_id() -> None:
+    """`DetectedDevice.hw_locality.pci_bus_id`: a MIG device's is its parent GPU's, which is how Nomad's node
+    API (`Instances[].Locality.PciBusID`) tells the service which instances are slices of one GPU."""
+    node = h100_mig().with_ids()
+    state, _ = state_for(node)
+    parent, whole = node.gpus[0], node.gpus[1]
+    bus = {i.id: i.pci_bus_id for g in state.refresh() for i in g.instances}
+    assert {bus[m.uuid] for m in parent.migs} == {parent.bus_id} and bus[whole.uuid] == whole.bus_id
+    assert parent.bus_id != whole.bus_id
+
+
 def test_shared_marking_of_a_mig_gpu_is_ignored_for_mig_devices() -> None:
     node = h100_mig().with_ids()
     state, _ = state_for(node, shared_gpus={node.gpus[0].uuid: 4})

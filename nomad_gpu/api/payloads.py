@@ -1,0 +1,310 @@
+"""The HTTP API's JSON shapes, as typed values both sides import: the service builds them and sends
+``to_json()``, the CLI and the demo read them back with ``from_json()``, and the OpenAPI document's
+schemas are generated from them (`nomad_gpu.service.openapi`).
+
+Field names are the wire's and are a stable interface: add fields, never rename or remove one. A new
+field gets a default, so a reader of this release can read an older service's answers. A field typed
+``... | Unset`` is left out of some answers (``eta`` unless it was asked for).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar
+
+from nomad_gpu.api.codec import UNSET, Unset, doc, from_json, to_json
+
+__all__ = [
+    "UNSET", "Allocation", "Allocations", "Entries", "Entry", "ErrorReply", "GpuView", "Hcl", "History", "Holder",
+    "Inventory", "MigGpu", "MigView", "Minute", "NodeView", "Patch", "Payload", "Placement", "Status", "Sweep",
+    "TeamRow", "Teams", "Unset", "Usage", "read",
+]
+
+P = TypeVar("P", bound="Payload")
+
+
+class Payload:
+    """What every payload can do: become JSON, and be read back from it."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = to_json(self)
+        return out
+
+    @classmethod
+    def from_json(cls: type[P], data: Any) -> P:
+        return from_json(cls, data)
+
+
+def read(cls: type[P], data: Any) -> P:
+    """``cls.from_json(data)``, for callers that hold the class in a variable."""
+    return cls.from_json(data)
+
+
+@dataclass(frozen=True)
+class ErrorReply(Payload):
+    """Every refusal: a 4xx or 5xx status with one line."""
+
+    SCHEMA_NAME: ClassVar[str] = "Error"
+    error: str = doc("One line saying what was refused and why.", default="")
+
+
+@dataclass(frozen=True)
+class Patch(Payload):
+    """The fields of an entry a caller may change."""
+
+    priority: int = field(default=50, metadata={"schema": {"minimum": 1, "maximum": 100}})
+
+
+# ---- entries ---------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Placement(Payload):
+    """Where one member of a task group runs: its node, CPU, memory and the device instances pinned."""
+
+    group: str = ""
+    index: int = 0
+    node: str = doc("Nomad node ID.", default="")
+    cpu_mhz: int = 0
+    memory_mb: int = 0
+    instance_ids: tuple[str, ...] = doc("GPU-..., MIG-... or share instance IDs.", default=())
+    device_name: str | None = None
+    share_milli: int = 0
+    gpu_equivalents: float = 0.0
+    share_gpu: str | None = doc("The GPU a time-slice share is on.", default=None)
+
+
+@dataclass(frozen=True)
+class Usage(Payload):
+    """GPU utilisation and memory of a running entry's devices, from Nomad's allocation stats."""
+
+    gpu_util_pct: float | None = None
+    gpu_memory_used_mib: float | None = None
+    gpu_memory_total_mib: float | None = None
+    idle: bool = False
+    idle_gpus: int = 0
+    idle_since: float | None = None
+    sampled_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Entry(Payload):
+    """One queue entry: a submitted job or one trial of a sweep."""
+
+    id: str = ""
+    name: str = ""
+    team: str = ""
+    priority: int = 0
+    state: str = doc("Where the entry is in its life: queued, admitted, running or how it ended.", default="")
+    submitted_at: float = doc("Unix seconds", default=0.0)
+    attempts: int = 0
+    max_retries: int = 0
+    reason: str = doc("Why it waits, or how it ended.", default="")
+    nomad_job_id: str = ""
+    placements: tuple[Placement, ...] = ()
+    admitted_at: float | None = doc("Unix seconds", default=None)
+    finished_at: float | None = doc("Unix seconds", default=None)
+    sweep: str | None = None
+    spec: dict[str, Any] = doc("The validated job spec.", default_factory=dict)
+    namespace: str = "default"
+    registered_at: float | None = doc("Unix seconds", default=None)
+    refusals: int = 0
+    held: bool = False
+    usage: Usage | None | Unset = doc("GPU utilisation and memory of a running entry (null while unknown).",
+                                      default=UNSET)
+    eta: float | None | Unset = doc("A queued entry's expected start (Unix seconds; null: unknown). Only with "
+                                    "`?eta=true`.", default=UNSET)
+
+
+@dataclass(frozen=True)
+class Entries(Payload):
+    entries: tuple[Entry, ...] = ()
+
+
+@dataclass(frozen=True)
+class Sweep(Payload):
+    """A sweep's trials and their counts by state."""
+
+    sweep: str = ""
+    total: int = 0
+    states: dict[str, int] = field(default_factory=dict)
+    trials: tuple[Entry, ...] = ()
+
+
+# ---- what Nomad holds for an entry -----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Allocation(Payload):
+    """One of an entry's Nomad allocations."""
+
+    id: str = ""
+    group: str = ""
+    index: int = 0
+    node_id: str = ""
+    node_name: str = ""
+    client_status: str = ""
+    desired_status: str = ""
+    tasks: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Allocations(Payload):
+    """An entry's times and its current attempt's allocations."""
+
+    id: str = ""
+    nomad_job_id: str = ""
+    namespace: str = "default"
+    submitted_at: float = doc("Unix seconds", default=0.0)
+    admitted_at: float | None = doc("Unix seconds", default=None)
+    started_at: float | None = doc("Unix seconds", default=None)
+    finished_at: float | None = doc("Unix seconds", default=None)
+    waited_s: float = 0.0
+    ran_s: float | None = None
+    allocations: tuple[Allocation, ...] = ()
+    nomad_ui: str | Unset = doc("The job's page in Nomad's UI (when the service knows Nomad's address).",
+                                default=UNSET)
+
+
+@dataclass(frozen=True)
+class Hcl(Payload):
+    """The HCL Nomad stored with the job's current version."""
+
+    id: str = ""
+    nomad_job_id: str = ""
+    namespace: str = "default"
+    version: int = 0
+    format: str = ""
+    hcl: str = ""
+
+
+# ---- the cluster -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Holder(Payload):
+    """Who holds a device: an entry and its team (another team's is named neither), and how much of it."""
+
+    entry: str | None = None
+    team: str = ""
+    milli: int = 1000
+
+
+@dataclass(frozen=True)
+class GpuView(Payload):
+    """A physical GPU offered whole or as time-slice shares."""
+
+    id: str = ""
+    model: str = ""
+    mode: str = doc("whole, shared or flex.", default="whole")
+    healthy: bool = True
+    free_milli: int = 0
+    holders: tuple[Holder, ...] = ()
+    pci_bus_id: str | None = doc("The GPU's PCI bus ID, from its fingerprint (null: not reported).", default=None)
+
+
+@dataclass(frozen=True)
+class MigView(Payload):
+    """A MIG instance (its own Nomad device)."""
+
+    id: str = ""
+    device: str = ""
+    healthy: bool = True
+    profile: str = ""
+    free: bool = False
+    holders: tuple[Holder, ...] = ()
+    pci_bus_id: str | None = doc("The parent GPU's PCI bus ID (MIG instances share it); null: not reported.",
+                                 default=None)
+    compute_slices: int = 0
+
+
+@dataclass(frozen=True)
+class MigGpu(Payload):
+    """One MIG-partitioned physical GPU: its instances in the node's order, and its compute slices."""
+
+    pci_bus_id: str = ""
+    model: str = ""
+    slices: int = doc("Compute slices of the whole GPU (7; 4 on an A30).", default=7)
+    used_slices: int = 0
+    free_slices: int = doc("Compute slices of free, healthy instances.", default=0)
+    instances: tuple[str, ...] = doc("Its MIG instance IDs (see `migs`).", default=())
+
+
+@dataclass(frozen=True)
+class NodeView(Payload):
+    """A node with its GPUs, MIG instances and shares, free and total."""
+
+    id: str = ""
+    name: str = ""
+    datacenter: str = "dc1"
+    status: str = ""
+    schedulable: bool = True
+    cpu_mhz: int = 0
+    memory_mb: int = 0
+    cpu_free: int = 0
+    memory_free: int = 0
+    draining: bool = False
+    eligible: bool = True
+    node_pool: str = "default"
+    gpus: tuple[GpuView, ...] = ()
+    migs: tuple[MigView, ...] = ()
+    mig_gpus: tuple[MigGpu, ...] = doc("MIG instances grouped by the physical GPU they are slices of (those "
+                                       "whose bus ID is reported).", default=())
+
+
+@dataclass(frozen=True)
+class Inventory(Payload):
+    nodes: tuple[NodeView, ...] = ()
+
+
+@dataclass(frozen=True)
+class Status(Payload):
+    """The service's health and counts."""
+
+    ready: bool = False
+    cycles: int = 0
+    queued: int = 0
+    live: int = 0
+    nodes: int = 0
+    gpus: int = 0
+    team_usage_gpu: dict[str, float] = field(default_factory=dict)
+    holds: dict[str, list[str]] = doc("Entries with nodes held for them (head of line), by node ID.",
+                                      default_factory=dict)
+    nomad_reachable: bool = True
+    draining: int = 0
+    instance: str = ""
+    nomad_address: str | Unset = doc("Nomad's address, when the service knows it.", default=UNSET)
+
+
+@dataclass(frozen=True)
+class TeamRow(Payload):
+    """A team's GPU-equivalents in use, quota, weight and fair share, and its entries waiting or live."""
+
+    team: str = ""
+    in_use_gpu: float = 0.0
+    quota_gpu: float | None = None
+    weight: float | None = None
+    fair_share_gpu: float = 0.0
+    queued: int = 0
+    live: int = 0
+
+
+@dataclass(frozen=True)
+class Teams(Payload):
+    capacity_gpu: float = 0.0
+    teams: tuple[TeamRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class Minute(Payload):
+    t: int = doc("The minute's first second (Unix seconds).", default=0)
+    gpus_in_use: float = 0.0
+    queued: int = 0
+    admitted: int = 0
+
+
+@dataclass(frozen=True)
+class History(Payload):
+    """GPUs in use, queue depth and admissions per minute."""
+
+    step_s: int = 60
+    window_s: int = 86400
+    now: float = 0.0
+    minutes: tuple[Minute, ...] = ()
