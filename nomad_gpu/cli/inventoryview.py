@@ -130,8 +130,8 @@ def device_rows(n: NodeView) -> list[tuple[Any, ...]]:
     grouped = {iid for gpu in n.mig_gpus for iid in gpu.instances}
     for gpu in n.mig_gpus:
         picture, legend = mig_picture(gpu, n.migs)
-        rows.append((node, gpu.pci_bus_id, f"mig gpu {gpu.free_slices}/{gpu.slices} free", short_model(gpu.model),
-                     picture, legend))
+        rows.append((node, gpu.pci_bus_id, f"mig {picture}", short_model(gpu.model),
+                     f"{gpu.free_slices}/{gpu.slices} free", legend))
         rows.extend(_mig_row(node, by_id[iid]) for iid in gpu.instances if iid in by_id)
     rows.extend(_mig_row(node, m) for m in n.migs if m.id not in grouped)
     return rows

@@ -18,6 +18,7 @@ import click
 from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 
 @dataclass(frozen=True)
@@ -67,7 +68,7 @@ def table(title: str | None, columns: Sequence[str | Column], rows: Sequence[Seq
             t.add_column(c.header, no_wrap=True, overflow="ellipsis", justify="right" if c.right else "left",
                          min_width=max(widest, len(c.header)))
     for r in cells:
-        t.add_row(*r)
+        t.add_row(*(Text(c) for c in r))  # plain text: a `[...]` in a name or a MIG picture is not markup
     target.print(t, soft_wrap=False)
 
 

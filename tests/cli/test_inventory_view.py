@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
 from click.testing import CliRunner
+from rich.console import Console
 
 from nomad_gpu.api.payloads import NodeView
 from nomad_gpu.cli import main as cli_main
-from nomad_gpu.cli.inventoryview import device_rows, free_equivalents, mig_picture, mig_rows, node_row
+from nomad_gpu.cli.inventoryview import MIG_COLUMNS, device_rows, free_equivalents, mig_picture, mig_rows, node_row
+from nomad_gpu.cli.output import table
 
 NODE = NodeView.from_json({
     "id": "n-1", "name": "h100-mig-1", "status": "ready", "schedulable": True, "cpu_mhz": 96000, "cpu_free": 90000,
@@ -92,7 +95,7 @@ def test_devices_lead_each_mig_gpu_with_its_picture_and_list_ungrouped_instances
     rows = device_rows(MIG_NODE)
     assert [r[1] for r in rows] == ["00000000:47:00.0", "MIG-1", "MIG-2", "MIG-3", "00000000:57:00.0", "MIG-4",
                                     "MIG-5", "MIG-9"]
-    assert rows[0][2:] == ("mig gpu 1/7 free", "H100", "[aaa|bb|.|-]", "a q000003, b q000007")
+    assert rows[0][2:] == ("mig [aaa|bb|.|-]", "H100", "1/7 free", "a q000003, b q000007")
     assert rows[-1][2:] == ("mig 1g.10gb #......", "H100", "free", "")
 
 
@@ -111,3 +114,10 @@ def test_the_command_shows_the_mig_table_only_where_there_are_mig_gpus(monkeypat
     as_json = json.loads(CliRunner().invoke(cli_main.main, ["inventory", "--json"]).stdout)
     assert as_json[1]["mig_gpus"][0]["instances"] == ["MIG-1", "MIG-2", "MIG-3"]
     assert as_json[1]["migs"][0]["pci_bus_id"] == "00000000:47:00.0"
+
+
+def test_on_a_terminal_the_picture_is_text_not_markup() -> None:
+    buf = io.StringIO()
+    table(None, MIG_COLUMNS, mig_rows(MIG_NODE), out=Console(file=buf, width=100, force_terminal=True,
+                                                              color_system=None))
+    assert "[aaa|bb|.|-]" in buf.getvalue() and "[xxx|aaa|-]" in buf.getvalue()
