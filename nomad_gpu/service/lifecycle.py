@@ -41,7 +41,7 @@ from nomad_gpu.render import RenderError
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
-from nomad_gpu.service.tracking import LIVE, Draining, Executor, NotSent, Tracked, backoff_s
+from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, NotSent, Tracked, backoff_s
 from nomad_gpu.service.translate import job_request, placement_from_json, placement_json, render_placement, spec_of
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.entries import parse_job_id
@@ -68,7 +68,10 @@ class Lifecycle:
         self.instance = store.instance
         self.entries: dict[str, Tracked] = {}
         self.live: dict[str, Tracked] = {}
-        """The admitted and running ones among `entries`: what `tick` looks at, without scanning the queue."""
+        """The admitted and running ones among `entries`."""
+        self.waiting: dict[str, Tracked] = {}
+        """The queued ones among `entries`: what each cycle reads, without scanning the running ones."""
+        self.due = DueTimes()
         self._stops_checked = 0.0
         self.draining: dict[str, Draining] = {}
         self.foreign: dict[str, AllocInfo] = {}
@@ -87,9 +90,14 @@ class Lifecycle:
             return
         try:
             spec = spec_of(e)
-            self.entries[e.id] = Tracked(e, spec, job_request(e, spec) if e.state is EntryState.QUEUED else None)
+            t = self.entries[e.id] = Tracked(e, spec, job_request(e, spec) if e.state is EntryState.QUEUED else None)
             if e.state in LIVE:
-                self.live[e.id] = self.entries[e.id]
+                self.live[e.id] = t
+                if e.registered_at is not None:
+                    self._watch_deadline(t)
+                self._watch_runtime(t)
+            else:
+                self.waiting[e.id] = t
         except (InvalidRequest, ValueError) as exc:
             reason = f"stored spec is no longer valid: {exc}"
             logger.error("entry %s: %s", e.id, reason)
@@ -102,7 +110,7 @@ class Lifecycle:
 
     def queued(self, now: float) -> list[Tracked]:
         out = []
-        for t in self.entries.values():
+        for t in self.waiting.values():
             if t.entry.state is not EntryState.QUEUED or t.request is None or t.entry.held:
                 continue
             if t.avoid and min(t.avoid.values()) <= now:
@@ -133,6 +141,7 @@ class Lifecycle:
             return 0
         for e in moved:
             t = self.live[e.id] = self.entries[e.id]
+            self.waiting.pop(e.id, None)
             t.entry, t.allocs, t.failures, t.retry_at = e, {}, 0, 0.0
             self.metrics.admitted.inc()
             self.metrics.observe_wait(now - e.submitted_at)  # after the commit: a rolled-back cycle waits on
@@ -202,10 +211,12 @@ class Lifecycle:
             self.metrics.registered.inc()
             if self.store.mark_registered(entry.id, entry.attempts, now):
                 t.entry = self.store.get(entry.id)
+                self._watch_deadline(t)
             return
         if retryable:
             t.failures += 1
             t.retry_at = now + backoff_s(t.failures)
+            self._schedule(t.retry_at, entry.id)
             self.outage.unreachable(str(failure), "forbidden" if isinstance(failure, NomadForbidden) else "unavailable")
             logger.debug("register %s failed (%s); retry in %.1f s with the same pins", job_id, failure,
                          t.retry_at - now)
@@ -238,6 +249,7 @@ class Lifecycle:
             t.entry = self.store.transition(t.entry.id, EntryState.RUNNING, expect=(EntryState.ADMITTED,),
                                             at=self.clock(), durable=False)
             t.running_since = self.clock()
+            self._watch_runtime(t)
             if EntryId(t.entry.id) in self.ledger:
                 self.ledger.confirm(EntryId(t.entry.id))
         if not a.is_terminal:
@@ -319,6 +331,7 @@ class Lifecycle:
             moved = self.store.transition(entry_id, EntryState.CANCELLED, expect=(EntryState.QUEUED,),
                                           finished_at=now, at=now, reason="cancelled by user")
             self.entries.pop(entry_id, None)
+            self.waiting.pop(entry_id, None)
             return moved
         return self.end(t, EntryState.CANCELLED, "cancelled by user")
 
@@ -399,6 +412,7 @@ class Lifecycle:
         if to is EntryState.QUEUED and t.spec is not None:
             t.entry, t.allocs, t.registering = moved, {}, False
             t.request = self._request(t)
+            self.waiting[e.id] = t
         else:
             self.entries.pop(e.id, None)
         self.live.pop(e.id, None)
@@ -454,18 +468,37 @@ class Lifecycle:
                 self.maybe_release(d)
 
     # ---- retries and settling ----------------------------------------------------------------
+    def _schedule(self, when: float, entry_id: str) -> None:
+        self.due.add(when, entry_id, self.live, len(self.live))
+
+    def _watch_deadline(self, t: Tracked) -> None:
+        if t.entry.registered_at is not None:
+            self._schedule(t.entry.registered_at + self.admission_deadline_s, t.entry.id)
+
+    def _watch_runtime(self, t: Tracked) -> None:
+        limit = t.spec.max_runtime if t.spec is not None else None
+        if limit:
+            self._schedule((t.running_since or t.entry.admitted_at or self.clock()) + limit, t.entry.id)
+
     def tick(self, now: float) -> None:
         """Retry what is due: registers whose reply failed (same pins), stops not yet confirmed; re-queue
-        admitted entries Nomad has not placed within the admission deadline."""
-        for t in list(self.live.values()):
-            if t.entry.state is not EntryState.ADMITTED or t.registering:
+        admitted entries Nomad has not placed within the admission deadline; end attempts past their
+        wall-time limit. Only entries whose time has come are looked at (a heap of due times; each is
+        checked against its current state, so a stale due time does nothing)."""
+        for entry_id in self.due.pop_due(now):
+            t = self.live.get(entry_id)
+            if t is None:
                 continue
-            if t.entry.registered_at is None:
-                if 0 < t.retry_at <= now:
-                    self.start_register(t)
-            elif not t.allocs and now - t.entry.registered_at >= self.admission_deadline_s:
-                self._refused(t, f"Nomad placed no allocation within {self.admission_deadline_s:g} s", now)
-        for t in list(self.live.values()):
+            if t.registering:  # its reply decides; look again shortly
+                self._schedule(now + STOPS_CHECK_S, entry_id)
+                continue
+            if t.entry.state is EntryState.ADMITTED:
+                if t.entry.registered_at is None:
+                    if 0 < t.retry_at <= now:
+                        self.start_register(t)
+                elif not t.allocs and now - t.entry.registered_at >= self.admission_deadline_s:
+                    self._refused(t, f"Nomad placed no allocation within {self.admission_deadline_s:g} s", now)
+                continue
             limit = t.spec.max_runtime if t.spec is not None else None
             if limit and t.entry.state is EntryState.RUNNING:
                 since = t.running_since or t.entry.admitted_at or now

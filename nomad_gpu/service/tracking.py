@@ -6,7 +6,8 @@ read views can name these without reaching into the life cycle's workings.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import heapq
+from collections.abc import Callable, Container
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -65,3 +66,32 @@ class Draining:
         return EntryId(f"job:{self.job_id}")
 
 
+
+
+class DueTimes:
+    """When each entry next needs a look (a register retry, an admission deadline, a wall-time limit).
+
+    A heap, so a scheduling cycle touches only what is due instead of every live entry. A due time is a
+    hint, never a decision: the caller checks the entry's current state, so a stale one does nothing.
+    """
+
+    def __init__(self) -> None:
+        self._heap: list[tuple[float, str]] = []
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def add(self, when: float, entry_id: str, keep: Container[str], live: int) -> None:
+        """Remember `entry_id` at `when`; past 4 per live entry (plus slack), due times of entries not in
+        `keep` (ended before their time came) are dropped, so the heap stays bounded."""
+        heapq.heappush(self._heap, (when, entry_id))
+        if len(self._heap) > 4 * live + 1000:
+            self._heap = [d for d in self._heap if d[1] in keep]
+            heapq.heapify(self._heap)
+
+    def pop_due(self, now: float) -> list[str]:
+        """The entries whose time has come, once each, in due order."""
+        due: dict[str, None] = {}
+        while self._heap and self._heap[0][0] <= now:
+            due[heapq.heappop(self._heap)[1]] = None
+        return list(due)

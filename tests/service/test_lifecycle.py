@@ -266,6 +266,7 @@ def test_a_placement_nomad_refuses_is_requeued_away_from_that_node_without_using
     assert again.state is EntryState.ADMITTED and again.placements[0]["node"] != node
     t = svc.life.entries[a.id]
     t.entry = t.entry.__class__(**{**t.entry.__dict__, "state": EntryState.QUEUED})
+    svc.life.waiting[a.id] = t  # as if queued again (only the avoid list's expiry is looked at here)
     clock.now += 301  # the refused node is a candidate again after a while
     assert svc.life.queued(clock.now)[0].request.avoid_nodes == frozenset()  # type: ignore[union-attr]
 
@@ -404,6 +405,59 @@ def test_max_runtime_stops_the_job_and_fails_the_entry_with_timeout(clock: Clock
     assert e.state is EntryState.FAILED and e.reason.startswith("timeout") and nomad.jobs[job].stopped
 
 
+def test_max_runtime_is_enforced_after_a_restart_from_the_admission(tmp_path: Path, clock: Clock,
+                                                                      ex: ManualExecutor) -> None:
+    nomad, path = FakeNomad(), str(tmp_path / "q.db")
+    store = SqliteStore(path)
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit({**spec("a"), "max_runtime": "1h"})
+    svc.run_cycle()
+    ex.run_all()
+    job = store.get(a.id).nomad_job_id
+    running = alloc(job, "running")
+    svc.on_alloc(running)
+    store.close()  # the service dies while the job runs
+    ex2 = ManualExecutor()
+    svc2 = service(SqliteStore(path), nomad, clock, ex2)
+    svc2.on_resync([N1], [running])
+    clock.now += 3599
+    svc2.run_cycle()
+    assert svc2.store.get(a.id).state is EntryState.RUNNING
+    clock.now += 2
+    svc2.run_cycle()
+    ex2.run_all()
+    e = svc2.store.get(a.id)
+    assert e.state is EntryState.FAILED and e.reason.startswith("timeout") and nomad.jobs[job].stopped
+
+
+def test_the_admission_deadline_holds_after_a_restart(tmp_path: Path, clock: Clock, ex: ManualExecutor) -> None:
+    nomad, path = FakeNomad(), str(tmp_path / "q.db")
+    store = SqliteStore(path)
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    store.close()  # registered, never placed, and the service dies
+    ex2 = ManualExecutor()
+    svc2 = service(SqliteStore(path), nomad, clock, ex2)
+    svc2.on_resync([N1], [])  # its settle (a read of the job) is left unanswered: Nomad placed nothing
+    clock.now += 299
+    svc2.run_cycle()
+    assert svc2.store.get(a.id).state is EntryState.ADMITTED
+    clock.now += 2
+    svc2.run_cycle()
+    e = svc2.store.get(a.id)
+    assert e.refusals == 1 and "within 300 s" in e.history[-1]["reason"]
+
+
+def test_due_times_of_ended_entries_do_not_accumulate(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    for i in range(5000):
+        svc.life._schedule(clock.now + 3600, f"gone{i}")  # entries that ended before their due time
+    assert len(svc.life.due) <= 1000 + 4 * len(svc.life.live)
+
+
 def test_cancelling_a_sweep_cancels_every_trial(clock: Clock, ex: ManualExecutor) -> None:
     nomad, store = FakeNomad(), SqliteStore()
     svc = started(store, nomad, clock, ex)
@@ -457,6 +511,7 @@ def test_the_live_index_always_matches_the_entries(clock: Clock, ex: ManualExecu
 
     def check() -> None:
         assert set(svc.life.live) == {k for k, t in svc.life.entries.items() if t.entry.state in LIVE}
+        assert set(svc.life.waiting) == {k for k, t in svc.life.entries.items() if t.entry.state is EntryState.QUEUED}
 
     a, b, c, d = (svc.submit(spec(n, retries=1))[0] for n in "abcd")
     svc.run_cycle()
