@@ -29,6 +29,11 @@ JSON = dict[str, Any]
 _Codec = tuple[Callable[[Any], Any], Callable[[Any, str], Any]]
 
 
+def _same(v: Any) -> Any:
+    """The encoder of a value that is its own JSON (a scalar, null, Any): recognised and skipped."""
+    return v
+
+
 class Unset:
     """The value of a field left out of an answer (not the same as null, which the answer states)."""
 
@@ -88,7 +93,7 @@ def _union_args(tp: Any) -> tuple[Any, ...] | None:
 def _codec(tp: Any) -> _Codec:
     """(encode, decode) for one type, built once per type."""
     if tp is Any:
-        return (lambda v: v), (lambda d, path: d)
+        return _same, (lambda d, path: d)
     if dataclasses.is_dataclass(tp) and isinstance(tp, type):
         return _dataclass_codec(tp)
     if (args := _union_args(tp)) is not None:
@@ -103,6 +108,8 @@ def _codec(tp: Any) -> _Codec:
                 raise _fail(path, "a list", d)
             return make(item_dec(v, f"{path}[{i}]") for i, v in enumerate(d))
 
+        if item_enc is _same:
+            return list, dec_seq
         return (lambda v: [item_enc(x) for x in v]), dec_seq
     if origin is dict:
         val_enc, val_dec = _codec(args[1])
@@ -112,9 +119,11 @@ def _codec(tp: Any) -> _Codec:
                 raise _fail(path, "an object", d)
             return {str(k): val_dec(v, f"{path}.{k}") for k, v in d.items()}
 
+        if val_enc is _same:
+            return dict, dec_map
         return (lambda v: {str(k): val_enc(x) for k, x in v.items()}), dec_map
     if tp in (str, bool, int, float):
-        return (lambda v: v), _scalar(tp)
+        return _same, _scalar(tp)
     raise TypeError(f"no JSON codec for {tp!r}")
 
 
@@ -133,6 +142,8 @@ def _union_codec(args: tuple[Any, ...]) -> _Codec:
     nullable = type(None) in args
     rest = [a for a in args if a not in (type(None), Unset)]
     codecs = [_codec(a) for a in rest]
+    if all(e is _same for e, _ in codecs):
+        return _same, _union_decoder(codecs, nullable)
 
     def enc(v: Any) -> Any:
         if v is None:
@@ -142,6 +153,10 @@ def _union_codec(args: tuple[Any, ...]) -> _Codec:
                 return e(v)
         return codecs[0][0](v)
 
+    return enc, _union_decoder(codecs, nullable)
+
+
+def _union_decoder(codecs: list[_Codec], nullable: bool) -> Callable[[Any, str], Any]:
     def dec(d: Any, path: str) -> Any:
         if d is None and nullable:
             return None
@@ -153,7 +168,7 @@ def _union_codec(args: tuple[Any, ...]) -> _Codec:
                 last = exc
         raise last or _fail(path, "null", d)
 
-    return enc, dec
+    return dec
 
 
 def _is_instance(v: Any, tp: Any) -> bool:
@@ -163,14 +178,22 @@ def _is_instance(v: Any, tp: Any) -> bool:
 
 def _dataclass_codec(cls: type) -> _Codec:
     hints = typing.get_type_hints(cls)
-    plan = [(f.name, *_codec(hints[f.name]), _has_default(f)) for f in dataclasses.fields(cls) if f.init]
+    fields = [f for f in dataclasses.fields(cls) if f.init]
+    plan = [(f.name, *_codec(hints[f.name]), _has_default(f)) for f in fields]
+    nested = [(name, e) for name, e, _, _ in plan if e is not _same]
+    may_be_unset = [f.name for f in fields if Unset in (_union_args(hints[f.name]) or ())]
+    plain = "__slots__" not in vars(cls) and len(fields) == len(dataclasses.fields(cls))  # __dict__ is the fields
 
     def enc(v: Any) -> Any:
-        out: JSON = {}
-        for name, e, _, _ in plan:
-            value = getattr(v, name)
-            if value is not UNSET:
-                out[name] = e(value)
+        # An API list may hold thousands of entries: copy the instance's fields at C speed, then encode
+        # only the nested ones and drop what is left out.
+        out: JSON = dict(v.__dict__) if plain else {f.name: getattr(v, f.name) for f in fields}
+        for name in may_be_unset:
+            if out[name] is UNSET:
+                del out[name]
+        for name, e in nested:
+            if name in out and out[name] is not None:
+                out[name] = e(out[name])
         return out
 
     def dec(d: Any, path: str) -> Any:

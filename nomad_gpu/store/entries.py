@@ -93,13 +93,22 @@ class QueueEntry:
             id=self.id, name=self.name, team=self.team, priority=self.priority, state=self.state.value,
             submitted_at=self.submitted_at, attempts=self.attempts, max_retries=self.max_retries,
             reason=self.reason, nomad_job_id=self.nomad_job_id,
-            placements=tuple(Placement.from_json(dict(p)) for p in self.placements), admitted_at=self.admitted_at,
+            placements=tuple(_placement(p) for p in self.placements), admitted_at=self.admitted_at,
             finished_at=self.finished_at, sweep=self.sweep, spec=dict(self.spec), namespace=self.namespace,
             registered_at=self.registered_at, refusals=self.refusals, held=self.held,
         )
 
     def to_json(self) -> dict[str, Any]:
         return self.to_payload().to_json()
+
+
+def _placement(stored: Mapping[str, Any]) -> Placement:
+    """A stored placement (written by the service as this payload): built directly, read leniently only
+    where it is not in today's form (a row an older release wrote)."""
+    try:
+        return Placement(**{**stored, "instance_ids": tuple(stored["instance_ids"])})
+    except (TypeError, KeyError):
+        return Placement.from_json(dict(stored))
 
 
 JOB_PREFIX = "ngpu-"

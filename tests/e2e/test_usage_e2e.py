@@ -11,6 +11,7 @@ import pytest
 import requests
 from harness import start_service, submit, wait_for
 
+from nomad_gpu.api.payloads import Entries, Usage
 from nomad_gpu.cli.queueview import queue_row
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.service.settings import UsageSettings
@@ -44,8 +45,10 @@ def test_an_idle_entry_is_shown_counted_and_flagged(seed: DevCluster, tmp_path: 
         assert first is not None and first["gpu_util_pct"] == 2 and first["gpu_memory_total_mib"] == 81920
         wait_for(lambda: (usage(lazy["id"]) or {}).get("idle") is True, 20, "the lazy entry to turn idle")
         assert idle_metric() == 1.0 and usage(busy["id"])["idle"] is False  # type: ignore[index]
-        listed = {e["id"]: e for e in requests.get(f"{runtime.address}/v1/jobs", timeout=5).json()["entries"]}
-        assert listed[lazy["id"]]["usage"]["idle_gpus"] == 1
+        body = requests.get(f"{runtime.address}/v1/jobs", timeout=5).json()
+        listed = {e.id: e for e in Entries.from_json(body).entries}
+        lazy_usage = listed[lazy["id"]].usage
+        assert isinstance(lazy_usage, Usage) and lazy_usage.idle_gpus == 1
         assert "IDLE" in queue_row(listed[lazy["id"]], {}, time.time())[-1]
         assert "IDLE" not in queue_row(listed[busy["id"]], {}, time.time())[-1]
         requests.delete(f"{runtime.address}/v1/jobs/{lazy['id']}", timeout=5)
