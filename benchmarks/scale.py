@@ -144,6 +144,8 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
         svc, dev = psutil.Process(service.proc.pid), psutil.Process(nomad.pid)
         svc_rss, dev_rss = PeakRss(), PeakRss()
         svc_cpu0, dev_cpu0 = cpu_s(svc), cpu_s(dev)
+        svc_sys0 = svc.cpu_times().system
+        cycles0 = service.http.get(f"{service.addr}/v1/status", timeout=30).json()["cycles"]
         session = service.http
         first_submit = time.time()
         for i in range(args.jobs):
@@ -167,6 +169,8 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
 
         wait_until(all_running, args.timeout_s)
         svc_cpu, dev_cpu = cpu_s(svc) - svc_cpu0, cpu_s(dev) - dev_cpu0
+        svc_sys = svc.cpu_times().system - svc_sys0
+        cycles = service.http.get(f"{service.addr}/v1/status", timeout=30).json()["cycles"] - cycles0
         audit = requests.get(f"{nomad_url}/_dev/audit", timeout=120).json()
         total = args.jobs + args.trials
         allocs = [a for a in audit["allocations"] if a["job_id"].startswith("ngpu-")]
@@ -185,6 +189,8 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
                 round(trial_starts[-1] - sweep_posted, 2) if trial_starts else None,
             "service_cpu_ms_per_job": round(1000 * svc_cpu / total, 2),
             "devcluster_cpu_ms_per_job": round(1000 * dev_cpu / total, 2),
+            "service_system_cpu_ms_per_job": round(1000 * svc_sys / total, 2),
+            "service_cycles": cycles,
             "service_peak_rss_mib": round(svc_rss.mib, 1), "devcluster_peak_rss_mib": round(dev_rss.mib, 1),
             "first_ready_s": round(first_ready_s, 2),
         }

@@ -182,3 +182,17 @@ def test_stream_lines_split_however_the_reads_fall() -> None:
         reads = [body[i:i + size] for i in range(0, len(body), size)]
         frames = list(_ndjson(iter(reads)))
         assert frames == [{"Index": 1}, {"Index": 2}, {}, {"Index": 3, "Events": [{"Key": "a\nb"}]}], size
+
+
+def test_the_proxy_for_nomad_is_read_from_the_environment_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    from nomad_gpu.nomad.client import environment_read_once
+
+    monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    session = environment_read_once("http://nomad.example:4646")
+    assert session.proxies.get("http") == "http://proxy.example:3128" and session.trust_env is False
+    monkeypatch.setenv("NO_PROXY", "nomad.example")
+    assert environment_read_once("http://nomad.example:4646").proxies == {}
+    monkeypatch.delenv("HTTP_PROXY")
+    assert session.proxies.get("http") == "http://proxy.example:3128"  # read once: later changes are not seen
