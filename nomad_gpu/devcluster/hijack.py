@@ -9,8 +9,13 @@ uvicorn itself hands a connection to its WebSocket protocol after an upgrade. Fr
 writes nothing on the connection, keeps no timer for it and does not wait for it at shutdown; the
 endpoint writes raw bytes and closes it.
 
-This leans on uvicorn's h11 protocol internals (`app`, `cycle`, `connections`), which is one reason
-uvicorn is pinned exactly; the dev cluster's framing tests read the raw socket and fail if they move.
+The same protocol writes a response's head together with the start of its body, as Go's net/http
+does (its `bufio.Writer` goes out when the handler flushes or returns): uvicorn writes the head on
+its own, and that second `send` on every reply was the largest single cost of serving a request.
+
+This leans on uvicorn's h11 protocol internals (`app`, `cycle`, `cycle.transport`, `connections`),
+which is one reason uvicorn is pinned exactly; the dev cluster's framing tests read the raw socket and
+fail if they move.
 """
 
 from __future__ import annotations
@@ -89,8 +94,44 @@ class HijackedConnection(asyncio.Protocol):
         self.transport.close()
 
 
+class HeadWithBody:
+    """The transport as one request/response cycle sees it: the cycle's first write (the head) is
+    held until its next write, which carries it, or until the loop's next turn, whichever is first;
+    so a reply is one `send` and a streamed body's head is never held back."""
+
+    def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
+        self.transport = transport
+        self._loop = loop
+        self._held: bytes | None = None
+        self._first = True
+
+    def write(self, data: bytes) -> None:
+        if self._first:
+            self._first = False
+            self._held = bytes(data)
+            self._loop.call_soon(self.flush)
+            return
+        if self._held is not None:
+            data, self._held = self._held + data, None
+        self.transport.write(data)
+
+    def flush(self) -> None:
+        if self._held is not None:
+            held, self._held = self._held, None
+            if not self.transport.is_closing():
+                self.transport.write(held)
+
+    def is_closing(self) -> bool:
+        return self.transport.is_closing()
+
+    def close(self) -> None:
+        self.flush()
+        self.transport.close()
+
+
 class HijackingH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol, with `scope["extensions"][HIJACK]` on every HTTP request."""
+    """uvicorn's h11 protocol, with `scope["extensions"][HIJACK]` on every HTTP request and the head
+    of each response written with its body (`HeadWithBody`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -101,6 +142,12 @@ class HijackingH11Protocol(H11Protocol):
             await app(scope, receive, send)
 
         self.app = with_hijacker
+
+    def handle_events(self) -> None:
+        super().handle_events()  # may start a new cycle, whose task has not run yet
+        cycle = self.cycle
+        if cycle is not None and cycle.transport is self.transport:
+            cycle.transport = HeadWithBody(self.transport, self.loop)  # type: ignore[assignment]
 
     def _hijack(self) -> HijackedConnection:
         cycle = self.cycle

@@ -123,7 +123,7 @@ class GroupAsk:
 
 def canonicalize(job: JSON) -> JSON:
     """A copy of `job` with Nomad's defaults filled in (idempotent)."""
-    job = copy.deepcopy(job)
+    job = copy_json(job)
     job_type = job.get("Type") or "service"
     job["Type"] = job_type
     job["Name"] = job.get("Name") or job.get("ID")
@@ -152,6 +152,22 @@ def canonicalize(job: JSON) -> JSON:
                 device["Constraints"] = _canonical_constraints(device.get("Constraints"))
             task["Resources"] = resources
     return job
+
+
+def copy_json(value: Any) -> Any:
+    """A deep copy of decoded JSON: `copy.deepcopy` costs 60 us on a one-task job, a quarter of a
+    register; anything that is not JSON goes through deepcopy."""
+    kind = type(value)
+    if kind is dict:
+        return {key: copy_json(item) for key, item in value.items()}
+    if kind is list:
+        return [copy_json(item) for item in value]
+    if kind in _IMMUTABLE:
+        return value
+    return copy.deepcopy(value)
+
+
+_IMMUTABLE = frozenset({str, int, float, bool, type(None)})
 
 
 def _merge_defaults(given: JSON | None, defaults: JSON) -> JSON:

@@ -80,10 +80,10 @@ class DevCluster:
         sock.bind((host, port))
         sock.listen(128)
         # the h11 protocol with hijacking, for the 1.11.2+ event stream (hijack.py); no `server` header,
-        # which Nomad does not send
+        # which Nomad does not send; no X-Forwarded-For rewriting, which Nomad does not do either
         config = uvicorn.Config(self.app, log_config=None, access_log=False, lifespan="off",
                                 timeout_graceful_shutdown=1, ws="none", http=HijackingH11Protocol,
-                                server_header=False)
+                                server_header=False, proxy_headers=False)
         server = uvicorn.Server(config)
         thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, name="devcluster-http",
                                   daemon=True)

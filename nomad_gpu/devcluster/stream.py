@@ -126,10 +126,13 @@ class EventStreamEndpoint:
                     yield HEARTBEAT
                     yield NEWLINE
                     continue
-                try:
-                    data = await asyncio.wait_for(subscription.queue.get(), timeout)
-                except TimeoutError:
-                    continue
+                if subscription.queue.empty():
+                    try:
+                        data = await asyncio.wait_for(subscription.queue.get(), timeout)
+                    except TimeoutError:
+                        continue
+                else:  # no wait, so no timer and no task for wait_for to build and cancel
+                    data = subscription.queue.get_nowait()
                 if data is None:  # dropped by fault injection, server stop, or the client's hang-up
                     return
                 yield data.rstrip(NEWLINE)
