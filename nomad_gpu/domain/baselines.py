@@ -120,6 +120,7 @@ class RandomPick(BasePolicy):
     """The paper's Random: any feasible node, any GPU with room, drawn from a seeded generator."""
 
     name = "random"
+    prefer_pure = False
 
     def __init__(self, seed: int = 0) -> None:
         self._rng = random.Random(seed)

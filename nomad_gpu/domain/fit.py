@@ -17,7 +17,7 @@ from nomad_gpu.domain.ids import MILLI_PER_GPU, NodeId
 from nomad_gpu.domain.placement import AllocPlacement, NoFit, WaitReason
 from nomad_gpu.domain.policies import Option, Policy, options
 from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, MigSlices, WholeGpus
-from nomad_gpu.domain.scoring import ScoreMemo, best_option, best_score
+from nomad_gpu.domain.scoring import ScoreMemo, best_option, best_option_at, best_score, option_at
 from nomad_gpu.domain.units import split_mig_device_name
 
 SCAN_CAP_PER_CLASS = 256
@@ -156,8 +156,22 @@ class Fitter:
         return self._chosen(ask, nf)
 
     def _chosen(self, ask: AllocAsk, nf: NodeFree) -> AllocPlacement:
-        opt = best_option(self.ctx.policy, nf, ask, self.ctx.demand)
-        assert opt is not None  # it scored, so it has an option
+        policy, memo = self.ctx.policy, self.ctx.memo
+        if memo is None or not (policy.pure and policy.prefer_pure):
+            opt = best_option(policy, nf, ask, self.ctx.demand)
+            assert opt is not None  # it scored, so it has an option
+            return self._placement(ask, nf, opt)
+        choices = memo.choices(ask)
+        key = (nf.signature(), nf.node.cpu_mhz, len(nf.node.migs))
+        position = choices.get(key)
+        if position is None:
+            got = best_option_at(policy, nf, ask, self.ctx.demand)
+            assert got is not None  # it scored, so it has an option
+            position, opt = got
+            choices[key] = position
+            memo.note(1)
+        else:
+            opt = option_at(nf, ask, position)
         return self._placement(ask, nf, opt)
 
     def _fit_states(self, job: JobRequest, ask: AllocAsk, table: dict[str, float | None],
@@ -261,16 +275,18 @@ class Fitter:
         kind, need, names = _shape(self.index, ask)
         limit = self.ctx.per_class_limit
         seen: set[NodeId] = set()
+        # the hot loop of every decision: names bound once
+        in_stage, lookup, basics = self.staged, self.index.get, self._basics
         for name in names:
             for members in self._classes(kind, name, need):
                 yielded = scanned = 0
                 for node_id in members:
-                    if node_id in seen or node_id in self.staged:
+                    if node_id in seen or node_id in in_stage:
                         continue  # staged nodes are offered below, as this job's earlier asks left them
                     seen.add(node_id)
                     scanned += 1
-                    found = self._node(node_id)
-                    if found is not None and self._basics(job, ask, found, scan):
+                    found = lookup(node_id)
+                    if found is not None and basics(job, ask, found, scan):
                         yield found
                         yielded += 1
                     if limit is not None and (yielded >= limit or scanned >= SCAN_CAP_PER_CLASS):
@@ -288,12 +304,12 @@ class Fitter:
 
     def _basics(self, job: JobRequest, ask: AllocAsk, nf: NodeFree, scan: _Scan) -> bool:
         node = nf.node
-        if not nf.offered:
+        if not node.schedulable:  # `nf.offered`, without the property's call on the hot path
             return False
         if not job.places_on(node):
             scan.elsewhere += 1
             return False
-        if nf.id in self.ctx.blocked:
+        if node.id in self.ctx.blocked:
             scan.blocked += 1
             return False
         if nf.cpu_free < ask.cpu_mhz or nf.mem_free < ask.memory_mb:

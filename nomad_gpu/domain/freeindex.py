@@ -44,6 +44,7 @@ class NodeFree:
     _sig: str | None = None
     _layout: tuple[tuple[InstanceId, str, int], ...] | None = None
     _state: tuple[tuple[str, int, int], ...] | None = None
+    _sig_fixed: tuple[tuple[InstanceId, str, str], ...] | None = None
 
     @property
     def id(self) -> NodeId:
@@ -72,7 +73,8 @@ class NodeFree:
     def copy(self) -> NodeFree:
         return NodeFree(self.node, self.cpu_free, self.mem_free, dict(self.gpu_free), dict(self.tenants),
                         {k: list(v) for k, v in self.mig_free.items()}, self.gpus,
-                        {k: list(v) for k, v in self.slot_free.items()}, self.slot_gpu, _layout=self._layout)
+                        {k: list(v) for k, v in self.slot_free.items()}, self.slot_gpu, _layout=self._layout,
+                        _sig_fixed=self._sig_fixed)
 
     def layout(self) -> tuple[tuple[InstanceId, str, int], ...]:
         """(id, model, kind) per healthy GPU in device order; kind: 1 takes whole, 2 takes shares.
@@ -171,12 +173,18 @@ class NodeFree:
         device name. Nodes with equal signatures offer the same options in the same order. A
         string, so that its hash is computed once (it keys memos looked up millions of times)."""
         if self._sig is None:
-            gpus = ";".join(f"{g.model},{g.mode.value},{g.max_tenants},{g.memory_mib},{self.gpu_free[gid]},"
-                            f"{self.tenants.get(gid, 0)},{len(g.share_ids)},{g.share_device}"
-                            for gid, g in self.gpus.items())
+            free, tenants = self.gpu_free, self.tenants
+            gpus = ";".join(f"{head}{free[gid]},{tenants.get(gid, 0)}{tail}" for gid, head, tail in self._sig_parts())
             migs = ";".join(f"{name},{len(ids)}" for name, ids in sorted(self.mig_free.items()))
             self._sig = f"{self.cpu_free}|{self.mem_free}|{gpus}|{migs}"
         return self._sig
+
+    def _sig_parts(self) -> tuple[tuple[InstanceId, str, str], ...]:
+        """The fixed text around each GPU's free milli and tenants in `signature`, once per node."""
+        if self._sig_fixed is None:
+            self._sig_fixed = tuple((gid, f"{g.model},{g.mode.value},{g.max_tenants},{g.memory_mib},",
+                                     f",{len(g.share_ids)},{g.share_device}") for gid, g in self.gpus.items())
+        return self._sig_fixed
 
     # ---- shapes offered ----------------------------------------------------------------------
     def whole_free(self) -> dict[str, list[InstanceId]]:
@@ -248,39 +256,56 @@ class FreeIndex:
         return iter(self._nodes.values())
 
     def put(self, nf: NodeFree) -> None:
-        self.drop(nf.id, _bump=False)
+        old = self._nodes.get(nf.id)
+        # a placement or release changes what a node has free, not what it is: its static shapes
+        # stay counted when the node object and its schedulability are the ones already indexed
+        same_node = old is not None and old.node is nf.node
+        self._drop(nf.id, static=not same_node)
         self._nodes[nf.id] = nf
         self._rank.setdefault(nf.id, len(self._rank))
         keys = nf.keys()
         self._keys[nf.id] = keys
+        buckets, totals = self._buckets, self._totals
         for kind, name, value in keys:
-            bucket = self._buckets.setdefault((kind, name), SortedDict())
-            bucket.setdefault(value, {})[nf.id] = None
-            self._totals[(kind, name)] += value if kind != "share" else 1
-        static = nf.static_keys()
-        self._static[nf.id] = static
-        for kind, name, value in static:
-            self._static_max.setdefault((kind, name), Counter())[value] += 1
+            bucket = buckets.get((kind, name))
+            if bucket is None:
+                bucket = buckets[(kind, name)] = SortedDict()
+            members = bucket.get(value)
+            if members is None:
+                bucket[value] = {nf.id: None}
+            else:
+                members[nf.id] = None
+            totals[(kind, name)] += value if kind != "share" else 1
+        if not same_node:
+            static = nf.static_keys()
+            self._static[nf.id] = static
+            for kind, name, value in static:
+                self._static_max.setdefault((kind, name), Counter())[value] += 1
         self.version += 1
 
-    def drop(self, node: NodeId, *, _bump: bool = True) -> None:
-        if node not in self._nodes:
+    def drop(self, node: NodeId) -> None:
+        if node in self._nodes:
+            self._drop(node, static=True)
+            self.version += 1
+
+    def _drop(self, node: NodeId, *, static: bool) -> None:
+        if self._nodes.pop(node, None) is None:
             return
-        del self._nodes[node]
+        buckets, totals = self._buckets, self._totals
         for kind, name, value in self._keys.pop(node, []):
-            bucket = self._buckets[(kind, name)]
+            bucket = buckets[(kind, name)]
             members = bucket[value]
             del members[node]
             if not members:
                 del bucket[value]
-            self._totals[(kind, name)] -= value if kind != "share" else 1
+            totals[(kind, name)] -= value if kind != "share" else 1
+        if not static:
+            return
         for kind, name, value in self._static.pop(node, []):
             counter = self._static_max[(kind, name)]
             counter[value] -= 1
             if counter[value] <= 0:
                 del counter[value]
-        if _bump:
-            self.version += 1
 
     def rank(self, node: NodeId) -> int:
         """Default node priority: the order nodes first appeared in (the inventory's id order)."""

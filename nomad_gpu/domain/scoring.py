@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from typing import Protocol
 
 from nomad_gpu.domain.fragmentation import Demand, GpuState, gpu_state
@@ -104,6 +105,9 @@ class Policy(Protocol):
     may memoise it per node state (`prefer` and `normalise` may still draw from a seeded source)."""
     uses_demand: bool
     """True: scores depend on the typical demand (`Demand`); a caller without one should build it."""
+    prefer_pure: bool
+    """True: `prefer` depends only on the node's free state and the ask (it draws nothing), so a
+    pure policy's choice among a node's options may be memoised per node state too."""
 
     def score(self, nf: NodeFree, ask: AllocAsk, opt: Option, demand: Demand | None) -> float:
         """Higher is better."""
@@ -125,6 +129,7 @@ class BasePolicy:
     exhaustive = False
     pure = True
     uses_demand = False
+    prefer_pure = True
 
     @classmethod
     def create(cls, *, seed: int = 0) -> BasePolicy:
@@ -151,17 +156,33 @@ class ScoreMemo:
 
     def __init__(self) -> None:
         self._tables: dict[tuple[int, int, object], dict[str, float | None]] = {}
+        self._choices: dict[tuple[int, int, object], dict[tuple[str, int, int], int]] = {}
         self._size = 0
 
     def table(self, ask: AllocAsk) -> dict[str, float | None]:
         """The memo for one ask shape, keyed by `NodeFree.signature()`."""
         if self._size >= self.LIMIT:
             self._tables.clear()
+            self._choices.clear()
             self._size = 0
         key = (ask.cpu_mhz, ask.memory_mb, ask.gpu)
         found = self._tables.get(key)
         if found is None:
             found = self._tables[key] = {}
+        return found
+
+    def choices(self, ask: AllocAsk) -> dict[tuple[str, int, int], int]:
+        """For one ask shape: (signature, node CPU, node MIG count) -> the position of the node's best
+        option among `options()`. Nodes in one state list their options alike, so the position
+        carries over; the node's totals join the key because best fit divides by them."""
+        if self._size >= self.LIMIT:
+            self._tables.clear()
+            self._choices.clear()
+            self._size = 0
+        key = (ask.cpu_mhz, ask.memory_mb, ask.gpu)
+        found = self._choices.get(key)
+        if found is None:
+            found = self._choices[key] = {}
         return found
 
     def note(self, added: int) -> None:
@@ -181,12 +202,24 @@ def best_score(policy: Policy, nf: NodeFree, ask: AllocAsk, demand: Demand | Non
 def best_option(policy: Policy, nf: NodeFree, ask: AllocAsk, demand: Demand | None) -> Option | None:
     """The node's option for `ask`: highest score, then the policy's preference, then device
     order. Asked only of the node that won, so preferences cost nothing on the others."""
-    best: tuple[float, float, Option] | None = None
-    for opt in options(nf, ask):
+    got = best_option_at(policy, nf, ask, demand)
+    return None if got is None else got[1]
+
+
+def best_option_at(policy: Policy, nf: NodeFree, ask: AllocAsk,
+                   demand: Demand | None) -> tuple[int, Option] | None:
+    """`best_option` and its position among `options(nf, ask)` (for `ScoreMemo.choices`)."""
+    best: tuple[float, float, int, Option] | None = None
+    for i, opt in enumerate(options(nf, ask)):
         score = policy.score(nf, ask, opt, demand)
         if best is not None and score < best[0]:
             continue
         prefer = policy.prefer(nf, ask, opt)
         if best is None or (score, prefer) > best[:2]:
-            best = (score, prefer, opt)
-    return None if best is None else best[2]
+            best = (score, prefer, i, opt)
+    return None if best is None else (best[2], best[3])
+
+
+def option_at(nf: NodeFree, ask: AllocAsk, position: int) -> Option:
+    """The option at `position` among `options(nf, ask)`."""
+    return next(islice(options(nf, ask), position, None))
