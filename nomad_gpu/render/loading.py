@@ -87,14 +87,58 @@ class _StrictLoader(yaml.SafeLoader):
                 self._depth -= 1
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: set[object] = set()
-        for key_node, _ in node.value:
-            if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-                key = key_node.value
-                if key in seen:
-                    raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
-                seen.add(key)
+        _refuse_duplicates(node)
         return super().construct_mapping(node, deep=deep)
+
+
+def _refuse_duplicates(node: yaml.MappingNode) -> None:
+    seen: set[object] = set()
+    for key_node, _ in node.value:
+        if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
+            key = key_node.value
+            if key in seen:
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+            seen.add(key)
+
+
+_CLoader: type[Any] | None = getattr(yaml, "CSafeLoader", None)
+
+
+if _CLoader is not None:
+    class _FastStrictLoader(_CLoader):  # type: ignore[misc,valid-type]
+        """libyaml's parser and composer (a fifth of the pure-Python loader's CPU) with the same
+        duplicate-key rule; aliases, anchors and depth are checked on libyaml's events first."""
+
+        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+            _refuse_duplicates(node)
+            return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+
+
+def _fast_compose(text: str) -> tuple[yaml.Node | None, Any] | None:
+    """The document through libyaml, or None when the strict pure-Python loader must decide: libyaml
+    is missing, or the text has an alias, an anchor, too deep a nesting or any error (so every refusal
+    and error message is the one the pure-Python loader gives)."""
+    if _CLoader is None:
+        return None
+    try:
+        depth = 0
+        for event in yaml.parse(text, Loader=_CLoader):
+            if isinstance(event, yaml.AliasEvent) or (isinstance(event, yaml.NodeEvent) and event.anchor is not None):
+                return None
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    return None
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+        loader = _FastStrictLoader(text)
+        try:
+            node = loader.get_single_node()
+            return node, loader.construct_document(node) if node is not None else None
+        finally:
+            loader.dispose()
+    except (yaml.YAMLError, ValueError, RecursionError):
+        return None
 
 
 def _refused(problem: str, event: yaml.Event) -> yaml.composer.ComposerError:
@@ -125,16 +169,20 @@ def decode_spec(text: str, *, source: str = "", json_text: bool = False) -> Spec
         raise SpecError(f"{prefix}the spec is larger than {MAX_SPEC_BYTES} bytes")
     if json_text:
         return SpecDocument(_decode_json(text, prefix), None, source)
-    loader = _StrictLoader(text)
-    try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
-    except yaml.YAMLError as exc:
-        raise SpecError(f"{prefix}{_yaml_message(exc)}") from exc
-    except (ValueError, RecursionError) as exc:  # e.g. an integer longer than Python converts
-        raise SpecError(f"{prefix}invalid YAML: {str(exc).split(';')[0]}") from exc
-    finally:
-        loader.dispose()
+    fast = _fast_compose(text)
+    if fast is not None:
+        node, data = fast
+    else:
+        loader = _StrictLoader(text)
+        try:
+            node = loader.get_single_node()
+            data = loader.construct_document(node) if node is not None else None
+        except yaml.YAMLError as exc:
+            raise SpecError(f"{prefix}{_yaml_message(exc)}") from exc
+        except (ValueError, RecursionError) as exc:  # e.g. an integer longer than Python converts
+            raise SpecError(f"{prefix}invalid YAML: {str(exc).split(';')[0]}") from exc
+        finally:
+            loader.dispose()
     if data is None:
         raise SpecError(f"{prefix}the spec is empty")
     return SpecDocument(data, node, source)

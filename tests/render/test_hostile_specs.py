@@ -113,3 +113,47 @@ def test_an_astronomic_grid_is_refused_without_expanding() -> None:
     """2^40 combinations: refused from the product of list lengths (expanding would never end)."""
     with pytest.raises(SpecError, match="the grid has 1099511627776 combinations"):
         load_spec(grid(2, 40))
+
+
+SHAPES = [
+    "name: a\nteam: t\ntask: {image: busybox}\ngpu: {count: 2}\n",
+    "a: 'quoted: yes'\nb: [1, 2.5, -3, 0x1f, 1e3, .inf, null, ~, true, no, 2026-12-01]\nc: |\n  block\n  text\n",
+    "a: {b: {c: [d, {e: f}]}}\nkey with spaces: \"\\u00e9\\t\"\n? complex\n: value\n",
+    "- just\n- a\n- list\n",
+    "only a scalar\n",
+    "a: 1\na: 2\n",
+    "a: &x 1\nb: *x\n",
+    "a: [unclosed\n",
+    "a: b: c\n",
+    "\t- tab\n",
+]
+
+
+JOBSPECS = sorted((Path(__file__).parents[2] / "jobspecs").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("text", SHAPES + [p.read_text() for p in JOBSPECS])
+def test_libyaml_and_the_pure_python_loader_agree_on_data_and_errors(
+        text: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The libyaml fast path must decode exactly what the strict pure-Python loader decodes, and leave
+    every refusal and error message to it."""
+    from nomad_gpu.render import loading
+
+    def outcome() -> object:
+        try:
+            return loading.decode_spec(text).data
+        except SpecError as exc:
+            return f"error: {exc}"
+
+    fast = outcome()
+    monkeypatch.setattr(loading, "_CLoader", None)
+    assert fast == outcome()
+
+
+def test_the_libyaml_path_is_taken_for_a_plain_spec() -> None:
+    from nomad_gpu.render import loading
+
+    if loading._CLoader is None:
+        pytest.skip("PyYAML was built without libyaml")
+    assert loading._fast_compose("name: a\nteam: t\n") is not None
+    assert loading._fast_compose("a: &x 1\nb: *x\n") is None and loading._fast_compose("a: 1\na: 2\n") is None
