@@ -211,6 +211,9 @@ def _unquote(text: str) -> str:
 
 
 def _unescape(text: str) -> str:
+    if "\\" not in text and "$${" not in text and "%%{" not in text:
+        return text  # nothing _ESCAPE_RE could match: most literals, and the cheapest answer
+
     def replace(match: re.Match[str]) -> str:
         token = match.group(0)
         if token == "$${":
