@@ -18,7 +18,7 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from nomad_gpu.domain.errors import NomadGpuError, UnknownEntry
 from nomad_gpu.store import specdiff
@@ -60,6 +60,10 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+_SPECS_CACHED = 4096
+"""Decoded specs kept (the entries in flight at once in a burst; each is a few hundred bytes)."""
+
+
 class SqliteStore:
     """Thread-safe (one connection, one lock): the service's loops and API threads share it.
 
@@ -82,6 +86,9 @@ class SqliteStore:
         self._synchronous = "FULL"
         migrate(self._db)
         self._bases: dict[str, Mapping[str, Any]] = {}
+        self._specs: dict[str, tuple[str, Mapping[str, Any]]] = {}
+        """Recently read specs by entry, with the stored text they came from: an entry is read at every state
+        move, and its spec (a sweep trial's: a copy of the sweep's with the difference applied) never changes."""
         self.instance = self._instance()
 
     def _instance(self) -> str:
@@ -233,9 +240,19 @@ class SqliteStore:
 
     def _row(self, r: sqlite3.Row) -> QueueEntry:
         """An entry as stored; a sweep trial's spec is its sweep's shared spec with the trial's difference."""
-        base_id = r["spec_base"]
+        text = r["spec"]
+        cached = self._specs.get(r["id"])
+        if cached is not None and cached[0] == text:
+            return _row(r, cached[1])
+        spec = self._decode_spec(r["spec_base"], text)
+        if len(self._specs) >= _SPECS_CACHED:
+            self._specs.pop(next(iter(self._specs)))
+        self._specs[r["id"]] = (text, spec)
+        return _row(r, spec)
+
+    def _decode_spec(self, base_id: str | None, text: str) -> Mapping[str, Any]:
         if not base_id:
-            return _row(r, json.loads(r["spec"]))
+            return cast(Mapping[str, Any], json.loads(text))
         base = self._bases.get(base_id)
         if base is None:
             found = self._db.execute("SELECT spec FROM spec_bases WHERE id = ?", (base_id,)).fetchone()
@@ -243,7 +260,7 @@ class SqliteStore:
             if len(self._bases) >= 64:  # a few sweeps at a time are read; keep memory bounded
                 self._bases.pop(next(iter(self._bases)))
             self._bases[base_id] = base
-        return _row(r, specdiff.apply(base, json.loads(r["spec"])))
+        return cast(Mapping[str, Any], specdiff.apply(base, json.loads(text)))
 
     # ---- stop intents ------------------------------------------------------------------------
     def add_stop(self, stop: StopIntent) -> None:
