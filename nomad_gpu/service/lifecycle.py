@@ -16,6 +16,8 @@ Rules that keep a GPU from being handed out twice:
 - Registers are create-only and keep their pins on a retryable error; an attempt whose register
   Nomad acknowledged is never registered again (a job gone after a restart ran and was collected).
 
+Stopping an ended attempt's job and releasing its capacity live in `stops.py` (a mixin of this class).
+
 The caller holds the service lock around every public method; Nomad is called only from the
 executor, outside the lock.
 """
@@ -41,6 +43,7 @@ from nomad_gpu.render import RenderError
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
+from nomad_gpu.service.stops import Stops
 from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, NotSent, Tracked, backoff_s
 from nomad_gpu.service.translate import job_request, placement_from_json, placement_json, render_placement, spec_of
 from nomad_gpu.store import EntryState, QueueEntry
@@ -56,7 +59,7 @@ _ALLOC_INDEX_MAX = 10_000
 """Allocations whose last index is remembered (to drop stale replays): only recent ones can be replayed."""
 
 
-class Lifecycle:
+class Lifecycle(Stops):
     def __init__(self, store: SqliteStore, ledger: Ledger, actuator: NomadActuator, *, lock: threading.RLock,
                  executor: Executor, clock: Callable[[], float], metrics: Metrics, outage: Outage,
                  wake: Callable[[], None], refusal_avoid_s: float = 300.0,
@@ -287,13 +290,6 @@ class Lifecycle:
                          a.client_status.value, holders, exc)
         return False
 
-    def _stop_orphan(self, a: AllocInfo) -> None:
-        """A job of this database that no live entry claims (it ended, or the entry is gone): stop it."""
-        if not any(s.job_id == a.job_id for s in self.store.stops()):
-            now = self.clock()
-            self.store.add_stop(StopIntent(a.job_id, a.namespace, "no live entry claims it", now, 0, now))
-        self.start_stop(a.job_id, a.namespace)
-
     def reserve(self, entry: EntryId, team: Team, placements: Iterable[AllocPlacement]) -> None:
         try:
             self.ledger.reserve(entry, team, placements)
@@ -420,52 +416,6 @@ class Lifecycle:
             self.start_stop(job_id, e.namespace)
         self.wake()
         return moved
-
-    def maybe_release(self, d: Draining) -> bool:
-        if d.stopped and not d.register_in_flight and all(a.is_terminal for a in d.allocs.values()):
-            del self.draining[d.job_id]
-            if self.ledger.release(d.key) is not None:
-                self.wake()
-                return True
-        return False
-
-    # ---- stops -------------------------------------------------------------------------------
-    def start_stop(self, job_id: str, namespace: str) -> None:
-        key = f"stop:{namespace}/{job_id}"
-        if key not in self.inflight:
-            self.inflight.add(key)
-            self.executor.submit(self._stop, job_id, namespace)
-
-    def _stop(self, job_id: str, namespace: str) -> None:
-        """Executor: stop a job; when its capacity is draining, read back its allocations too."""
-        with self.lock:
-            confirm = job_id in self.draining
-        allocs: tuple[AllocInfo, ...] = ()
-        try:
-            self.actuator.stop(job_id, namespace)
-            if confirm:
-                state = self.actuator.job_state(job_id, namespace)
-                allocs = state.allocs if state is not None else ()
-        except NomadError as exc:
-            with self.lock:
-                self.inflight.discard(f"stop:{namespace}/{job_id}")
-                intent = next((s for s in self.store.stops() if s.job_id == job_id and s.namespace == namespace), None)
-                tries = (intent.attempts if intent else 0) + 1
-                self.store.stop_retry(job_id, namespace, self.clock() + backoff_s(tries))
-                if exc.retryable:
-                    self.outage.unreachable(str(exc))
-                logger.debug("stop %s failed (%s); retrying", job_id, exc)
-            return
-        with self.lock:
-            self.inflight.discard(f"stop:{namespace}/{job_id}")
-            self.outage.reachable()
-            self.store.stop_done(job_id, namespace)
-            d = self.draining.get(job_id)
-            if d is not None:
-                d.stopped = True
-                for a in allocs:
-                    d.allocs.setdefault(a.id, a)
-                self.maybe_release(d)
 
     # ---- retries and settling ----------------------------------------------------------------
     def _schedule(self, when: float, entry_id: str) -> None:
