@@ -76,10 +76,13 @@ def cpu_s(proc: psutil.Process) -> float:
 class Service:
     """`nomad-gpu serve` as its own process, on one database and port across restarts."""
 
-    def __init__(self, workdir: Path, nomad_url: str, tick_s: float) -> None:
+    def __init__(self, workdir: Path, nomad_url: str, tick_s: float, min_cycle_interval_s: float | None = None) -> None:
         self.workdir, self.nomad_url = workdir, nomad_url
         self.addr = f"http://127.0.0.1:{free_port()}"
-        (workdir / "config.yaml").write_text(f"tick_s: {tick_s}\n", encoding="utf-8")
+        config = f"tick_s: {tick_s}\n"
+        if min_cycle_interval_s is not None:
+            config += f"min_cycle_interval_s: {min_cycle_interval_s}\n"
+        (workdir / "config.yaml").write_text(config, encoding="utf-8")
         self.http = requests.Session()
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -137,7 +140,7 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
     cluster = workdir / "cluster.yaml"
     cluster_file(cluster, args.nodes)
     nomad, nomad_url = start_dev_cluster(cluster, 1.0)
-    service = Service(workdir, nomad_url, args.tick_s)
+    service = Service(workdir, nomad_url, args.tick_s, args.min_cycle_interval_s)
     try:
         first_ready_s = service.start()
         assert service.proc is not None
@@ -219,6 +222,8 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--run-s", type=float, default=600.0, help="each job's run time in wall seconds")
     parser.add_argument("--tick-s", type=float, default=1.0, help="the service's scheduling tick")
+    parser.add_argument("--min-cycle-interval-s", type=float, default=None,
+                        help="the service's min_cycle_interval_s (default: the service's own)")
     parser.add_argument("--restart-signal", choices=["SIGTERM", "SIGKILL"], default="SIGTERM")
     parser.add_argument("--complete", action="store_true", help="also wait for every job to complete")
     parser.add_argument("--timeout-s", type=float, default=600.0)

@@ -79,6 +79,7 @@ class SchedulerService:
         self.ready = threading.Event()
         """Set after the first reconcile: nothing is admitted before Nomad's state is known."""
         self.cycles = 0
+        self._last_cycle = 0.0
         self._last_purge = 0.0
         with self._lock:
             self.life.load()
@@ -175,7 +176,11 @@ class SchedulerService:
     def _loop(self) -> None:
         while not self._stop.is_set():
             self._wake.wait(timeout=self.settings.tick_s)
+            gap = self._last_cycle + self.settings.min_cycle_interval_s - time.monotonic()
+            if gap > 0:
+                self._stop.wait(gap)  # coalesce: what arrives meanwhile joins this cycle
             self._wake.clear()
+            self._last_cycle = time.monotonic()
             if self._stop.is_set():
                 break
             if not self.ready.is_set():

@@ -529,3 +529,48 @@ def test_the_live_index_always_matches_the_entries(clock: Clock, ex: ManualExecu
     ex.run_all()
     check()
     assert d.id in svc.life.entries
+
+
+def test_a_burst_of_submissions_is_admitted_in_one_coalesced_cycle(clock: Clock, ex: ManualExecutor) -> None:
+    """Cycles start at least `min_cycle_interval_s` apart; what arrives meanwhile joins the next one."""
+    import threading
+
+    from nomad_gpu.service.scheduler import SchedulerService
+    from nomad_gpu.service.settings import SchedulingSettings
+
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = SchedulerService(store, nomad, SchedulingSettings(tick_s=60, min_cycle_interval_s=1.0), clock=clock,
+                           executor=ex)
+    svc.on_resync([gpu_node("n1", 8)], [])
+    admitted = threading.Event()
+    original = svc.life.admit
+
+    def admit(admits, now):  # type: ignore[no-untyped-def]
+        n = original(admits, now)
+        if n:
+            admitted.set()
+        return n
+
+    svc.life.admit = admit  # type: ignore[method-assign]
+    svc.start()
+    try:
+        cycles0 = svc.cycles
+        for name in "abcdefgh":
+            svc.submit(spec(name))  # eight wakes, well inside one interval
+        for _ in range(2):  # the first wake finds a quiet queue and runs at once; the rest wait for the next
+            assert admitted.wait(10)
+            admitted.clear()
+            if sum(store.get(e.id).state is EntryState.ADMITTED for e in store.list()) == 8:
+                break
+        assert sum(store.get(e.id).state is EntryState.ADMITTED for e in store.list()) == 8
+        assert svc.cycles - cycles0 <= 2
+    finally:
+        svc.stop()
+
+
+def test_the_cycle_interval_is_bounded_in_the_config() -> None:
+    from nomad_gpu.service.settings import scheduling_from_mapping
+
+    assert scheduling_from_mapping({"min_cycle_interval_s": 0}).min_cycle_interval_s == 0
+    with pytest.raises(ValueError, match="min_cycle_interval_s: must be from 0 to 1 seconds"):
+        scheduling_from_mapping({"min_cycle_interval_s": 5})
