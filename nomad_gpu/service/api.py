@@ -86,14 +86,14 @@ def create_app(service: SchedulerService, token: str | None = None,
     async def submit(request: Request) -> Response:
         caller = caller_of(request.scope)
         body = await read_body(request, MAX_BODY)
-        data = await run_in_threadpool(check_submission, body, request.headers.get("content-type", ""), rules,
-                                       caller)
+        content_type = request.headers.get("content-type", "")
         key = request.headers.get("idempotency-key")
         if key and caller.team is not None:
             key = f"{caller.team}/{key}"  # one team's key never answers with another team's entries
 
-        def store() -> Response:
-            entries = service.submit(data, idempotency_key=key)
+        def store() -> Response:  # one hop to a worker thread for the checks and the store
+            data, spec = check_submission(body, content_type, rules, caller)
+            entries = service.submit(data, idempotency_key=key, spec=spec)
             if len(caller.visible(entries)) != len(entries):  # a key an admin used for another team
                 raise StateConflict("this Idempotency-Key was already used for another team's submission")
             return answer(Entries(tuple(entry_payload(e) for e in entries)), status=201)
@@ -250,8 +250,10 @@ def sweep_payload(sweep_id: str, trials: list[Entry]) -> Sweep:
     return Sweep(sweep_id, len(trials), counts, tuple(trials))
 
 
-def check_submission(body: bytes, content_type: str, rules: AccessSettings, caller: Caller) -> Any:
-    """Decode and validate a submitted spec for ``caller``; the data to store, or an error of the tree.
+def check_submission(body: bytes, content_type: str, rules: AccessSettings,
+                     caller: Caller) -> tuple[dict[str, Any], JobSpec | SweepSpec | None]:
+    """Decode and validate a submitted spec for ``caller``: the data to store and, when the data is what
+    was validated, its model (None when the caller's team was bound into it); or an error of the tree.
 
     Runs the same loader as the CLI (aliases, nesting and the trial cap are refused here, before
     anything is expanded), checks the task drivers, and binds the entry to the caller's team.
@@ -274,8 +276,10 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings, call
         if "team" in data and data["team"] != caller.team:
             raise NotAllowed(f"this token submits for team {caller.team!r}; the spec names team "
                                 f"{data['team']!r} (leave team out, or use that team's token)")
-        data["team"] = caller.team
-    return data
+        if data.get("team") != caller.team:
+            data["team"] = caller.team
+            return data, None
+    return data, spec
 
 
 def check_namespace(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:

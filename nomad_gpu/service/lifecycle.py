@@ -39,7 +39,7 @@ from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.nomad.client import NomadError, NomadForbidden
 from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
-from nomad_gpu.render import RenderError
+from nomad_gpu.render import JobSpec, RenderError
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
@@ -86,13 +86,14 @@ class Lifecycle(Stops):
         for e in self.store.list([EntryState.QUEUED, *LIVE]):
             self.track(e)
 
-    def track(self, e: QueueEntry) -> None:
-        """Follow a stored entry. A spec that a newer validator rejects fails a queued entry with the
-        reason, and leaves a live one tracked by its job (it must still end and release)."""
+    def track(self, e: QueueEntry, spec: JobSpec | None = None) -> None:
+        """Follow a stored entry (`spec`: its spec, validated just now; else the stored one is). A spec that a
+        newer validator rejects fails a queued entry with the reason, and leaves a live one tracked by its
+        job (it must still end and release)."""
         if e.id in self.entries:
             return
         try:
-            spec = spec_of(e)
+            spec = spec if spec is not None else spec_of(e)
             t = self.entries[e.id] = Tracked(e, spec, job_request(e, spec) if e.state is EntryState.QUEUED else None)
             if e.state in LIVE:
                 self.live[e.id] = t

@@ -104,9 +104,12 @@ class SchedulerService:
         self._wake.set()
 
     # ---- submissions -------------------------------------------------------------------------
-    def submit(self, data: Any, *, idempotency_key: str | None = None) -> list[QueueEntry]:
-        """Validate and store a job or a sweep (all trials or none). SpecError/InvalidRequest on bad input."""
-        spec = parse_spec(data)
+    def submit(self, data: Any, *, idempotency_key: str | None = None,
+               spec: JobSpec | SweepSpec | None = None) -> list[QueueEntry]:
+        """Validate and store a job or a sweep (all trials or none). SpecError/InvalidRequest on bad input.
+        `spec`: `data` already validated (the API's checks did it), so it is not validated again."""
+        if spec is None:
+            spec = parse_spec(data)
         now = self.clock()
         if isinstance(spec, SweepSpec):
             trials = expand_sweep(spec)
@@ -125,9 +128,10 @@ class SchedulerService:
                 self._sweep_limits[sweep_id] = spec.sweep.max_parallel
                 self.store.set_meta("sweep_limits", json.dumps(self._sweep_limits))
             stored = self.store.add(entries)
+            validated = {id(e.spec): s for e, (s, _) in zip(entries, specs, strict=True)}
             for e in stored:
                 if e.state is EntryState.QUEUED:
-                    self.life.track(e)
+                    self.life.track(e, validated.get(id(e.spec)))  # a new entry keeps its spec object
             self.metrics.submitted.inc(len(stored))
         self.wake()
         return stored

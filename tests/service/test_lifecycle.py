@@ -574,3 +574,16 @@ def test_the_cycle_interval_is_bounded_in_the_config() -> None:
     assert scheduling_from_mapping({"min_cycle_interval_s": 0}).min_cycle_interval_s == 0
     with pytest.raises(ValueError, match="min_cycle_interval_s: must be from 0 to 1 seconds"):
         scheduling_from_mapping({"min_cycle_interval_s": 5})
+
+
+@pytest.mark.parametrize("path", sorted((Path(__file__).parents[2] / "jobspecs").glob("*.yaml")), ids=lambda p: p.name)
+def test_a_validated_spec_is_what_its_stored_form_validates_to(path: Path) -> None:
+    """Submissions hand their validated spec to the life cycle instead of validating the stored copy again:
+    the two must be the same model (every trial of a sweep too)."""
+    from nomad_gpu.render import JobSpec, load_spec, parse_spec
+    from nomad_gpu.render.sweep import expand_sweep
+
+    spec = load_spec(path)
+    jobs = [spec] if isinstance(spec, JobSpec) else expand_sweep(spec)
+    for job in jobs:
+        assert parse_spec(job.model_dump(mode="json")) == job
