@@ -6,12 +6,11 @@ Boolean query parameters use Go's ParseBool, which accepts the `True` python-req
 Blocking queries are not supported: `index`/`wait` are accepted and answered at once (a reply
 never guarantees a change anyway, reference section 2).
 
-Every handler's work (reads, writes, JSON encoding) runs in the thread pool (plain `def` endpoints
-are run there by Starlette), so a large listing never delays an event stream frame. Two exceptions,
-the two requests every job makes: `/v1/jobs/parse` and a register run on the event loop. Their work
-is bounded by one job (a few hundred microseconds once a template's shape is cached), less than the
-CPU a trip to the pool and back costs (about 0.3 ms a request, measured), and the frames a register
-publishes reach the streams without a wake-up of the loop from another thread (events.py).
+Every handler's work (reads, writes, HCL parsing, JSON encoding) runs in the thread pool (plain
+`def` endpoints are run there by Starlette), so the event loop only feeds the event streams and a
+large listing never delays a frame. Parse and register on the loop would save about 0.3 ms of CPU a
+request, but a register's frames then leave after its reply instead of before it, and the service
+registered about a fifth fewer jobs a second in the scale benchmark (docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -105,14 +104,14 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         job, submission = check_register_body(body)
         options = register_options(body)
         namespace = register_namespace(request.query_params.get("namespace"), options, job)
-        return reply(state.register(job, submission, namespace, options))
+        return reply(await run_in_threadpool(state.register, job, submission, namespace, options))
 
     async def parse(request: Request) -> Response:
         body = await _body(request)
         text = body.get("JobHCL") if isinstance(body, dict) else None
         if not isinstance(text, str) or not text.strip():
             return PlainTextResponse("Job spec is empty", status_code=400)
-        job = parse_job_hcl(text)
+        job = await run_in_threadpool(parse_job_hcl, text)
         return reply(canonicalize(job) if body.get("Canonicalize") else job)
 
     async def job(request: Request) -> Response:
@@ -128,7 +127,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
             raise JobRequestError("Job ID does not match name")
         options = register_options(body)
         namespace = register_namespace(request.query_params.get("namespace"), options, job_json)
-        return reply(state.register(job_json, submission, namespace, options))
+        return reply(await run_in_threadpool(state.register, job_json, submission, namespace, options))
 
     def job_submission(request: Request) -> Response:
         return reply(queries.job_submission(state, _namespace(request), request.path_params["job_id"],
