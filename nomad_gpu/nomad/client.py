@@ -187,6 +187,11 @@ class NomadClient:
         )
 
     # ---- reads -------------------------------------------------------------------------------
+    def leader(self) -> str:
+        """The region's leader: the cheapest call that proves Nomad answers (`/v1/status/leader` needs no
+        ACL token)."""
+        return str(_translate(lambda: self.api.status.leader.get_leader(), "read the leader"))
+
     def nodes(self) -> list[dict[str, Any]]:
         """Node stubs with NodeResources (and so devices)."""
         return list(_translate(lambda: self.api.nodes.get_nodes(resources=True), "list nodes"))

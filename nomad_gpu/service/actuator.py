@@ -40,6 +40,7 @@ class NomadActuator(Protocol):
     def submit(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str: ...
     def stop(self, job_id: str, namespace: str = "default") -> None: ...
     def job_state(self, job_id: str, namespace: str = "default") -> JobState | None: ...
+    def ping(self) -> None: ...
 
 
 class Actuator:
@@ -81,6 +82,11 @@ class Actuator:
         allocs = tuple(decode_alloc(a) for a in self.client.job_allocations(job_id, namespace=namespace))
         return JobState(status=str(job.get("Status") or ""), stopped=bool(job.get("Stop")),
                         meta={str(k): str(v) for k, v in (job.get("Meta") or {}).items()}, allocs=allocs)
+
+
+    def ping(self) -> None:
+        """Raise NomadError unless Nomad answers (an outage's probe)."""
+        self.client.leader()
 
 
 def _meta(entry: QueueEntry) -> dict[str, str]:

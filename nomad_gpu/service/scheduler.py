@@ -24,6 +24,7 @@ from nomad_gpu.domain.forecast import forecast_starts
 from nomad_gpu.domain.ids import EntryId, NodeId
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.ledger import Ledger
+from nomad_gpu.nomad.client import NomadError
 from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
 from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.render.sweep import expand_sweep
@@ -203,6 +204,8 @@ class SchedulerService:
             now = self.clock()
             self.life.tick(now)
             if self.outage.down:
+                if self.outage.probe_due(now):
+                    self.life.executor.submit(self._probe)
                 return []
             self.usage = self.usage.advance(now, self.ledger.team_usage(), self.settings.fair.half_life_s)
             queue = self._eligible()
@@ -228,6 +231,16 @@ class SchedulerService:
             self.metrics.set_queue(len(self.life.entries) - live, live,
                                    {str(t): v for t, v in self.ledger.team_usage().items()})
         return list(result.decisions)
+
+    def _probe(self) -> None:
+        """Executor: does Nomad answer again? (Outage.probe_due says why this is needed.)"""
+        try:
+            self.actuator.ping()
+        except NomadError as exc:
+            self.outage.probed(str(exc))
+            return
+        self.outage.probed(None)
+        self.wake()
 
     def purge_finished(self, every_s: float = 600.0) -> int:
         """Retention: delete entries that finished more than `retention_s` ago (at most every `every_s`),

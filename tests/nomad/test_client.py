@@ -59,6 +59,10 @@ def test_register_with_submission_round_trips(client: NomadClient) -> None:
     client.deregister("edge-test", purge=True)
 
 
+def test_the_leader_read_is_the_outage_probe(client: NomadClient) -> None:
+    assert client.leader()  # answers without a token: `/v1/status/leader` needs none
+
+
 def test_unreachable_nomad_is_retryable() -> None:
     client = NomadClient(NomadSettings(address="http://127.0.0.1:9", timeout_s=1))
     with pytest.raises(NomadUnavailable) as info:

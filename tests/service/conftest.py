@@ -22,6 +22,9 @@ class NoActuator:
     def job_state(self, *args: Any, **kwargs: Any) -> None:
         raise AssertionError("no read expected")
 
+    def ping(self) -> None:
+        raise AssertionError("no probe expected")
+
 
 @pytest.fixture
 def service() -> Iterator[SchedulerService]:

@@ -93,6 +93,11 @@ class FakeNomad:
         if job_id in self.jobs:
             self.jobs[job_id].stopped = True
 
+    def ping(self) -> None:
+        self.calls.append(("ping", ""))
+        if self.fail is not None:
+            raise self.fail
+
     def job_state(self, job_id: str, namespace: str = "default") -> JobState | None:
         self.calls.append(("read", job_id))
         if self.fail is not None:

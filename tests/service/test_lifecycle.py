@@ -175,7 +175,9 @@ def test_with_nomad_down_admissions_pause_and_requests_stay_few(clock: Clock, ex
         svc.run_cycle()
         ex.run_all()
         clock.now += 0.01
-    assert len(nomad.calls) <= 8 * 3, nomad.calls
+    registers = [c for c in nomad.calls if c[0] == "register"]
+    probes = [c for c in nomad.calls if c[0] == "ping"]
+    assert len(registers) <= 8 * 3 and len(probes) <= 3, nomad.calls  # probes back off: 0.5, 1, 2 s ...
     assert svc.outage.down
 
 
@@ -587,3 +589,45 @@ def test_a_validated_spec_is_what_its_stored_form_validates_to(path: Path) -> No
     jobs = [spec] if isinstance(spec, JobSpec) else expand_sweep(spec)
     for job in jobs:
         assert parse_spec(job.model_dump(mode="json")) == job
+
+
+def test_an_outage_ends_by_itself_when_nothing_is_left_to_retry(clock: Clock, ex: ManualExecutor) -> None:
+    """A lost register reply pauses admissions; the job ran anyway and completed (its events said so), so
+    no retry and no stop will ever talk to Nomad again: a probe must find that Nomad answers."""
+    nomad, store = FakeNomad(lose_reply=1), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    assert svc.outage.down
+    job = store.get(a.id).nomad_job_id
+    svc.on_alloc(alloc(job, "running", index=11))
+    svc.on_alloc(alloc(job, "complete", index=12))
+    assert store.get(a.id).state is EntryState.COMPLETE
+    (b,) = svc.submit(spec("b"))
+    for _ in range(3):
+        clock.now += 5
+        svc.run_cycle()
+        ex.run_all()
+    assert not svc.outage.down
+    svc.run_cycle()
+    ex.run_all()
+    assert store.get(b.id).state is EntryState.ADMITTED
+
+
+def test_probes_back_off_while_nomad_stays_down(clock: Clock, ex: ManualExecutor) -> None:
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    nomad.fail = NomadUnavailable("connection refused")
+    svc.outage.unreachable("connection refused")
+    for _ in range(40):
+        clock.now += 0.25
+        svc.run_cycle()
+        ex.run_all()
+    probes = [c for c in nomad.calls if c[0] == "ping"]
+    assert 2 <= len(probes) <= 6  # 10 s of outage: backoff 0.5, 1, 2, 4 s ...
+    nomad.fail = None
+    clock.now += 30
+    svc.run_cycle()
+    ex.run_all()
+    assert not svc.outage.down
