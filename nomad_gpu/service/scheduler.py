@@ -64,6 +64,8 @@ class SchedulerService:
         self.holds: dict[EntryId, frozenset[NodeId]] = {}
         self._lock = threading.RLock()
         self._wake = threading.Event()
+        self._wake_now = threading.Event()
+        """A wake that skips the coalescing gap: capacity was freed, and a handoff must not wait."""
         self._stop = threading.Event()
         self._sweep_limits: dict[str, int] = {}
         self._pool: ThreadPoolExecutor | None = None
@@ -72,7 +74,7 @@ class SchedulerService:
             executor = self._pool
         self.outage = Outage(clock, self.metrics)
         self.life = Lifecycle(store, self.ledger, actuator, lock=self._lock, executor=executor, clock=clock,
-                              metrics=self.metrics, outage=self.outage, wake=self.wake,
+                              metrics=self.metrics, outage=self.outage, wake=self.wake_now,
                               refusal_avoid_s=settings.refusal_avoid_s,
                               admission_deadline_s=settings.admission_deadline_s)
         self.reconciler = Reconciler(self.life, self.ledger)
@@ -95,13 +97,18 @@ class SchedulerService:
 
     def stop(self) -> None:
         self._stop.set()
-        self._wake.set()
+        self.wake_now()
         if self._thread is not None:
             self._thread.join(timeout=5)
         if self._pool is not None:
             self._pool.shutdown(wait=True, cancel_futures=False)
 
     def wake(self) -> None:
+        self._wake.set()
+
+    def wake_now(self) -> None:
+        """Wake the cycle without the coalescing gap (capacity was freed or an entry re-queued)."""
+        self._wake_now.set()
         self._wake.set()
 
     # ---- submissions -------------------------------------------------------------------------
@@ -182,8 +189,9 @@ class SchedulerService:
         while not self._stop.is_set():
             self._wake.wait(timeout=self.settings.tick_s)
             gap = self._last_cycle + self.settings.min_cycle_interval_s - time.monotonic()
-            if gap > 0:
-                self._stop.wait(gap)  # coalesce: what arrives meanwhile joins this cycle
+            if gap > 0 and not self._wake_now.is_set():
+                self._wake_now.wait(gap)  # coalesce: what arrives meanwhile joins this cycle
+            self._wake_now.clear()
             self._wake.clear()
             self._last_cycle = time.monotonic()
             if self._stop.is_set():
@@ -304,7 +312,7 @@ class SchedulerService:
         with self._lock:
             freed = self.life.on_alloc(alloc)
         if freed:
-            self.wake()
+            self.wake_now()
 
     def on_job_deregistered(self, job_id: str) -> None:
         """Someone stopped one of our live jobs before it was placed: settle it from Nomad's word."""

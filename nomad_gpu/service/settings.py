@@ -75,9 +75,9 @@ class SchedulingSettings:
     tick_s: float = 5.0
     """A cycle runs on every event that frees or adds capacity, and at least this often."""
     min_cycle_interval_s: float = 0.02
-    """Cycles start at least this far apart: what arrives meanwhile (submissions, ends) joins the next one,
-    so a burst costs one cycle and one fsynced commit per batch instead of per job. A quiet queue waits
-    nothing (the last cycle is long past); a busy one adds at most this to a handoff."""
+    """Cycles woken by submissions start at least this far apart: what arrives meanwhile joins the next
+    one, so a burst costs one cycle and one fsynced commit per batch instead of per job. Freed capacity
+    (an allocation ended, a stop confirmed) wakes a cycle at once: a handoff never waits for this."""
     fair: FairShareConfig = field(default_factory=FairShareConfig)
     sharing: SharingConfig = NO_SHARING
     actuator_workers: int = 8

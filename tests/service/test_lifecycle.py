@@ -631,3 +631,18 @@ def test_probes_back_off_while_nomad_stays_down(clock: Clock, ex: ManualExecutor
     svc.run_cycle()
     ex.run_all()
     assert not svc.outage.down
+
+
+def test_freed_capacity_wakes_the_cycle_past_the_coalescing_gap(clock: Clock, ex: ManualExecutor) -> None:
+    """Submissions are coalesced; an ending allocation is a handoff and must not wait for the gap."""
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    assert not svc._wake_now.is_set()  # a submission waits for the gap
+    svc.run_cycle()
+    ex.run_all()
+    job = store.get(a.id).nomad_job_id
+    svc.on_alloc(alloc(job, "running", index=11))
+    assert not svc._wake_now.is_set()
+    svc.on_alloc(alloc(job, "complete", index=12))
+    assert svc._wake_now.is_set()
