@@ -10,7 +10,7 @@ Every handler's work (reads, writes, HCL parsing, JSON encoding) runs in the thr
 `def` endpoints are run there by Starlette), so the event loop only feeds the event streams and a
 large listing never delays a frame. Parse and register on the loop would save about 0.3 ms of CPU a
 request, but a register's frames then leave after its reply instead of before it, and the service
-registered about a fifth fewer jobs a second in the scale benchmark (docs/benchmarks.md).
+registered about a sixth fewer jobs a second in the scale benchmark (docs/benchmarks.md).
 """
 
 from __future__ import annotations
