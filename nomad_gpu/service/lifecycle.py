@@ -208,9 +208,9 @@ class Lifecycle(Stops):
                 self.maybe_release(d)
             return
         t = self.entries.get(entry.id)
-        if t is None or t.entry.state is not EntryState.ADMITTED or t.entry.attempts != entry.attempts:
+        if t is None or t.entry.state not in LIVE or t.entry.attempts != entry.attempts:
             return
-        if failure is None:
+        if failure is None:  # the attempt may be running already: its events can beat the reply
             self.outage.reachable()
             self.metrics.registered.inc()
             if self.store.mark_registered(entry.id, entry.attempts, now):

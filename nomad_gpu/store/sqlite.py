@@ -217,8 +217,8 @@ class SqliteStore:
     def mark_registered(self, entry_id: str, attempt: int, at: float) -> bool:
         """Nomad acknowledged this attempt's register; False when the entry moved on meanwhile."""
         with self._lock, self._tx(durable=False):
-            cur = self._db.execute("UPDATE entries SET registered_at=? WHERE id=? AND attempts=? AND state=?",
-                                   (at, entry_id, attempt, EntryState.ADMITTED.value))
+            cur = self._db.execute("UPDATE entries SET registered_at=? WHERE id=? AND attempts=? AND state IN (?, ?)",
+                                   (at, entry_id, attempt, EntryState.ADMITTED.value, EntryState.RUNNING.value))
             return cur.rowcount == 1
 
     def set_reasons(self, reasons: Mapping[str, str]) -> None:

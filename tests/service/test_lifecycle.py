@@ -646,3 +646,19 @@ def test_freed_capacity_wakes_the_cycle_past_the_coalescing_gap(clock: Clock, ex
     assert not svc._wake_now.is_set()
     svc.on_alloc(alloc(job, "complete", index=12))
     assert svc._wake_now.is_set()
+
+
+def test_placement_events_before_the_register_reply_are_applied_once(clock: Clock, ex: ManualExecutor) -> None:
+    """Nomad usually answers a register before its plan places anything; the events may also come first
+    (a fast scheduler, a slow reply). Either order ends in the same state."""
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = started(store, nomad, clock, ex)
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    job = store.get(a.id).nomad_job_id
+    nomad.during_submit = lambda: svc.on_alloc(alloc(job, "running", index=11))
+    ex.run_all()
+    e = store.get(a.id)
+    assert e.state is EntryState.RUNNING and e.registered_at is not None and nomad.registers() == [job]
+    svc.on_alloc(alloc(job, "complete", index=12))
+    assert store.get(a.id).state is EntryState.COMPLETE and not svc.life.live
