@@ -16,7 +16,9 @@ Rules that keep a GPU from being handed out twice:
 - Registers are create-only and keep their pins on a retryable error; an attempt whose register
   Nomad acknowledged is never registered again (a job gone after a restart ran and was collected).
 
-Stopping an ended attempt's job and releasing its capacity live in `stops.py` (a mixin of this class).
+Stopping an ended attempt's job and releasing its capacity live in `stops.py`, what happens when time
+passes (retries, deadlines, wall-time limits) in `timers.py`, the booking of allocations no entry
+claims in `foreign.py`: mixins of this class.
 
 The caller holds the service lock around every public method; Nomad is called only from the
 executor, outside the lock.
@@ -32,18 +34,19 @@ from dataclasses import replace
 from typing import Any
 
 from nomad_gpu.domain.cycle import Admit
-from nomad_gpu.domain.errors import InvalidRequest, LedgerConflict
-from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId, Team
+from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId
 from nomad_gpu.domain.ledger import Ledger
-from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.nomad.client import NomadError, NomadForbidden
 from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
 from nomad_gpu.render import JobSpec, RenderError
 from nomad_gpu.service.actuator import NomadActuator
+from nomad_gpu.service.foreign import ForeignAllocs
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.stops import Stops
+from nomad_gpu.service.timers import Timers
 from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, NotSent, Tracked, backoff_s
 from nomad_gpu.service.translate import job_request, placement_from_json, placement_json, render_placement, spec_of
 from nomad_gpu.store import EntryState, QueueEntry
@@ -52,14 +55,11 @@ from nomad_gpu.store.sqlite import Admission, SqliteStore, StopIntent
 
 logger = logging.getLogger(__name__)
 
-FOREIGN = Team("_nomad")
-STOPS_CHECK_S = 0.5
-"""How often stop intents are looked for (each failed stop already waits 0.5 s or more before its retry)."""
 _ALLOC_INDEX_MAX = 10_000
 """Allocations whose last index is remembered (to drop stale replays): only recent ones can be replayed."""
 
 
-class Lifecycle(Stops):
+class Lifecycle(ForeignAllocs, Stops, Timers):
     def __init__(self, store: SqliteStore, ledger: Ledger, actuator: NomadActuator, *, lock: threading.RLock,
                  executor: Executor, clock: Callable[[], float], metrics: Metrics, outage: Outage,
                  wake: Callable[[], None], refusal_avoid_s: float = 300.0,
@@ -270,33 +270,6 @@ class Lifecycle(Stops):
             return True
         return False
 
-    def _foreign_alloc(self, a: AllocInfo) -> bool:
-        """Allocations of plain Nomad jobs (or of ours no entry claims) hold GPUs, CPU and memory too."""
-        key = EntryId(f"nomad:{a.id}")
-        if a.is_terminal:
-            self.foreign.pop(a.id, None)
-            return self.ledger.release(key) is not None
-        if key in self.ledger or not (a.device_ids or a.cpu_mhz or a.memory_mb) \
-                or self.ledger.node_free(a.node_id) is None:
-            return False  # every allocation's CPU and memory count too (system jobs, plain jobs)
-        p = AllocPlacement(group=a.task_group, index=0, node=a.node_id, cpu_mhz=a.cpu_mhz, memory_mb=a.memory_mb,
-                           instance_ids=tuple(InstanceId(i) for i in a.device_ids), device_name=a.device_name,
-                           gpu_equivalents=float(len(a.device_ids)))
-        self.foreign[a.id] = a
-        try:
-            self.ledger.reserve(key, FOREIGN, [p])
-        except LedgerConflict as exc:
-            holders = sorted(self.ledger.entries_on(a.node_id))
-            logger.error("allocation %s of job %s (%s) holds devices the ledger gave to %s: %s", a.id, a.job_id,
-                         a.client_status.value, holders, exc)
-        return False
-
-    def reserve(self, entry: EntryId, team: Team, placements: Iterable[AllocPlacement]) -> None:
-        try:
-            self.ledger.reserve(entry, team, placements)
-        except LedgerConflict as exc:
-            logger.error("reconcile: %s cannot be booked as Nomad reports it: %s", entry, exc)
-
     # ---- Nomad's evaluations ---------------------------------------------------------------
     def on_eval(self, ev: EvalInfo) -> None:
         """Nomad could not place an admitted job (a blocked evaluation, FailedTGAllocs): its constraint,
@@ -417,46 +390,3 @@ class Lifecycle(Stops):
             self.start_stop(job_id, e.namespace)
         self.wake()
         return moved
-
-    # ---- retries and settling ----------------------------------------------------------------
-    def _schedule(self, when: float, entry_id: str) -> None:
-        self.due.add(when, entry_id, self.live, len(self.live))
-
-    def _watch_deadline(self, t: Tracked) -> None:
-        if t.entry.registered_at is not None:
-            self._schedule(t.entry.registered_at + self.admission_deadline_s, t.entry.id)
-
-    def _watch_runtime(self, t: Tracked) -> None:
-        limit = t.spec.max_runtime if t.spec is not None else None
-        if limit:
-            self._schedule((t.running_since or t.entry.admitted_at or self.clock()) + limit, t.entry.id)
-
-    def tick(self, now: float) -> None:
-        """Retry what is due: registers whose reply failed (same pins), stops not yet confirmed; re-queue
-        admitted entries Nomad has not placed within the admission deadline; end attempts past their
-        wall-time limit. Only entries whose time has come are looked at (a heap of due times; each is
-        checked against its current state, so a stale due time does nothing)."""
-        for entry_id in self.due.pop_due(now):
-            t = self.live.get(entry_id)
-            if t is None:
-                continue
-            if t.registering:  # its reply decides; look again shortly
-                self._schedule(now + STOPS_CHECK_S, entry_id)
-                continue
-            if t.entry.state is EntryState.ADMITTED:
-                if t.entry.registered_at is None:
-                    if 0 < t.retry_at <= now:
-                        self.start_register(t)
-                elif not t.allocs and now - t.entry.registered_at >= self.admission_deadline_s:
-                    self._refused(t, f"Nomad placed no allocation within {self.admission_deadline_s:g} s", now)
-                continue
-            limit = t.spec.max_runtime if t.spec is not None else None
-            if limit and t.entry.state is EntryState.RUNNING:
-                since = t.running_since or t.entry.admitted_at or now
-                if now - since >= limit:
-                    self.end(t, EntryState.FAILED, f"timeout: still running after max_runtime ({limit:g} s)")
-                    self.metrics.finished.labels("timeout").inc()
-        if now - self._stops_checked >= STOPS_CHECK_S:  # a query per cycle would cost more than it finds
-            self._stops_checked = now
-            for s in self.store.stops(due_by=now):
-                self.start_stop(s.job_id, s.namespace)

@@ -1,0 +1,53 @@
+"""Allocations no queue entry claims still hold capacity: plain Nomad jobs (system jobs, services), and
+jobs of ours whose entry is gone. Every one's GPUs, CPU and memory are booked in the ledger under a
+team of their own, so the core never places onto what Nomad has already given away.
+
+A mixin of `Lifecycle` (service/lifecycle.py), which alone moves entries.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from nomad_gpu.domain.errors import LedgerConflict
+from nomad_gpu.domain.ids import EntryId, InstanceId, Team
+from nomad_gpu.domain.ledger import Ledger
+from nomad_gpu.domain.placement import AllocPlacement
+from nomad_gpu.nomad.decode import AllocInfo
+
+logger = logging.getLogger("nomad_gpu.service.lifecycle")
+
+FOREIGN = Team("_nomad")
+
+
+class ForeignAllocs:
+    ledger: Ledger
+    foreign: dict[str, AllocInfo]
+
+    def _foreign_alloc(self, a: AllocInfo) -> bool:
+        """Allocations of plain Nomad jobs (or of ours no entry claims) hold GPUs, CPU and memory too."""
+        key = EntryId(f"nomad:{a.id}")
+        if a.is_terminal:
+            self.foreign.pop(a.id, None)
+            return self.ledger.release(key) is not None
+        if key in self.ledger or not (a.device_ids or a.cpu_mhz or a.memory_mb) \
+                or self.ledger.node_free(a.node_id) is None:
+            return False  # every allocation's CPU and memory count too (system jobs, plain jobs)
+        p = AllocPlacement(group=a.task_group, index=0, node=a.node_id, cpu_mhz=a.cpu_mhz, memory_mb=a.memory_mb,
+                           instance_ids=tuple(InstanceId(i) for i in a.device_ids), device_name=a.device_name,
+                           gpu_equivalents=float(len(a.device_ids)))
+        self.foreign[a.id] = a
+        try:
+            self.ledger.reserve(key, FOREIGN, [p])
+        except LedgerConflict as exc:
+            holders = sorted(self.ledger.entries_on(a.node_id))
+            logger.error("allocation %s of job %s (%s) holds devices the ledger gave to %s: %s", a.id, a.job_id,
+                         a.client_status.value, holders, exc)
+        return False
+
+    def reserve(self, entry: EntryId, team: Team, placements: Iterable[AllocPlacement]) -> None:
+        try:
+            self.ledger.reserve(entry, team, placements)
+        except LedgerConflict as exc:
+            logger.error("reconcile: %s cannot be booked as Nomad reports it: %s", entry, exc)
