@@ -60,6 +60,7 @@ class Store(Protocol):
     def close(self) -> None: ...
 
 
+_ENDED = frozenset(s.value for s in EntryState if s.is_terminal())
 _SPECS_CACHED = 4096
 """Decoded specs kept (the entries in flight at once in a burst; each is a few hundred bytes)."""
 
@@ -87,8 +88,9 @@ class SqliteStore:
         migrate(self._db)
         self._bases: dict[str, Mapping[str, Any]] = {}
         self._specs: dict[str, tuple[str, Mapping[str, Any]]] = {}
-        """Recently read specs by entry, with the stored text they came from: an entry is read at every state
-        move, and its spec (a sweep trial's: a copy of the sweep's with the difference applied) never changes."""
+        """Specs of entries in flight, by entry, with the stored text they came from: an entry is read at
+        every state move, and its spec (a sweep trial's: a copy of the sweep's with the difference applied)
+        never changes. An entry that ends leaves it, so it holds the queue and the live entries, bounded."""
         self.instance = self._instance()
 
     def _instance(self) -> str:
@@ -202,6 +204,8 @@ class SqliteStore:
                 raise StaleTransition(f"{entry_id}: already {to.value} with another placement")
         elif to not in TRANSITIONS[current.state]:
             raise StaleTransition(f"{entry_id}: {current.state.value} -> {to.value} is not allowed")
+        if to.is_terminal():
+            self._specs.pop(entry_id, None)  # an ended entry is rarely read again: keep what is in flight
         at = fields.pop("at", None)
         event = {"from": current.state.value, "to": to.value, "at": at, "reason": fields.get("reason", "")}
         moved = replace(current, state=to, history=(*current.history, event)[-20:], **fields)
@@ -245,9 +249,10 @@ class SqliteStore:
         if cached is not None and cached[0] == text:
             return _row(r, cached[1])
         spec = self._decode_spec(r["spec_base"], text)
-        if len(self._specs) >= _SPECS_CACHED:
-            self._specs.pop(next(iter(self._specs)))
-        self._specs[r["id"]] = (text, spec)
+        if r["state"] not in _ENDED:
+            if len(self._specs) >= _SPECS_CACHED:
+                self._specs.pop(next(iter(self._specs)))
+            self._specs[r["id"]] = (text, spec)
         return _row(r, spec)
 
     def _decode_spec(self, base_id: str | None, text: str) -> Mapping[str, Any]:

@@ -96,3 +96,15 @@ def test_reasons_only_touch_queued_entries() -> None:
     store.set_reasons({a.id: "waiting", b.id: "should not stick"})
     assert store.get(a.id).reason == "waiting"
     assert store.get(b.id).reason == ""
+
+
+def test_decoded_specs_are_kept_only_for_entries_in_flight() -> None:
+    """An entry is read at every state move, so its decoded spec is kept; once it ends, it is not."""
+    store = SqliteStore()
+    a, b = store.add([entry("a"), entry("b")])
+    store.transition(a.id, EntryState.ADMITTED, expect=(EntryState.QUEUED,), placements=())
+    assert set(store._specs) == {a.id}
+    moved = store.transition(a.id, EntryState.CANCELLED, expect=(EntryState.ADMITTED,))
+    assert moved.spec == {"name": "a"} and a.id not in store._specs
+    store.get(a.id)  # reads of ended entries (listings) do not fill it either
+    assert a.id not in store._specs and store.get(b.id).spec == {"name": "b"}
