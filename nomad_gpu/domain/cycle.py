@@ -126,6 +126,9 @@ def run_cycle(
         demand = Demand.from_jobs(queue)
         if demand.large:
             demand = demand.scarce_on(_empty_hosts(ledger.inventory))
+    if demand is not None and demand.large:
+        # room for a large shape is kept only while waiting tasks of that shape would use all of it
+        demand = demand.needed_now(ledger.index.nodes(), (a for j in queue for a in j.asks))
     queued = {j.entry: j for j in queue}
     holds = _live_holds(ledger, holds or {}, queued)
     starving = _starving(queue, now, config)

@@ -9,7 +9,8 @@ It ranks a placement by four keys, most significant first:
 2. Within such a tie, the room it takes from the demand's *large* shapes (`Demand.large`:
    multi-GPU asks too rare to be typical, weighted by how few nodes could run them): FGD cannot
    see them, and the big, CPU-rich nodes that are the only homes of a 120-core 8-GPU task are
-   exactly where the next key sends CPU-heavy work. Absent when the demand has no large shapes.
+   exactly where the next key sends CPU-heavy work. Absent when the demand has no large shapes
+   (in a queue the cycle keeps only those whose room waiting tasks would use up: `Demand.needed_now`).
 3. The change in *stranded* capacity (`Demand.stranded`): free GPU that copies of the typical
    tasks could not use once the node's CPU is counted as well as its GPUs. FGD only asks whether
    one more typical task fits; this asks how much of the node's GPU it and its siblings could

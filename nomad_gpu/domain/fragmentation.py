@@ -21,6 +21,8 @@ beside it; the stranded measure counts what CPU (and leftovers smaller than t) l
 asking for more GPUs than any typical one (whole-node tasks). Each fails, or waits, whole when no
 node has that many GPUs free and the CPU beside them; `large_capacity` measures a node's room for
 them, and `scarce_on` weights them by how few of the cluster's nodes could run them at all.
+In a queue a large task that finds no room waits (and is held for) rather than fails, so
+`needed_now` keeps a large shape only while the room for it is all spoken for by waiting tasks.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class Demand:
     _memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
     _stranded_memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
     _large_memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
+    _needed: dict[tuple[Shape, ...], Demand] = field(default_factory=dict, repr=False)
     _cpu_levels: tuple[int, ...] = field(default=(), init=False, repr=False)
 
     MEMO_LIMIT = 200_000
@@ -227,6 +230,46 @@ class Demand:
         scarce = [(s, p / counts[s]) for s, p in self.large if counts[s]]
         top = max((w for _, w in scarce), default=1.0)
         return Demand(self.shapes, tuple((s, w / top) for s, w in scarce))
+
+    def needed_now(self, hosts: Iterable[NodeFree], waiting: Iterable[AllocAsk]) -> Demand:
+        """This demand keeping only the large shapes whose room is scarce now: some of the `hosts`
+        (the nodes as they stand) can take a copy, but no more copies than there are `waiting` asks
+        of that shape. Room beyond the waiting tasks protects only tasks that may never come, and
+        keeping it sends CPU-heavy work to nodes whose GPUs it strands; a task that arrives to no
+        room waits and, once starving, gets nodes held for it. The result shares this demand's
+        memos of F and of stranded capacity (they do not depend on the large shapes)."""
+        if not self.large:
+            return self
+        smallest = min(s.gpus for s, _ in self.large)
+        asked: Counter[Shape] = Counter()
+        for ask in waiting:
+            g = ask.gpu
+            if isinstance(g, WholeGpus) and g.count >= smallest:
+                shape = Shape.of(ask)
+                if shape is not None:
+                    asked[shape] += 1
+        wanted = [(s, w) for s, w in self.large if asked[s]]
+        room: Counter[Shape] = Counter()
+        if wanted:
+            for nf in hosts:
+                if not nf.offered:
+                    continue
+                state, cpu = nf.gpu_state(), nf.cpu_free
+                for shape, _ in wanted:
+                    if room[shape] <= asked[shape]:
+                        room[shape] += _whole_copies(shape, state, cpu)
+                if all(room[s] > asked[s] for s, _ in wanted):
+                    break  # room to spare for every waiting shape: none is kept
+        kept = tuple((s, w) for s, w in wanted if 0 < room[s] <= asked[s])
+        key = tuple(s for s, _ in kept)
+        if len(kept) == len(self.large):
+            return self
+        hit = self._needed.get(key)
+        if hit is None:
+            hit = Demand(self.shapes, kept)
+            hit._memo, hit._stranded_memo = self._memo, self._stranded_memo
+            self._needed[key] = hit
+        return hit
 
     def _compute(self, state: GpuState, cpu_free: int) -> float:
         frees = [free for _, _, free in state]

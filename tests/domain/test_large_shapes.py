@@ -97,3 +97,55 @@ def test_folded_keys_order_as_the_keys_do(a: tuple[int, int, float, float], b: t
         assert fold_large(*a) > fold_large(*b)
     elif order(a) == order(b):
         assert fold_large(*a) == fold_large(*b)
+
+
+def huge_ask(k: int = 0) -> AllocAsk:
+    return AllocAsk("g", k, HUGE.cpu_mhz, 0, WholeGpus(HUGE.gpus))
+
+
+def nodes_free(*cpus: int) -> list[NodeFree]:
+    return [NodeFree.of(gpu_node(f"n{k}", cpu=cpu), ()) for k, cpu in enumerate(cpus)]
+
+
+def test_room_beyond_the_waiting_large_tasks_is_not_kept() -> None:
+    """In a queue a large task that finds no room waits; room kept for tasks that are not there
+    strands GPUs by sending CPU-heavy work elsewhere (docs/packing.md, the replay)."""
+    d = demand()
+    assert d.needed_now(nodes_free(BIG_CPU), []).large == ()  # none waiting
+    assert d.needed_now(nodes_free(BIG_CPU, BIG_CPU), [huge_ask()]).large == ()  # two homes, one task
+    assert d.needed_now(nodes_free(MID_CPU), [huge_ask()]).large == ()  # no home at all: nothing to keep
+
+
+def test_room_all_spoken_for_by_waiting_large_tasks_is_kept() -> None:
+    d = demand()
+    kept = d.needed_now(nodes_free(BIG_CPU, MID_CPU), [huge_ask(), AllocAsk("g", 1, 6_000, 0, WholeGpus(1))])
+    assert kept.large == d.large
+    assert d.needed_now(nodes_free(BIG_CPU, BIG_CPU), [huge_ask(0), huge_ask(1)]).large == d.large
+
+
+def test_a_trimmed_demand_shares_the_fragmentation_memo() -> None:
+    d = demand()
+    trimmed = d.needed_now(nodes_free(BIG_CPU), [])
+    assert trimmed.shapes == d.shapes and trimmed is d.needed_now(nodes_free(BIG_CPU), [])
+    state = nodes_free(BIG_CPU)[0]
+    assert trimmed.fragmentation(state) == d.fragmentation(state)
+    assert d._memo is trimmed._memo
+
+
+def test_the_cycle_keeps_no_room_for_large_tasks_that_are_not_queued() -> None:
+    """One CPU-heavy task, no 8-GPU task waiting: the cycle places it as the three-key policy
+    would, on the CPU-rich node; with the 8-GPU task queued behind it, it leaves that node whole."""
+    from nomad_gpu.domain.cycle import Admit, run_cycle
+
+    def first_node(with_huge: bool) -> NodeId:
+        ledger = ledger_of(gpu_node("big", cpu=BIG_CPU), gpu_node("mid", cpu=MID_CPU))
+        heavy = JobRequest(EntryId("a-heavy"), Team("a"), (AllocAsk("g", 0, 24_000, 0, WholeGpus(1)),),
+                           submitted_at=0.0)
+        huge = JobRequest(EntryId("b-huge"), Team("a"), (huge_ask(),), submitted_at=1.0)
+        got = run_cycle(ledger, [heavy, huge] if with_huge else [heavy], now=2.0, demand=demand())
+        (admit,) = [d for d in got.decisions if isinstance(d, Admit) and d.entry == heavy.entry]
+        (node,) = {p.node for p in admit.placements}
+        return node
+
+    assert first_node(with_huge=False) == NodeId("big")
+    assert first_node(with_huge=True) == NodeId("mid")
