@@ -14,6 +14,8 @@ import pytest
 from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service, spec
 
 from nomad_gpu.nomad.client import NomadUnavailable
+from nomad_gpu.nomad.decode import AllocInfo
+from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, SqliteStore
 
 N1 = gpu_node("n1", 1)  # one GPU: a second job can only ever land on the first one's GPU
@@ -33,6 +35,15 @@ def started(store: SqliteStore, nomad: FakeNomad, clock: Clock, ex: ManualExecut
     svc = service(store, nomad, clock, ex)
     svc.on_resync([N1], [])
     return svc
+
+
+def restarted(path: str, nomad: FakeNomad, clock: Clock, allocs: list[AllocInfo] | None = None,
+              ) -> tuple[SchedulerService, ManualExecutor]:
+    """A new service process on the same database, after the old one died: resynced with `allocs`."""
+    ex2 = ManualExecutor()
+    svc2 = service(SqliteStore(path), nomad, clock, ex2)
+    svc2.on_resync([N1], allocs or [])
+    return svc2, ex2
 
 
 def test_a_cancel_during_the_register_stops_the_job_after_it_and_keeps_the_gpu(clock: Clock,
@@ -97,9 +108,7 @@ def test_restart_after_the_job_was_collected_never_runs_it_again(tmp_path: Path,
     assert store.get(a.id).state is EntryState.RUNNING
     store.close()  # the service dies; the job completes and Nomad's GC removes it
     del nomad.jobs[job]
-    ex2 = ManualExecutor()
-    svc2 = service(SqliteStore(path), nomad, clock, ex2)
-    svc2.on_resync([N1], [])
+    svc2, ex2 = restarted(path, nomad, clock)
     ex2.run_all()
     assert nomad.registers() == [job]
     e = svc2.store.get(a.id)
@@ -114,9 +123,7 @@ def test_restart_with_an_unacknowledged_register_registers_create_only(tmp_path:
     (a,) = svc.submit(spec("a"))
     svc.run_cycle()  # killed before the pool ran the register
     store.close()
-    ex2 = ManualExecutor()
-    svc2 = service(SqliteStore(path), nomad, clock, ex2)
-    svc2.on_resync([N1], [])
+    svc2, ex2 = restarted(path, nomad, clock)
     ex2.run_all()
     assert len(nomad.registers()) == 1 and svc2.store.get(a.id).registered_at is not None
 
@@ -158,9 +165,7 @@ def test_a_failed_stop_is_retried_with_backoff_and_after_a_restart(tmp_path: Pat
     assert nomad.calls.count(("stop", job)) == 1, "retried before its backoff"
     store.close()  # and the service dies before Nomad comes back
     nomad.fail = None
-    ex2 = ManualExecutor()
-    svc2 = service(SqliteStore(path), nomad, clock, ex2)
-    svc2.on_resync([N1], [])
+    svc2, ex2 = restarted(path, nomad, clock)
     ex2.run_all()
     assert nomad.jobs[job].stopped and svc2.store.stops() == []
 
@@ -419,9 +424,7 @@ def test_max_runtime_is_enforced_after_a_restart_from_the_admission(tmp_path: Pa
     running = alloc(job, "running")
     svc.on_alloc(running)
     store.close()  # the service dies while the job runs
-    ex2 = ManualExecutor()
-    svc2 = service(SqliteStore(path), nomad, clock, ex2)
-    svc2.on_resync([N1], [running])
+    svc2, ex2 = restarted(path, nomad, clock, [running])
     clock.now += 3599
     svc2.run_cycle()
     assert svc2.store.get(a.id).state is EntryState.RUNNING
@@ -440,9 +443,8 @@ def test_the_admission_deadline_holds_after_a_restart(tmp_path: Path, clock: Clo
     svc.run_cycle()
     ex.run_all()
     store.close()  # registered, never placed, and the service dies
-    ex2 = ManualExecutor()
-    svc2 = service(SqliteStore(path), nomad, clock, ex2)
-    svc2.on_resync([N1], [])  # its settle (a read of the job) is left unanswered: Nomad placed nothing
+    # its settle (a read of the job) is left unanswered: Nomad placed nothing
+    svc2, ex2 = restarted(path, nomad, clock)
     clock.now += 299
     svc2.run_cycle()
     assert svc2.store.get(a.id).state is EntryState.ADMITTED
@@ -537,7 +539,6 @@ def test_a_burst_of_submissions_is_admitted_in_one_coalesced_cycle(clock: Clock,
     """Cycles start at least `min_cycle_interval_s` apart; what arrives meanwhile joins the next one."""
     import threading
 
-    from nomad_gpu.service.scheduler import SchedulerService
     from nomad_gpu.service.settings import SchedulingSettings
 
     nomad, store = FakeNomad(), SqliteStore()
