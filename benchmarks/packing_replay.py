@@ -42,6 +42,7 @@ def _one(job: tuple[str, str, int, float, float]) -> Run:
     return name, policy, seed, {
         "p50": result.wait_pct(50), "p95": result.wait_pct(95), "p99": result.wait_pct(99),
         "util": result.mean_util_arrivals_pct, "started": result.started, "never": result.never_started,
+        "multi_gpu_mean": result.to_json()["wait_multi_gpu_s"]["mean"],
         "last_start_h": round(result.last_start_s / 3600, 2), "seconds": round(time.monotonic() - t0, 1)}
 
 
@@ -77,6 +78,9 @@ def main() -> int:
               f"| {med[(BASE, 'p95')]:.1f} | {med[(OURS, 'p95')]:.1f} | {med[(BASE, 'util')]:.2f} "
               f"| {med[(OURS, 'util')]:.2f} |")
         print(f"| {name} | no worse, seeds of {len(seeds)} | | {wins['p50']} | | {wins['p95']} | | |")
+        multi = [(by[(BASE, s)]["multi_gpu_mean"], by[(OURS, s)]["multi_gpu_mean"]) for s in seeds]
+        print(f"\n{name}, mean wait of multi-GPU tasks ({BASE} / {OURS}): "
+              + ", ".join(f"{s}: {b:.0f} / {o:.0f} s" for s, (b, o) in zip(seeds, multi, strict=True)) + "\n")
     print(f"\n# {sum(f['seconds'] for _, _, _, f in runs):.0f} s of replays", file=sys.stderr)
     return 0
 

@@ -62,6 +62,9 @@ class ReplayResult:
     gpu_util_pct: list[float] = field(default_factory=list)
     queue_len: list[int] = field(default_factory=list)
     waits: list[float] = field(default_factory=list)
+    multi_gpu_waits: list[float] = field(default_factory=list)
+    """The waits of tasks asking for more than one GPU (also in `waits`): the tasks that room kept
+    for large shapes, or its absence, serves or starves."""
     never_started: int = 0
     left_out: int = 0
     makespan_s: float = 0.0
@@ -103,10 +106,18 @@ class ReplayResult:
             "tasks_never_started": self.never_started, "tasks_left_out": self.left_out,
             "gpu_util_mean_pct": self.mean_util_pct, "gpu_util_mean_while_arriving_pct": self.mean_util_arrivals_pct,
             "arrivals_span_s": round(self.arrivals_s, 1), "last_start_s": round(self.last_start_s, 1),
-            "wait_s": waits, "makespan_s": round(self.makespan_s, 1),
+            "wait_s": waits, "wait_multi_gpu_s": _summary(self.multi_gpu_waits),
+            "makespan_s": round(self.makespan_s, 1),
             "series": {"time_s": self.times[::step], "gpu_util_pct": self.gpu_util_pct[::step],
                        "queue_len": self.queue_len[::step]},
         }
+
+
+def _summary(waits: list[float]) -> dict[str, float]:
+    if not waits:
+        return {"count": 0, "mean": 0.0, "p50": 0.0, "p95": 0.0}
+    return {"count": len(waits), "mean": round(float(np.mean(waits)), 1),
+            "p50": round(float(np.percentile(waits, 50)), 1), "p95": round(float(np.percentile(waits, 95)), 1)}
 
 
 def sample_nodes(trace: Trace, fraction: float, seed: int) -> Inventory:
@@ -164,6 +175,8 @@ def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig())
                     heapq.heappush(running, (now + runtime, decision.entry, pod.gpu_milli_total))
                     used += pod.gpu_milli_total
                     result.waits.append(now - at)
+                    if pod.num_gpu > 1:
+                        result.multi_gpu_waits.append(now - at)
                     result.last_start_s = now - start
         result.times.append(now - start)
         result.gpu_util_pct.append(round(100.0 * used / max(1, gpus * MILLI_PER_GPU), 3))

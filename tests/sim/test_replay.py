@@ -45,3 +45,15 @@ def test_speedup_compresses_arrivals_and_sampling_keeps_nodes(tiny: tuple[Path, 
     assert half.gpus in (2, 4)
     with pytest.raises(ValueError, match="node fraction"):
         ReplayConfig(node_fraction=0)
+
+
+def test_multi_gpu_waits_are_reported_apart(tmp_path: Path) -> None:
+    trace = load_trace(*write_trace(tmp_path, ["n,8000,8192,2,T4"], [
+        "a,1000,1024,1,1000,,LS,Running,0,100,0",
+        "b,1000,1024,2,1000,,LS,Running,10,60,10",
+    ]))
+    r = run_replay(trace, "frag-aware")
+    assert sorted(r.waits) == [0.0, 90.0]
+    assert r.multi_gpu_waits == [90.0]
+    got = r.to_json()["wait_multi_gpu_s"]
+    assert got == {"count": 1, "mean": 90.0, "p50": 90.0, "p95": 90.0}
