@@ -24,7 +24,7 @@ from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import NoFit
 from nomad_gpu.domain.policies import get_policy
 from nomad_gpu.domain.requests import JobRequest
-from nomad_gpu.sim.trace import Trace
+from nomad_gpu.sim.trace import Trace, TracePod
 from nomad_gpu.sim.workload import build_workload, typical_demand
 
 ARRIVED_MAX_PCT = 130
@@ -54,6 +54,13 @@ class SeedRun:
 
 def run_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3, demand: Demand | None = None) -> SeedRun:
     """Place one seed's workload with `policy`; `demand` defaults to the trace's typical tasks."""
+    return place_seed(trace, policy, seed, tune=tune, demand=demand)[0]
+
+
+def place_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3,
+               demand: Demand | None = None) -> tuple[SeedRun, Ledger, list[TracePod]]:
+    """`run_seed`, also returning the cluster as it ends and the tasks that failed (for analyses
+    of what is left unallocated, `benchmarks/packing_leftover.py`)."""
     workload = build_workload(trace, seed, tune)
     demand = demand if demand is not None else typical_demand(trace)
     ledger = Ledger(trace.inventory)
@@ -63,19 +70,22 @@ def run_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3, demand:
     asks = {pod.name: pod.to_ask() for pod in trace.pods}
     arrived: list[int] = []
     used: list[int] = []
-    total_arrived = total_used = placed = 0
+    failed: list[TracePod] = []
+    total_arrived = total_used = 0
     for i, pod in enumerate(workload.tasks):
         job = JobRequest(EntryId(f"t{i}"), TEAM, (asks[pod.name],))
         total_arrived += pod.gpu_milli_total
         got = fitter.fit_job(job)
-        if not isinstance(got, NoFit):
+        if isinstance(got, NoFit):
+            failed.append(pod)
+        else:
             ledger.reserve(job.entry, TEAM, got)
             total_used += pod.gpu_milli_total
-            placed += 1
         arrived.append(total_arrived)
         used.append(total_used)
-    return SeedRun(policy, seed, trace.gpu_milli_capacity, tuple(arrived), tuple(used), placed,
-                   len(workload.tasks) - placed)
+    run = SeedRun(policy, seed, trace.gpu_milli_capacity, tuple(arrived), tuple(used),
+                  len(workload.tasks) - len(failed), len(failed))
+    return run, ledger, failed
 
 
 def sample_percent(arrived: Sequence[int], used: Sequence[int], gpus: int,
