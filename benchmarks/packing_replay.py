@@ -6,7 +6,8 @@ so one sample cannot tell a policy's effect from the sample's: this runs each se
 both policies (paired) and prints, per trace, every seed's p50 and p95 wait and the medians over
 seeds. Usage:
 
-    .venv/bin/python benchmarks/packing_replay.py --seeds 42-46 --workers 2 [--json replay.json]
+    .venv/bin/python benchmarks/packing_replay.py --seeds 42-51 --workers 2 [--json replay.json]
+    .venv/bin/python benchmarks/packing_replay.py --seeds 42-51 --from-json replay.json   # report again
 """
 
 from __future__ import annotations
@@ -42,8 +43,29 @@ def _one(job: tuple[str, str, int, float, float]) -> Run:
     return name, policy, seed, {
         "p50": result.wait_pct(50), "p95": result.wait_pct(95), "p99": result.wait_pct(99),
         "util": result.mean_util_arrivals_pct, "started": result.started, "never": result.never_started,
-        "multi_gpu_mean": result.to_json()["wait_multi_gpu_s"]["mean"],
+        "mean": result.to_json()["wait_s"]["mean"], "multi_gpu_mean": result.to_json()["wait_multi_gpu_s"]["mean"],
         "last_start_h": round(result.last_start_s / 3600, 2), "seconds": round(time.monotonic() - t0, 1)}
+
+
+def _report(runs: list[Run], traces: list[str], seeds: list[int]) -> None:
+    """Per trace: each seed's waits (s) for both policies, the medians over seeds, and on how many
+    seeds ours is no worse; `multi` is the mean wait of the tasks asking for more than one GPU."""
+    cols = ("p50", "p95", "mean", "multi_gpu_mean")
+    print(f"| trace | seed | {BASE} p50 | {OURS} p50 | {BASE} p95 | {OURS} p95 | {BASE} mean | {OURS} mean "
+          f"| {BASE} multi-GPU mean | {OURS} multi-GPU mean |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in traces:
+        by = {(p, s): f for t, p, s, f in runs if t == name}
+
+        def row(label: str, get: dict[str, tuple[float, float]], name: str = name) -> None:
+            print(f"| {name} | {label} | " + " | ".join(f"{get[q][0]:,.1f} | {get[q][1]:,.1f}" for q in cols) + " |")
+
+        for seed in seeds:
+            row(str(seed), {q: (by[(BASE, seed)][q], by[(OURS, seed)][q]) for q in cols})
+        row(f"median of {len(seeds)}", {q: (statistics.median(by[(BASE, s)][q] for s in seeds),
+                                            statistics.median(by[(OURS, s)][q] for s in seeds)) for q in cols})
+        wins = {q: sum(1 for s in seeds if by[(OURS, s)][q] <= by[(BASE, s)][q]) for q in cols}
+        print(f"| {name} | no worse, seeds of {len(seeds)} | " + " | ".join(f"| {wins[q]}" for q in cols) + " |")
 
 
 def main() -> int:
@@ -54,34 +76,22 @@ def main() -> int:
     parser.add_argument("--node-fraction", type=float, default=0.2)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--json", type=Path, default=None, help="write every run's figures here")
+    parser.add_argument("--from-json", type=Path, default=None, help="report the runs a previous --json wrote")
     args = parser.parse_args()
-    jobs = [(name, policy, seed, args.speedup, args.node_fraction)
-            for name in args.traces.split(",") for seed in _seeds(args.seeds) for policy in (BASE, OURS)]
-    with ProcessPoolExecutor(args.workers) as pool:
-        runs = list(pool.map(_one, jobs))
+    traces, seeds = args.traces.split(","), _seeds(args.seeds)
+    if args.from_json:
+        runs: list[Run] = [(r.pop("trace"), r.pop("policy"), r.pop("seed"), r)
+                           for r in json.loads(args.from_json.read_text())]
+    else:
+        jobs = [(name, policy, seed, args.speedup, args.node_fraction)
+                for name in traces for seed in seeds for policy in (BASE, OURS)]
+        with ProcessPoolExecutor(args.workers) as pool:
+            runs = list(pool.map(_one, jobs))
+        print(f"# {sum(f['seconds'] for _, _, _, f in runs):.0f} s of replays", file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps([{"trace": t, "policy": p, "seed": s, **f} for t, p, s, f in runs], indent=1))
     print(f"replay, speedup {args.speedup:g}, nodes x{args.node_fraction:g}: wait (s), {OURS} against {BASE}\n")
-    print(f"| trace | seed | {BASE} p50 | {OURS} p50 | {BASE} p95 | {OURS} p95 | {BASE} GPU % | {OURS} GPU % |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|")
-    for name in args.traces.split(","):
-        by = {(p, s): f for t, p, s, f in runs if t == name}
-        seeds = _seeds(args.seeds)
-        for seed in seeds:
-            b, o = by[(BASE, seed)], by[(OURS, seed)]
-            print(f"| {name} | {seed} | {b['p50']:.1f} | {o['p50']:.1f} | {b['p95']:.1f} | {o['p95']:.1f} "
-                  f"| {b['util']:.2f} | {o['util']:.2f} |")
-        med = {(p, q): statistics.median(by[(p, s)][q] for s in seeds) for p in (BASE, OURS)
-               for q in ("p50", "p95", "util")}
-        wins = {q: sum(1 for s in seeds if by[(OURS, s)][q] <= by[(BASE, s)][q]) for q in ("p50", "p95")}
-        print(f"| {name} | median of {len(seeds)} | {med[(BASE, 'p50')]:.1f} | {med[(OURS, 'p50')]:.1f} "
-              f"| {med[(BASE, 'p95')]:.1f} | {med[(OURS, 'p95')]:.1f} | {med[(BASE, 'util')]:.2f} "
-              f"| {med[(OURS, 'util')]:.2f} |")
-        print(f"| {name} | no worse, seeds of {len(seeds)} | | {wins['p50']} | | {wins['p95']} | | |")
-        multi = [(by[(BASE, s)]["multi_gpu_mean"], by[(OURS, s)]["multi_gpu_mean"]) for s in seeds]
-        print(f"\n{name}, mean wait of multi-GPU tasks ({BASE} / {OURS}): "
-              + ", ".join(f"{s}: {b:.0f} / {o:.0f} s" for s, (b, o) in zip(seeds, multi, strict=True)) + "\n")
-    print(f"\n# {sum(f['seconds'] for _, _, _, f in runs):.0f} s of replays", file=sys.stderr)
+    _report(runs, traces, seeds)
     return 0
 
 
