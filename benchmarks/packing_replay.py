@@ -44,6 +44,7 @@ def _one(job: tuple[str, str, int, float, float]) -> Run:
         "p50": result.wait_pct(50), "p95": result.wait_pct(95), "p99": result.wait_pct(99),
         "util": result.mean_util_arrivals_pct, "started": result.started, "never": result.never_started,
         "mean": result.to_json()["wait_s"]["mean"], "multi_gpu_mean": result.to_json()["wait_multi_gpu_s"]["mean"],
+        "multi_gpu": len(result.multi_gpu_waits), "multi_gpu_held": result.multi_gpu_held,
         "last_start_h": round(result.last_start_s / 3600, 2), "seconds": round(time.monotonic() - t0, 1)}
 
 
@@ -66,6 +67,12 @@ def _report(runs: list[Run], traces: list[str], seeds: list[int]) -> None:
                                             statistics.median(by[(OURS, s)][q] for s in seeds)) for q in cols})
         wins = {q: sum(1 for s in seeds if by[(OURS, s)][q] <= by[(BASE, s)][q]) for q in cols}
         print(f"| {name} | no worse, seeds of {len(seeds)} | " + " | ".join(f"| {wins[q]}" for q in cols) + " |")
+    for name in traces:
+        by = {(p, s): f for t, p, s, f in runs if t == name}
+        if all("multi_gpu_held" in f and f["multi_gpu"] for f in by.values()):
+            print(f"\n{name}: multi-GPU tasks that had nodes held for them before they started, {BASE} / {OURS}: "
+                  + ", ".join(f"{s}: {by[(BASE, s)]['multi_gpu_held']:.0f} / {by[(OURS, s)]['multi_gpu_held']:.0f}"
+                              for s in seeds) + f" (of {by[(BASE, seeds[0])]['multi_gpu']:.0f})")
 
 
 def main() -> int:

@@ -65,6 +65,8 @@ class ReplayResult:
     multi_gpu_waits: list[float] = field(default_factory=list)
     """The waits of tasks asking for more than one GPU (also in `waits`): the tasks that room kept
     for large shapes, or its absence, serves or starves."""
+    multi_gpu_held: int = 0
+    """How many of those had nodes held for them (head-of-line protection) before they started."""
     never_started: int = 0
     left_out: int = 0
     makespan_s: float = 0.0
@@ -106,7 +108,7 @@ class ReplayResult:
             "tasks_never_started": self.never_started, "tasks_left_out": self.left_out,
             "gpu_util_mean_pct": self.mean_util_pct, "gpu_util_mean_while_arriving_pct": self.mean_util_arrivals_pct,
             "arrivals_span_s": round(self.arrivals_s, 1), "last_start_s": round(self.last_start_s, 1),
-            "wait_s": waits, "wait_multi_gpu_s": _summary(self.multi_gpu_waits),
+            "wait_s": waits, "wait_multi_gpu_s": {**_summary(self.multi_gpu_waits), "held": self.multi_gpu_held},
             "makespan_s": round(self.makespan_s, 1),
             "series": {"time_s": self.times[::step], "gpu_util_pct": self.gpu_util_pct[::step],
                        "queue_len": self.queue_len[::step]},
@@ -144,6 +146,7 @@ def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig())
     demand = Demand(())
     since_refresh = 0
     holds: dict[EntryId, frozenset[NodeId]] = {}
+    ever_held: set[EntryId] = set()
     used = 0
     start = arrivals[0][0] if arrivals else 0.0
     end = start
@@ -168,6 +171,7 @@ def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig())
             got = run_cycle(ledger, [q[1] for q in queue.values()], now=now, config=cycle, holds=holds,
                             demand=demand)
             holds = dict(got.holds)
+            ever_held.update(holds)
             for decision in got.decisions:
                 if isinstance(decision, Admit):
                     at, job, pod = queue.pop(decision.entry)
@@ -177,6 +181,7 @@ def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig())
                     result.waits.append(now - at)
                     if pod.num_gpu > 1:
                         result.multi_gpu_waits.append(now - at)
+                        result.multi_gpu_held += decision.entry in ever_held
                     result.last_start_s = now - start
         result.times.append(now - start)
         result.gpu_util_pct.append(round(100.0 * used / max(1, gpus * MILLI_PER_GPU), 3))

@@ -56,4 +56,15 @@ def test_multi_gpu_waits_are_reported_apart(tmp_path: Path) -> None:
     assert sorted(r.waits) == [0.0, 90.0]
     assert r.multi_gpu_waits == [90.0]
     got = r.to_json()["wait_multi_gpu_s"]
-    assert got == {"count": 1, "mean": 90.0, "p50": 90.0, "p95": 90.0}
+    assert got == {"count": 1, "mean": 90.0, "p50": 90.0, "p95": 90.0, "held": 0}
+
+
+def test_a_starving_multi_gpu_task_is_counted_as_held(tmp_path: Path) -> None:
+    # c backfills the GPU that a leaves free, so b starves until nodes are held for it (600 s)
+    trace = load_trace(*write_trace(tmp_path, ["n,8000,8192,2,T4"], [
+        "a,1000,1024,1,1000,,LS,Running,0,2000,0",
+        "b,1000,1024,2,1000,,LS,Running,10,110,10",
+        "c,1000,1024,1,1000,,LS,Running,20,3020,20",
+    ]))
+    r = run_replay(trace, "frag-aware")
+    assert r.multi_gpu_waits == [3010.0] and r.multi_gpu_held == 1
