@@ -8,7 +8,9 @@ difference at chosen points, and with --plot draws the difference curves. Usage:
     .venv/bin/python benchmarks/packing_dominance.py --plot docs/img/packing_difference.png \
         --json dominance.json [--seeds 42-51] [--workers 2]
 
---from-json reads the curves a previous run wrote instead of simulating again.
+--from-json reads the curves a previous run wrote instead of simulating again. --pods-dir reads
+traces that are not bundled (the paper's other traces of the family, `openb_pod_list_<name>.csv`)
+from a folder, to check that the policy generalises beyond the two it was tuned on.
 """
 
 from __future__ import annotations
@@ -41,6 +43,17 @@ def _load(path: Path) -> dict[str, dict[str, PackingSummary]]:
             for name, by in raw.items()}
 
 
+def _pods_csv(name: str, folder: Path | None) -> Path:
+    if name in PODS_CSV:
+        return PODS_CSV[name]
+    if folder is None:
+        raise SystemExit(f"trace {name!r} is not bundled ({', '.join(PODS_CSV)}); give --pods-dir")
+    path = folder / f"openb_pod_list_{name}.csv"
+    if not path.is_file():
+        raise SystemExit(f"no {path.name} in {folder}")
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--traces", default="default,gpushare100")
@@ -50,6 +63,8 @@ def main() -> int:
     parser.add_argument("--plot", type=Path, default=None)
     parser.add_argument("--json", type=Path, default=None, help="write the per-seed curves here")
     parser.add_argument("--from-json", type=Path, default=None, help="read the curves instead of simulating")
+    parser.add_argument("--pods-dir", type=Path, default=None,
+                        help="folder of openb_pod_list_<name>.csv for traces that are not bundled")
     args = parser.parse_args()
     if args.from_json:
         results = _load(args.from_json)
@@ -57,7 +72,7 @@ def main() -> int:
         workers = args.workers or os.cpu_count() or 1
         results = {}
         for name in args.traces.split(","):
-            trace = load_trace(NODES_CSV, PODS_CSV[name])
+            trace = load_trace(NODES_CSV, _pods_csv(name, args.pods_dir))
             results[name] = {}
             for policy in (BASE, OURS):
                 t0 = time.monotonic()
