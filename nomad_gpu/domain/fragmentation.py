@@ -17,10 +17,12 @@ that would stay idle if the node were filled with copies of that shape, as many 
 its free CPU allow. F calls a GPU with room for t "usable" however little CPU is left to run t
 beside it; the stranded measure counts what CPU (and leftovers smaller than t) leave unusable.
 
-`Demand.large` keeps what the typical set leaves out and F therefore cannot see: rare shapes
-asking for more GPUs than any typical one (whole-node tasks). Each fails, or waits, whole when no
-node has that many GPUs free and the CPU beside them; `large_capacity` measures a node's room for
-them, and `scarce_on` weights them by how few of the cluster's nodes could run them at all.
+`Demand.large` keeps the shapes whose homes are few for reasons F's expectation hides: every
+multi-GPU shape (rare ones F's typical set leaves out; common ones, whose room F sees only within
+its integer ties) and every typical shape bound to named GPU models. Each fails, or waits, whole
+when no node has that many GPUs of its models free and the CPU beside them; `large_capacity`
+measures a node's room for them, and `scarce_on` weights them by how few of the cluster's nodes
+could run them at all.
 In a queue a large task that finds no room waits (and is held for) rather than fails, so
 `needed_now` keeps a large shape only while the room for it is all spoken for by waiting tasks.
 """
@@ -100,9 +102,9 @@ class Demand:
 
     shapes: tuple[tuple[Shape, float], ...]
     large: tuple[tuple[Shape, float], ...] = ()
-    """Shapes left out of `shapes` that ask for more GPUs than any typical shape (whole-node
-    tasks, say), each with its frequency among them: too rare to weigh in F, but each one that
-    finds no node with that many free GPUs fails (or waits) whole. See `large_capacity`."""
+    """Shapes with few homes, each with its frequency among them: every multi-GPU shape (typical
+    or not) and every typical shape bound to named GPU models. Each one that finds no node with
+    that many free GPUs of its models fails (or waits) whole. See `large_capacity`, `_large_shapes`."""
     _memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
     _stranded_memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
     _large_memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
@@ -135,10 +137,11 @@ class Demand:
                 break
             covered += n
             picked.append((shape, n / total))
+        large = _large_shapes(ordered, len(picked))
         if len(picked) == len(ordered):
-            return Demand(tuple(picked))
+            return Demand(tuple(picked), large)
         share = covered / total
-        return Demand(tuple((s, p / share) for s, p in picked), _large_shapes(picked, ordered[len(picked):]))
+        return Demand(tuple((s, p / share) for s, p in picked), large)
 
     @staticmethod
     def from_jobs(jobs: Iterable[JobRequest], coverage: float = 0.95) -> Demand:
@@ -240,13 +243,17 @@ class Demand:
         memos of F and of stranded capacity (they do not depend on the large shapes)."""
         if not self.large:
             return self
-        smallest = min(s.gpus for s, _ in self.large)
+        shapes = {s for s, _ in self.large}
+        smallest = min(s.gpus for s in shapes)
+        bound = any(s.models for s in shapes)
         asked: Counter[Shape] = Counter()
         for ask in waiting:
             g = ask.gpu
-            if isinstance(g, WholeGpus) and g.count >= smallest:
+            # cheap filters first: most asks are one GPU or a share with no model named
+            if isinstance(g, WholeGpus) and (g.count >= smallest or (bound and g.models)) or \
+                    isinstance(g, GpuShare) and bound and g.models:
                 shape = Shape.of(ask)
-                if shape is not None:
+                if shape in shapes:
                     asked[shape] += 1
         wanted = [(s, w) for s, w in self.large if asked[s]]
         room: Counter[Shape] = Counter()
@@ -301,11 +308,15 @@ class Demand:
         return f
 
 
-def _large_shapes(picked: list[tuple[Shape, float]],
-                  rest: list[tuple[Shape, int]]) -> tuple[tuple[Shape, float], ...]:
-    """The left-out shapes asking for more GPUs than every picked one, by frequency among them."""
-    most = max((s.gpus for s, _ in picked), default=0)
-    large = [(s, n) for s, n in rest if s.gpus > most]
+def _large_shapes(ordered: list[tuple[Shape, int]], typical: int) -> tuple[tuple[Shape, float], ...]:
+    """The shapes whose homes are few for a reason F's typical set may hide, each with its frequency:
+    every multi-GPU shape, typical or not (whether one ranks among the typical ones is an accident
+    of the mix, and the big nodes it needs are where CPU-heavy work goes), and every typical shape
+    bound to named GPU models (the nodes of a scarce model are where light work goes to use GPUs
+    that CPU-heavy tasks would strand). `ordered[:typical]` are the typical shapes; frequencies are
+    among the shapes returned."""
+    large = [(s, n) for k, (s, n) in enumerate(ordered)
+             if s.milli > 0 and (s.gpus > 1 or (k < typical and s.models))]
     count = float(sum(n for _, n in large))
     return tuple((s, n / count) for s, n in large) if count else ()
 
