@@ -207,9 +207,16 @@ class Demand:
         key = (state, cpu_free)
         hit = self._large_memo.get(key)
         if hit is None:
+            # whole free GPUs by model, counted once for all the shapes (as `_whole_copies` counts them)
+            by_model: Counter[str] = Counter(model for model, kind, free in state
+                                             if kind & TAKES_WHOLE and free >= MILLI_PER_GPU)
+            every = sum(by_model.values())
             hit = 0.0
             for shape, weight in self.large:
-                fits = _whole_copies(shape, state, cpu_free)
+                whole = sum(by_model[m] for m in shape.models) if shape.models else every
+                fits = whole // max(1, shape.gpus)
+                if shape.cpu_mhz > 0:
+                    fits = min(fits, max(0, cpu_free) // shape.cpu_mhz)
                 if fits:
                     hit += weight * fits
             if len(self._large_memo) >= self.MEMO_LIMIT:

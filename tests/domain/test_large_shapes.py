@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from nomad_gpu.domain.fit import FitContext, Fitter
 from nomad_gpu.domain.fragaware import fold_large
-from nomad_gpu.domain.fragmentation import Demand, Shape
+from nomad_gpu.domain.fragmentation import TAKES_SHARES, TAKES_WHOLE, Demand, GpuState, Shape, _whole_copies
 from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import EntryId, NodeId, Team
 from nomad_gpu.domain.placement import NoFit
@@ -206,3 +206,17 @@ def test_room_for_a_model_bound_shape_is_kept_only_while_its_waiting_tasks_need_
     p100 = [NodeFree.of(gpu_node("p100", 2, "P100", cpu=16_000), ())]
     assert d.needed_now(p100, [p100_share(0), p100_share(1)]).large == d.large
     assert d.needed_now(p100, [p100_share(0)]).large == ()  # two GPUs' room, one task waiting
+
+
+gpu_states = st.lists(st.tuples(st.sampled_from(("P100", "G2", "T4")), st.sampled_from((TAKES_WHOLE, TAKES_SHARES,
+                                                                                         TAKES_WHOLE | TAKES_SHARES)),
+                                st.integers(0, 1000)), max_size=8).map(tuple)
+
+
+@given(gpu_states, st.integers(0, 130_000))
+def test_room_for_large_shapes_is_the_weighted_sum_of_copies_of_each(state: GpuState, cpu: int) -> None:
+    """`large_capacity` counts free GPUs by model once for all shapes; it must agree with counting
+    copies of each shape on its own."""
+    d = Demand.from_shapes(Counter({HEAVY: 50, P100_ONLY: 20, HUGE: 5, Shape(2, 1000, 0, frozenset({"G2", "T4"})): 5}))
+    expected = sum(w * _whole_copies(s, state, cpu) for s, w in d.large)
+    assert abs(d.large_capacity(state, cpu) - expected) < 1e-12
