@@ -207,16 +207,10 @@ class Demand:
         key = (state, cpu_free)
         hit = self._large_memo.get(key)
         if hit is None:
-            # whole free GPUs by model, counted once for all the shapes (as `_whole_copies` counts them)
-            by_model: Counter[str] = Counter(model for model, kind, free in state
-                                             if kind & TAKES_WHOLE and free >= MILLI_PER_GPU)
-            every = sum(by_model.values())
+            whole = _whole_by_model(state)  # counted once for all the shapes
             hit = 0.0
             for shape, weight in self.large:
-                whole = sum(by_model[m] for m in shape.models) if shape.models else every
-                fits = whole // max(1, shape.gpus)
-                if shape.cpu_mhz > 0:
-                    fits = min(fits, max(0, cpu_free) // shape.cpu_mhz)
+                fits = _copies(shape, whole, cpu_free)
                 if fits:
                     hit += weight * fits
             if len(self._large_memo) >= self.MEMO_LIMIT:
@@ -231,13 +225,17 @@ class Demand:
         weighs 1; shapes that no host can run are dropped."""
         if not self.large:
             return self
-        counts: Counter[Shape] = Counter()
+        hosting = [0] * len(self.large)
+        seen: dict[tuple[GpuState, int], list[int]] = {}  # nodes of one make-up host the same shapes
         for nf in hosts:
-            state, cpu = nf.gpu_state(), nf.cpu_free
-            for shape, _ in self.large:
-                if _whole_copies(shape, state, cpu):
-                    counts[shape] += 1
-        scarce = [(s, p / counts[s]) for s, p in self.large if counts[s]]
+            key = (nf.gpu_state(), nf.cpu_free)
+            which = seen.get(key)
+            if which is None:
+                whole = _whole_by_model(key[0])
+                which = seen[key] = [i for i, (shape, _) in enumerate(self.large) if _copies(shape, whole, key[1])]
+            for i in which:
+                hosting[i] += 1
+        scarce = [(s, p / n) for (s, p), n in zip(self.large, hosting, strict=True) if n]
         top = max((w for _, w in scarce), default=1.0)
         return Demand(self.shapes, tuple((s, w / top) for s, w in scarce))
 
@@ -263,18 +261,25 @@ class Demand:
                 if shape in shapes:
                     asked[shape] += 1
         wanted = [(s, w) for s, w in self.large if asked[s]]
-        room: Counter[Shape] = Counter()
-        if wanted:
-            for nf in hosts:
-                if not nf.offered:
-                    continue
-                state, cpu = nf.gpu_state(), nf.cpu_free
-                for shape, _ in wanted:
-                    if room[shape] <= asked[shape]:
-                        room[shape] += _whole_copies(shape, state, cpu)
-                if all(room[s] > asked[s] for s, _ in wanted):
-                    break  # room to spare for every waiting shape: none is kept
-        kept = tuple((s, w) for s, w in wanted if 0 < room[s] <= asked[s])
+        need = [asked[s] for s, _ in wanted]
+        room = [0] * len(wanted)
+        short = list(range(len(wanted)))  # shapes whose room is not yet beyond their waiting tasks
+        counted: dict[GpuState, tuple[Counter[str], int]] = {}  # many nodes share a state
+        for nf in hosts if short else ():
+            if not nf.offered:
+                continue
+            state = nf.gpu_state()
+            whole = counted.get(state)
+            if whole is None:
+                whole = counted[state] = _whole_by_model(state)
+            if not whole[1]:
+                continue  # no whole GPU free: no copy of any shape
+            for i in short:
+                room[i] += _copies(wanted[i][0], whole, nf.cpu_free)
+            short = [i for i in short if room[i] <= need[i]]
+            if not short:
+                break  # room to spare for every waiting shape: none is kept
+        kept = tuple(wanted[i] for i in range(len(wanted)) if 0 < room[i] <= need[i])
         key = tuple(s for s, _ in kept)
         if len(kept) == len(self.large):
             return self
@@ -326,6 +331,22 @@ def _large_shapes(ordered: list[tuple[Shape, int]], typical: int) -> tuple[tuple
              if s.milli > 0 and (s.gpus > 1 or (k < typical and s.models))]
     count = float(sum(n for _, n in large))
     return tuple((s, n / count) for s, n in large) if count else ()
+
+
+def _whole_by_model(state: GpuState) -> tuple[Counter[str], int]:
+    """A node's whole free GPUs by model, and in all."""
+    by_model: Counter[str] = Counter(model for model, kind, free in state
+                                     if kind & TAKES_WHOLE and free >= MILLI_PER_GPU)
+    return by_model, sum(by_model.values())
+
+
+def _copies(shape: Shape, whole: tuple[Counter[str], int], cpu_free: int) -> int:
+    """`_whole_copies` from a node's `_whole_by_model` counts."""
+    by_model, every = whole
+    fits = (sum(by_model[m] for m in shape.models) if shape.models else every) // max(1, shape.gpus)
+    if shape.cpu_mhz > 0:
+        fits = min(fits, max(0, cpu_free) // shape.cpu_mhz)
+    return fits
 
 
 def _whole_copies(shape: Shape, state: GpuState, cpu_free: int) -> int:
