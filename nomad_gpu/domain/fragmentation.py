@@ -253,19 +253,18 @@ class Demand:
         bound = any(s.models for s in shapes)
         asked: Counter[Shape] = Counter()
         for ask in waiting:
-            g = ask.gpu
-            # cheap filters first: most asks are one GPU or a share with no model named
-            if isinstance(g, WholeGpus) and (g.count >= smallest or (bound and g.models)) or \
-                    isinstance(g, GpuShare) and bound and g.models:
+            if _may_be_large(ask.gpu, smallest, bound):
                 shape = Shape.of(ask)
                 if shape in shapes:
                     asked[shape] += 1
         wanted = [(s, w) for s, w in self.large if asked[s]]
+        if not wanted:
+            return self._keeping(())
         need = [asked[s] for s, _ in wanted]
         room = [0] * len(wanted)
         short = list(range(len(wanted)))  # shapes whose room is not yet beyond their waiting tasks
         counted: dict[GpuState, tuple[Counter[str], int]] = {}  # many nodes share a state
-        for nf in hosts if short else ():
+        for nf in hosts:
             if not nf.offered:
                 continue
             state = nf.gpu_state()
@@ -279,10 +278,13 @@ class Demand:
             short = [i for i in short if room[i] <= need[i]]
             if not short:
                 break  # room to spare for every waiting shape: none is kept
-        kept = tuple(wanted[i] for i in range(len(wanted)) if 0 < room[i] <= need[i])
-        key = tuple(s for s, _ in kept)
+        return self._keeping(tuple(wanted[i] for i in range(len(wanted)) if 0 < room[i] <= need[i]))
+
+    def _keeping(self, kept: tuple[tuple[Shape, float], ...]) -> Demand:
+        """This demand with only the large shapes `kept`, one object per choice of them."""
         if len(kept) == len(self.large):
             return self
+        key = tuple(s for s, _ in kept)
         hit = self._needed.get(key)
         if hit is None:
             hit = Demand(self.shapes, kept)
@@ -340,20 +342,18 @@ def _whole_by_model(state: GpuState) -> tuple[Counter[str], int]:
     return by_model, sum(by_model.values())
 
 
+def _may_be_large(gpu: object, smallest: int, bound: bool) -> bool:
+    """A cheap test before `Shape.of`: most asks are one GPU or a share, with no model named."""
+    if isinstance(gpu, WholeGpus):
+        return gpu.count >= smallest or (bound and bool(gpu.models))
+    return isinstance(gpu, GpuShare) and bound and bool(gpu.models)
+
+
 def _copies(shape: Shape, whole: tuple[Counter[str], int], cpu_free: int) -> int:
-    """`_whole_copies` from a node's `_whole_by_model` counts."""
+    """Copies of `shape` that fit on a node by its whole free GPUs of an allowed model (`whole`, from
+    `_whole_by_model`) and by its free CPU."""
     by_model, every = whole
     fits = (sum(by_model[m] for m in shape.models) if shape.models else every) // max(1, shape.gpus)
-    if shape.cpu_mhz > 0:
-        fits = min(fits, max(0, cpu_free) // shape.cpu_mhz)
-    return fits
-
-
-def _whole_copies(shape: Shape, state: GpuState, cpu_free: int) -> int:
-    """Copies of a whole-GPU shape that fit on a node by its free whole GPUs and its CPU."""
-    whole = sum(1 for model, kind, free in state
-                if kind & TAKES_WHOLE and free >= MILLI_PER_GPU and (not shape.models or model in shape.models))
-    fits = whole // max(1, shape.gpus)
     if shape.cpu_mhz > 0:
         fits = min(fits, max(0, cpu_free) // shape.cpu_mhz)
     return fits

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 
 from nomad_gpu.domain.fit import FitContext, Fitter
 from nomad_gpu.domain.fragaware import fold_large
-from nomad_gpu.domain.fragmentation import TAKES_SHARES, TAKES_WHOLE, Demand, GpuState, Shape, _whole_copies
+from nomad_gpu.domain.fragmentation import TAKES_SHARES, TAKES_WHOLE, Demand, GpuState, Shape
 from nomad_gpu.domain.freeindex import NodeFree
-from nomad_gpu.domain.ids import EntryId, NodeId, Team
+from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, NodeId, Team
 from nomad_gpu.domain.placement import NoFit
 from nomad_gpu.domain.policies import get_policy
 from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, WholeGpus
@@ -213,10 +213,18 @@ gpu_states = st.lists(st.tuples(st.sampled_from(("P100", "G2", "T4")), st.sample
                                 st.integers(0, 1000)), max_size=8).map(tuple)
 
 
+def copies_counted_alone(shape: Shape, state: GpuState, cpu_free: int) -> int:
+    """Copies of one shape that fit by whole free GPUs of an allowed model and by CPU, from the state."""
+    whole = sum(1 for model, kind, free in state
+                if kind & TAKES_WHOLE and free >= MILLI_PER_GPU and (not shape.models or model in shape.models))
+    fits = whole // max(1, shape.gpus)
+    return min(fits, max(0, cpu_free) // shape.cpu_mhz) if shape.cpu_mhz > 0 else fits
+
+
 @given(gpu_states, st.integers(0, 130_000))
 def test_room_for_large_shapes_is_the_weighted_sum_of_copies_of_each(state: GpuState, cpu: int) -> None:
     """`large_capacity` counts free GPUs by model once for all shapes; it must agree with counting
     copies of each shape on its own."""
     d = Demand.from_shapes(Counter({HEAVY: 50, P100_ONLY: 20, HUGE: 5, Shape(2, 1000, 0, frozenset({"G2", "T4"})): 5}))
-    expected = sum(w * _whole_copies(s, state, cpu) for s, w in d.large)
+    expected = sum(w * copies_counted_alone(s, state, cpu) for s, w in d.large)
     assert abs(d.large_capacity(state, cpu) - expected) < 1e-12
