@@ -47,10 +47,10 @@ def _pods_csv(name: str, folder: Path | None) -> Path:
     if name in PODS_CSV:
         return PODS_CSV[name]
     if folder is None:
-        raise SystemExit(f"trace {name!r} is not bundled ({', '.join(PODS_CSV)}); give --pods-dir")
+        raise LookupError(f"trace {name!r} is not bundled ({', '.join(PODS_CSV)}); give --pods-dir")
     path = folder / f"openb_pod_list_{name}.csv"
     if not path.is_file():
-        raise SystemExit(f"no {path.name} in {folder}")
+        raise LookupError(f"no {path.name} in {folder}")
     return path
 
 
@@ -69,10 +69,14 @@ def main() -> int:
     if args.from_json:
         results = _load(args.from_json)
     else:
+        try:
+            pods = {name: _pods_csv(name, args.pods_dir) for name in args.traces.split(",")}
+        except LookupError as e:
+            parser.error(str(e))
         workers = args.workers or os.cpu_count() or 1
         results = {}
         for name in args.traces.split(","):
-            trace = load_trace(NODES_CSV, _pods_csv(name, args.pods_dir))
+            trace = load_trace(NODES_CSV, pods[name])
             results[name] = {}
             for policy in (BASE, OURS):
                 t0 = time.monotonic()
