@@ -23,7 +23,7 @@ from nomad_gpu.domain.fit import FitContext, Fitter, ScoreMemo
 from nomad_gpu.domain.fragmentation import Demand
 from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import EntryId, NodeId, Team
-from nomad_gpu.domain.inventory import Inventory, Node
+from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement, NoFit, WaitReason
 from nomad_gpu.domain.policies import DEFAULT_POLICY, get_policy, options
@@ -122,11 +122,10 @@ def run_cycle(
             unique.setdefault(j.entry, j)
     queue = list(unique.values())
     if demand is None and policy.uses_demand:
-        # rare large shapes weigh by how few of the cluster's nodes could run them (as the simulator does)
         demand = Demand.from_jobs(queue)
-        if demand.large:
-            demand = demand.scarce_on(_empty_hosts(ledger.inventory))
-    if demand is not None and demand.large:
+    if demand is not None and demand.large and policy.uses_large_shapes:
+        # large shapes weigh by the room the cluster has left for them, as the simulator weighs them
+        demand = demand.scarce_on(ledger.index.nodes())
         # room for a large shape is kept only while waiting tasks of that shape would use all of it
         demand = demand.needed_now(ledger.index.nodes(), (a for j in queue for a in j.asks))
     queued = {j.entry: j for j in queue}
@@ -197,16 +196,6 @@ def run_cycle(
             decisions.append(decide(job))
             timings.append(clock() - t0)
     return CycleResult(tuple(decisions), dict(holds), tuple(timings))
-
-
-_EMPTY_HOSTS: list[tuple[Inventory, list[NodeFree]]] = []
-
-
-def _empty_hosts(inventory: Inventory) -> list[NodeFree]:
-    """Every node as if empty: the cluster's make-up, rebuilt only when the inventory object changes."""
-    if not _EMPTY_HOSTS or _EMPTY_HOSTS[0][0] is not inventory:
-        _EMPTY_HOSTS[:] = [(inventory, [NodeFree.of(node, ()) for node in inventory])]
-    return _EMPTY_HOSTS[0][1]
 
 
 def _chain(first: Iterable[JobRequest], rest: Iterable[JobRequest]) -> Iterable[JobRequest]:

@@ -92,6 +92,7 @@ def fold_large(primary: int, level: int, stranded: float, fill: float) -> float:
 class FragAware(BasePolicy):
     name = "frag-aware"
     uses_demand = True
+    uses_large_shapes = True
 
     def score(self, nf: NodeFree, ask: AllocAsk, opt: Option, demand: Demand | None) -> float:
         fill = _fill(nf, ask, opt)

@@ -21,8 +21,8 @@ beside it; the stranded measure counts what CPU (and leftovers smaller than t) l
 multi-GPU shape (rare ones F's typical set leaves out; common ones, whose room F sees only within
 its integer ties) and every typical shape bound to named GPU models. Each fails, or waits, whole
 when no node has that many GPUs of its models free and the CPU beside them; `large_capacity`
-measures a node's room for them, and `scarce_on` weights them by how few of the cluster's nodes
-could run them at all.
+measures a node's room for them, and `scarce_on` weights each by its frequency over the room the
+cluster has left for it, so that the room of a shape running out weighs more as it runs out.
 In a queue a large task that finds no room waits (and is held for) rather than fails, so
 `needed_now` keeps a large shape only while the room for it is all spoken for by waiting tasks.
 """
@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
@@ -105,10 +105,14 @@ class Demand:
     """Shapes with few homes, each with its frequency among them: every multi-GPU shape (typical
     or not) and every typical shape bound to named GPU models. Each one that finds no node with
     that many free GPUs of its models fails (or waits) whole. See `large_capacity`, `_large_shapes`."""
+    large_freq: tuple[tuple[Shape, float], ...] = ()
+    """The large shapes' frequencies before `scarce_on` weighed them by room (empty: `large` is that)."""
     _memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
     _stranded_memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
     _large_memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
     _needed: dict[tuple[Shape, ...], Demand] = field(default_factory=dict, repr=False)
+    _weighed: dict[tuple[int, ...], Demand] = field(default_factory=dict, repr=False)
+    _room_memo: dict[tuple[GpuState, int], tuple[int, ...]] = field(default_factory=dict, repr=False)
     _cpu_levels: tuple[int, ...] = field(default=(), init=False, repr=False)
 
     MEMO_LIMIT = 200_000
@@ -219,25 +223,55 @@ class Demand:
         return hit
 
     def scarce_on(self, hosts: Iterable[NodeFree]) -> Demand:
-        """This demand with each large shape weighted by its frequency over the number of `hosts`
-        that could run it (pass the nodes empty, for the cluster's make-up): losing room on one of
-        the few nodes that can take a shape costs more than on one of many. The scarcest shape
-        weighs 1; shapes that no host can run are dropped."""
-        if not self.large:
+        """This demand with each large shape weighted by its frequency over the room the `hosts`
+        have left for it as they stand (`room_of`, summed). Losing a copy of room costs more the
+        less of it is left: a shape whose few homes are filling up (the GPUs of a scarce model, the
+        CPU-rich nodes a whole-node task needs) is protected before it runs out, not after. The
+        room is rounded down to a power of two (`room_levels`), so the weights move only when a
+        shape's room halves or doubles and a caller may keep its scores until then. The scarcest
+        shape weighs 1; shapes with no room left are dropped (there is none to lose)."""
+        freq = self.large_freq or self.large
+        if not freq:
             return self
-        hosting = [0] * len(self.large)
-        seen: dict[tuple[GpuState, int], list[int]] = {}  # nodes of one make-up host the same shapes
+        room = [0] * len(freq)
         for nf in hosts:
-            key = (nf.gpu_state(), nf.cpu_free)
-            which = seen.get(key)
-            if which is None:
-                whole = _whole_by_model(key[0])
-                which = seen[key] = [i for i, (shape, _) in enumerate(self.large) if _copies(shape, whole, key[1])]
-            for i in which:
-                hosting[i] += 1
-        scarce = [(s, p / n) for (s, p), n in zip(self.large, hosting, strict=True) if n]
-        top = max((w for _, w in scarce), default=1.0)
-        return Demand(self.shapes, tuple((s, w / top) for s, w in scarce))
+            if nf.offered:
+                for i, copies in enumerate(self.room_of(nf)):
+                    room[i] += copies
+        return self.weighed(room)
+
+    def room_of(self, nf: NodeFree) -> tuple[int, ...]:
+        """Copies of each large shape (in `large_freq` order) that `nf` could take as it stands."""
+        freq = self.large_freq or self.large
+        key = (nf.gpu_state(), nf.cpu_free)
+        hit = self._room_memo.get(key)
+        if hit is None:
+            whole = _whole_by_model(key[0])
+            hit = tuple(_copies(shape, whole, key[1]) for shape, _ in freq) if whole[1] else (0,) * len(freq)
+            if len(self._room_memo) >= self.MEMO_LIMIT:
+                self._room_memo.clear()
+            self._room_memo[key] = hit
+        return hit
+
+    @staticmethod
+    def room_levels(room: Iterable[int]) -> tuple[int, ...]:
+        """Each shape's room as a power-of-two level (0: none left); the weights depend on nothing else."""
+        return tuple(max(0, n).bit_length() for n in room)
+
+    def weighed(self, room: Sequence[int]) -> Demand:
+        """`scarce_on` for a room already counted (per large shape, in `large_freq` order): one
+        object per choice of levels, sharing this demand's memos of F and of stranded capacity."""
+        freq = self.large_freq or self.large
+        levels = self.room_levels(room)
+        hit = self._weighed.get(levels)
+        if hit is None:
+            scarce = [(s, p / (1 << (level - 1))) for (s, p), level in zip(freq, levels, strict=True) if level]
+            top = max((w for _, w in scarce), default=1.0)
+            hit = Demand(self.shapes, tuple((s, w / top) for s, w in scarce), freq)
+            hit._memo, hit._stranded_memo, hit._room_memo = self._memo, self._stranded_memo, self._room_memo
+            hit._weighed = self._weighed
+            self._weighed[levels] = hit
+        return hit
 
     def needed_now(self, hosts: Iterable[NodeFree], waiting: Iterable[AllocAsk]) -> Demand:
         """This demand keeping only the large shapes whose room is scarce now: some of the `hosts`

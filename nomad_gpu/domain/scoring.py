@@ -105,6 +105,10 @@ class Policy(Protocol):
     may memoise it per node state (`prefer` and `normalise` may still draw from a seeded source)."""
     uses_demand: bool
     """True: scores depend on the typical demand (`Demand`); a caller without one should build it."""
+    uses_large_shapes: bool
+    """True: scores depend on the demand's large shapes and their weights (`Demand.large`), which
+    follow the cluster's room for them (`Demand.scarce_on`): a caller keeping a demand across
+    placements should re-weigh it as the room changes."""
     prefer_pure: bool
     """True: `prefer` depends only on the node's free state and the ask (it draws nothing), so a
     pure policy's choice among a node's options may be memoised per node state too."""
@@ -129,6 +133,7 @@ class BasePolicy:
     exhaustive = False
     pure = True
     uses_demand = False
+    uses_large_shapes = False
     prefer_pure = True
 
     @classmethod

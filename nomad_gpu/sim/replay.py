@@ -26,7 +26,6 @@ import numpy as np
 
 from nomad_gpu.domain.cycle import Admit, CycleConfig, run_cycle
 from nomad_gpu.domain.fragmentation import Demand
-from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, NodeId, Team
 from nomad_gpu.domain.inventory import Inventory
 from nomad_gpu.domain.ledger import Ledger
@@ -134,7 +133,6 @@ def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig())
     inventory = sample_nodes(trace, config.node_fraction, config.seed)
     gpus = sum(len(n.gpus) for n in inventory)
     ledger = Ledger(inventory)
-    empty = [NodeFree.of(node, ()) for node in inventory]
     cycle = CycleConfig(policy=policy)
     ran = [p for p in trace.pods if p.runtime_s is not None]
     arrivals = deque(sorted(((p.creation_time / config.speedup, i, p) for i, p in enumerate(ran)),
@@ -165,7 +163,7 @@ def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig())
             recent.append(job)
             since_refresh += 1
         if since_refresh >= config.demand_refresh or not demand.shapes:
-            demand = Demand.from_jobs(recent).scarce_on(empty)
+            demand = Demand.from_jobs(recent)  # the cycle weighs its large shapes by the nodes as they stand
             since_refresh = 0
         if queue:
             got = run_cycle(ledger, [q[1] for q in queue.values()], now=now, config=cycle, holds=holds,

@@ -77,7 +77,8 @@ def build_workload(trace: Trace, seed: int, tune: float = 1.3) -> Workload:
 
 def typical_demand(trace: Trace, coverage: float = TYPICAL_COVERAGE) -> Demand:
     """The typical-ask distribution of the original tasks (CPU-only tasks included), its large
-    shapes weighted by how few of the trace's nodes could run them (`Demand.scarce_on`)."""
+    shapes weighted by the room the empty cluster has for them (`Demand.scarce_on`; the packing
+    experiment re-weighs them as placements take that room)."""
     counts: Counter[Shape] = Counter()
     for pod in trace.pods:
         shape = Shape.of(pod.to_ask())
