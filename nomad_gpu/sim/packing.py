@@ -18,8 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from nomad_gpu.domain.fit import FitContext, Fitter, ScoreMemo
-from nomad_gpu.domain.fragmentation import Demand
-from nomad_gpu.domain.freeindex import NodeFree
+from nomad_gpu.domain.fragmentation import Demand, RoomLeft
 from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, Team
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import NoFit
@@ -68,7 +67,7 @@ def place_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3,
     chosen = get_policy(policy, seed=seed)
     fitter = Fitter(ledger.index, FitContext(chosen, demand, per_class_limit=None, rank=workload.rank,
                                               memo=ScoreMemo()))
-    scarcity = _Scarcity(demand, ledger) if chosen.uses_large_shapes and demand.large else None
+    room = RoomLeft(demand, ledger.index) if chosen.uses_large_shapes and demand.large else None
     asks = {pod.name: pod.to_ask() for pod in trace.pods}
     arrived: list[int] = []
     used: list[int] = []
@@ -84,7 +83,7 @@ def place_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3,
             before = [ledger.index.get(node) for node in {p.node for p in got}]
             ledger.reserve(job.entry, TEAM, got)
             total_used += pod.gpu_milli_total
-            if scarcity is not None and (weighed := scarcity.moved(before)) is not None:
+            if room is not None and (weighed := room.moved(before)) is not None:
                 # the weights moved: the memoised scores were for the old ones
                 fitter = Fitter(ledger.index, FitContext(chosen, weighed, per_class_limit=None, rank=workload.rank,
                                                           memo=ScoreMemo()))
@@ -93,37 +92,6 @@ def place_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3,
     run = SeedRun(policy, seed, trace.gpu_milli_capacity, tuple(arrived), tuple(used),
                   len(workload.tasks) - len(failed), len(failed))
     return run, ledger, failed
-
-
-class _Scarcity:
-    """The room the cluster has left for the demand's large shapes, kept as placements take it, and
-    the demand re-weighed by it whenever a shape's room crosses a power of two (`Demand.weighed`),
-    as the service's cycle weighs it by the nodes as they stand."""
-
-    def __init__(self, demand: Demand, ledger: Ledger) -> None:
-        self.demand, self.ledger = demand, ledger
-        self.room = [0] * len(demand.large_freq or demand.large)
-        for nf in ledger.index.nodes():
-            self._add(nf, 1)
-        self.levels = Demand.room_levels(self.room)
-
-    def _add(self, nf: NodeFree | None, sign: int) -> None:
-        if nf is not None and nf.offered:
-            for i, copies in enumerate(self.demand.room_of(nf)):
-                self.room[i] += sign * copies
-
-    def moved(self, before: list[NodeFree | None]) -> Demand | None:
-        """After a placement on the nodes that stood as `before`: the re-weighed demand, or None
-        when no weight changed."""
-        for nf in before:
-            self._add(nf, -1)
-            if nf is not None:
-                self._add(self.ledger.index.get(nf.id), 1)
-        levels = Demand.room_levels(self.room)
-        if levels == self.levels:
-            return None
-        self.levels = levels
-        return self.demand.weighed(self.room)
 
 
 def sample_percent(arrived: Sequence[int], used: Sequence[int], gpus: int,

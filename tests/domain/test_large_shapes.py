@@ -14,10 +14,11 @@ from hypothesis import strategies as st
 
 from nomad_gpu.domain.fit import FitContext, Fitter
 from nomad_gpu.domain.fragaware import fold_large
-from nomad_gpu.domain.fragmentation import TAKES_SHARES, TAKES_WHOLE, Demand, GpuState, Shape
+from nomad_gpu.domain.fragmentation import TAKES_SHARES, TAKES_WHOLE, Demand, GpuState, RoomLeft, Shape
 from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, NodeId, Team
-from nomad_gpu.domain.placement import NoFit
+from nomad_gpu.domain.inventory import Node
+from nomad_gpu.domain.placement import AllocPlacement, NoFit
 from nomad_gpu.domain.policies import get_policy
 from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, WholeGpus
 
@@ -63,11 +64,11 @@ def test_no_large_shapes_when_no_shape_asks_for_several_gpus_or_names_a_model() 
     assert Demand.from_shapes(Counter({SMALL: 10, Shape(1, 1000, 12_000): 10})).large == ()
 
 
-def test_large_shapes_are_weighted_by_how_few_nodes_can_run_them() -> None:
+def test_large_shapes_are_weighted_by_how_little_room_the_cluster_has_for_them() -> None:
     counts = Counter({SMALL: 100, HUGE: 1, Shape(8, 1000, 64_000): 1, Shape(16, 1000, 0): 1})
     nodes = [gpu_node("big", cpu=BIG_CPU)] + [gpu_node(f"mid{k}", cpu=MID_CPU) for k in range(3)]
     got = Demand.from_shapes(counts).scarce_on(NodeFree.of(n, ()) for n in nodes)
-    # HUGE fits one node of four, the 64-core one all four, the 16-GPU one none (dropped)
+    # HUGE fits one node of four, the 64-core one all four (a copy each), the 16-GPU one none (dropped)
     assert {s: w for s, w in got.large} == {HUGE: 1.0, Shape(8, 1000, 64_000): 0.25}
     assert got.shapes == Demand.from_shapes(counts).shapes
 
@@ -228,3 +229,101 @@ def test_room_for_large_shapes_is_the_weighted_sum_of_copies_of_each(state: GpuS
     d = Demand.from_shapes(Counter({HEAVY: 50, P100_ONLY: 20, HUGE: 5, Shape(2, 1000, 0, frozenset({"G2", "T4"})): 5}))
     expected = sum(w * copies_counted_alone(s, state, cpu) for s, w in d.large)
     assert abs(d.large_capacity(state, cpu) - expected) < 1e-12
+
+
+P100_BOUND = Shape(1, 1000, 2_000, frozenset({"P100"}))
+V100_BOUND = Shape(1, 1000, 2_000, frozenset({"V100"}))
+SCARCE_MIX = Counter({Shape(1, 1000, 2_000): 50, P100_BOUND: 25, V100_BOUND: 25})
+"""Light work free to run anywhere, and as much again bound to one of two scarce models."""
+
+
+def scarce_models_cluster() -> list[Node]:
+    """Eight one-GPU P100 nodes and four one-GPU V100 nodes: each model's bound tasks have few homes."""
+    return ([gpu_node(f"p{k}", 1, "P100", cpu=8_000) for k in range(8)]
+            + [gpu_node(f"v{k}", 1, "V100", cpu=8_000) for k in range(4)])
+
+
+def test_large_shapes_weigh_by_the_room_left_for_them_not_by_the_empty_cluster() -> None:
+    d = Demand.from_shapes(SCARCE_MIX)
+    empty = [NodeFree.of(n, ()) for n in scarce_models_cluster()]
+    assert dict(d.scarce_on(empty).large) == {P100_BOUND: 0.5, V100_BOUND: 1.0}  # 8 homes against 4
+    # six of the P100 GPUs taken: two left, against four V100s
+    taken = [nf if nf.node.gpus[0].model == "V100" or k >= 6 else NodeFree.of(nf.node, ()).take(
+        AllocPlacement("g", 0, nf.id, 1_000, 0, (nf.node.gpus[0].id,), "P100")) for k, nf in enumerate(empty)]
+    assert dict(d.scarce_on(taken).large) == {P100_BOUND: 1.0, V100_BOUND: 0.5}
+    # a shape with no room left has none to lose
+    gone = [NodeFree.of(nf.node, ()).take(AllocPlacement("g", 0, nf.id, 1_000, 0, (nf.node.gpus[0].id,), "P100"))
+            if nf.node.gpus[0].model == "P100" else nf for nf in empty]
+    assert dict(d.scarce_on(gone).large) == {V100_BOUND: 1.0}
+
+
+def test_weights_move_only_when_a_shapes_room_crosses_a_power_of_two() -> None:
+    d = Demand.from_shapes(SCARCE_MIX)
+    assert Demand.room_levels([0, 1, 2, 3, 4, 7, 8]) == (0, 1, 2, 2, 3, 3, 4)
+    assert d.weighed([5, 4]) is d.weighed([7, 6])  # the same weights: one object, its memos kept
+    assert d.weighed([8, 4]) is not d.weighed([7, 4])
+    again = d.weighed([8, 4])
+    assert again.weighed([3, 4]) is d.weighed([3, 4])  # re-weighing a weighed demand starts from the frequencies
+    assert again._memo is d._memo and again._stranded_memo is d._stranded_memo
+
+
+def place_one_by_one(d: Demand, tasks: list[AllocAsk], *, reweigh: bool) -> list[NodeId | None]:
+    """Place `tasks` in order as the packing experiment does (the P100 nodes first in the node
+    order), re-weighing the demand as placements take room (`RoomLeft`) or keeping its weights."""
+    nodes = scarce_models_cluster()
+    ledger = ledger_of(*nodes)
+    rank = {n.id: k for k, n in enumerate(nodes)}
+    demand = d.scarce_on(ledger.index.nodes())
+    room = RoomLeft(demand, ledger.index)
+    where: list[NodeId | None] = []
+    for k, ask in enumerate(tasks):
+        job = JobRequest(EntryId(f"t{k}"), Team("a"), (ask,))
+        got = Fitter(ledger.index, FitContext(get_policy("frag-aware"), demand, per_class_limit=None,
+                                              rank=rank)).fit_job(job)
+        if isinstance(got, NoFit):
+            where.append(None)
+            continue
+        before = [ledger.index.get(p.node) for p in got]
+        ledger.reserve(job.entry, job.team, got)
+        where.append(got[0].node)
+        if reweigh and (weighed := room.moved(before)) is not None:
+            demand = weighed
+    return where
+
+
+def bound_to(model: str, k: int) -> AllocAsk:
+    return AllocAsk("g", k, 2_000, 0, WholeGpus(1, frozenset({model})))
+
+
+def test_light_work_spreads_over_the_scarce_models_as_their_room_shrinks() -> None:
+    """On the gpuspec* traces FGD's score sends light work free to run anywhere to the small nodes
+    of scarce models; weighed by the empty cluster, all of it went to the model with more homes
+    until its own tasks found none (docs/packing.md, "Beyond the two bundled traces")."""
+    d = Demand.from_shapes(SCARCE_MIX)
+    light = [AllocAsk("g", k, 2_000, 0, WholeGpus(1)) for k in range(6)]
+    bound = [bound_to("P100", k) for k in range(3)] + [bound_to("V100", k) for k in range(3)]
+    fixed = place_one_by_one(d, light + bound, reweigh=False)
+    assert all(str(n).startswith("p") for n in fixed[:6])  # the P100s' weight never rose
+    assert None in fixed[6:9]  # and a P100-bound task found no P100 left
+    moving = place_one_by_one(d, light + bound, reweigh=True)
+    assert {str(n)[0] for n in moving[:6] if n} == {"p", "v"}
+    assert None not in moving  # every bound task still found its model
+
+
+@given(st.lists(st.tuples(st.integers(0, 11), st.sampled_from((None, "P100", "V100"))), max_size=20))
+def test_the_room_kept_placement_by_placement_is_the_room_counted_afresh(asks: list[tuple[int, str | None]]) -> None:
+    d = Demand.from_shapes(Counter({**SCARCE_MIX, Shape(2, 1000, 4_000): 5}))
+    ledger = ledger_of(*scarce_models_cluster(), gpu_node("g", 8, "G2", cpu=32_000))
+    room = RoomLeft(d, ledger.index)
+    for k, (cpu_cores, model) in enumerate(asks):
+        ask = AllocAsk("g", k, cpu_cores * 1_000, 0, WholeGpus(1, frozenset({model}) if model else frozenset()))
+        job = JobRequest(EntryId(f"t{k}"), Team("a"), (ask,))
+        got = Fitter(ledger.index, FitContext(get_policy("first-fit"), None, per_class_limit=None)).fit_job(job)
+        if isinstance(got, NoFit):
+            continue
+        before = [ledger.index.get(p.node) for p in got]
+        ledger.reserve(job.entry, job.team, got)
+        room.moved(before)
+        counted = [sum(c) for c in zip(*(d.room_of(nf) for nf in ledger.index.nodes()), strict=True)]
+        assert room.room == counted
+        assert room.levels == Demand.room_levels(counted)
