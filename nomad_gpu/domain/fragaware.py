@@ -7,12 +7,15 @@ It ranks a placement by four keys, most significant first:
    matters: it treats gradients within a fraction of a GPU of each other as equal, and scoring
    them in full precision instead packs markedly worse (docs/packing.md).
 2. Within such a tie, the room it takes from the demand's *large* shapes (`Demand.large`: every
-   multi-GPU shape and every typical shape bound to named GPU models, weighted by how few nodes
-   could run them): the big, CPU-rich nodes that are the only homes of a 120-core 8-GPU task, and
-   the CPU-poor nodes of a scarce model, are exactly where the next key sends work (CPU-heavy work
-   to the first; light work to the second, to use GPUs a CPU-heavy task would strand). Absent when
-   the demand has no large shapes (in a queue the cycle keeps only those whose room waiting tasks
-   would use up: `Demand.needed_now`).
+   multi-GPU shape and every typical shape bound to named GPU models, each weighted by its
+   frequency over the room the cluster has left for it, `Demand.scarce_on`): the big, CPU-rich
+   nodes that are the only homes of a 120-core 8-GPU task, and the CPU-poor nodes of a scarce
+   model, are exactly where the next key sends work (CPU-heavy work to the first; light work to
+   the second, to use GPUs a CPU-heavy task would strand), and FGD's own score sends work free to
+   run anywhere to the small nodes of scarce models. Weighing by the room *left* spreads that work
+   over the scarce models as their room shrinks, instead of filling one until its own tasks find
+   none. Absent when the demand has no large shapes (in a queue the cycle keeps only those whose
+   room waiting tasks would use up: `Demand.needed_now`).
 3. The change in *stranded* capacity (`Demand.stranded`): free GPU that copies of the typical
    tasks could not use once the node's CPU is counted as well as its GPUs. FGD only asks whether
    one more typical task fits; this asks how much of the node's GPU it and its siblings could
