@@ -116,6 +116,7 @@ class Demand:
     _cpu_levels: tuple[int, ...] = field(default=(), init=False, repr=False)
 
     MEMO_LIMIT = 200_000
+    WEIGHED_LIMIT = 16
 
     def __post_init__(self) -> None:
         # F depends on free CPU only through "at least shape t's CPU" tests: memoise per level
@@ -270,6 +271,8 @@ class Demand:
             hit = Demand(self.shapes, tuple((s, w / top) for s, w in scarce), freq)
             hit._memo, hit._stranded_memo, hit._room_memo = self._memo, self._stranded_memo, self._room_memo
             hit._weighed = self._weighed
+            if len(self._weighed) >= self.WEIGHED_LIMIT:
+                self._weighed.clear()  # each keeps a memo of room by node state; old levels rarely return
             self._weighed[levels] = hit
         return hit
 
