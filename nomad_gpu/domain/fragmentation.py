@@ -223,6 +223,12 @@ class Demand:
             self._large_memo[key] = hit
         return hit
 
+    @property
+    def frequencies(self) -> tuple[tuple[Shape, float], ...]:
+        """The large shapes with their frequencies, however this demand was weighed: the order
+        `room_of`, `weighed` and `RoomLeft` count room in."""
+        return self.large_freq or self.large
+
     def scarce_on(self, hosts: Iterable[NodeFree]) -> Demand:
         """This demand with each large shape weighted by its frequency over the room the `hosts`
         have left for it as they stand (`room_of`, summed). Losing a copy of room costs more the
@@ -231,10 +237,9 @@ class Demand:
         room is rounded down to a power of two (`room_levels`), so the weights move only when a
         shape's room halves or doubles and a caller may keep its scores until then. The scarcest
         shape weighs 1; shapes with no room left are dropped (there is none to lose)."""
-        freq = self.large_freq or self.large
-        if not freq:
+        if not self.frequencies:
             return self
-        room = [0] * len(freq)
+        room = [0] * len(self.frequencies)
         for nf in hosts:
             if nf.offered:
                 for i, copies in enumerate(self.room_of(nf)):
@@ -242,8 +247,8 @@ class Demand:
         return self.weighed(room)
 
     def room_of(self, nf: NodeFree) -> tuple[int, ...]:
-        """Copies of each large shape (in `large_freq` order) that `nf` could take as it stands."""
-        freq = self.large_freq or self.large
+        """Copies of each large shape (in `frequencies` order) that `nf` could take as it stands."""
+        freq = self.frequencies
         key = (nf.gpu_state(), nf.cpu_free)
         hit = self._room_memo.get(key)
         if hit is None:
@@ -260,9 +265,9 @@ class Demand:
         return tuple(max(0, n).bit_length() for n in room)
 
     def weighed(self, room: Sequence[int]) -> Demand:
-        """`scarce_on` for a room already counted (per large shape, in `large_freq` order): one
+        """`scarce_on` for a room already counted (per large shape, in `frequencies` order): one
         object per choice of levels, sharing this demand's memos of F and of stranded capacity."""
-        freq = self.large_freq or self.large
+        freq = self.frequencies
         levels = self.room_levels(room)
         hit = self._weighed.get(levels)
         if hit is None:
@@ -367,7 +372,7 @@ class RoomLeft:
 
     def __init__(self, demand: Demand, index: FreeIndex) -> None:
         self.demand, self.index = demand, index
-        self.room = [0] * len(demand.large_freq or demand.large)
+        self.room = [0] * len(demand.frequencies)
         for nf in index.nodes():
             self._add(nf, 1)
         self.levels = Demand.room_levels(self.room)
@@ -379,11 +384,10 @@ class RoomLeft:
 
     def moved(self, before: Iterable[NodeFree | None]) -> Demand | None:
         """After a change to the nodes that stood as `before` (now as `index` has them): the demand
-        re-weighed, or None when no weight moved."""
-        for nf in before:
-            if nf is not None:
-                self._add(nf, -1)
-                self._add(self.index.get(nf.id), 1)
+        re-weighed, or None when no weight moved. A node listed twice counts once."""
+        for nf in {nf.id: nf for nf in before if nf is not None}.values():
+            self._add(nf, -1)
+            self._add(self.index.get(nf.id), 1)
         levels = Demand.room_levels(self.room)
         if levels == self.levels:
             return None

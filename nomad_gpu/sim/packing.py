@@ -80,7 +80,7 @@ def place_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3,
         if isinstance(got, NoFit):
             failed.append(pod)
         else:
-            before = [ledger.index.get(node) for node in {p.node for p in got}]
+            before = [ledger.index.get(p.node) for p in got]
             ledger.reserve(job.entry, TEAM, got)
             total_used += pod.gpu_milli_total
             if room is not None and (weighed := room.moved(before)) is not None:

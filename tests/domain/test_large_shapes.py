@@ -243,17 +243,21 @@ def scarce_models_cluster() -> list[Node]:
             + [gpu_node(f"v{k}", 1, "V100", cpu=8_000) for k in range(4)])
 
 
+def gpu_taken(nf: NodeFree) -> NodeFree:
+    """`nf` (a one-GPU node) with its GPU taken whole."""
+    gpu = nf.node.gpus[0]
+    return nf.take(AllocPlacement("g", 0, nf.id, 1_000, 0, (gpu.id,), gpu.model))
+
+
 def test_large_shapes_weigh_by_the_room_left_for_them_not_by_the_empty_cluster() -> None:
     d = Demand.from_shapes(SCARCE_MIX)
     empty = [NodeFree.of(n, ()) for n in scarce_models_cluster()]
     assert dict(d.scarce_on(empty).large) == {P100_BOUND: 0.5, V100_BOUND: 1.0}  # 8 homes against 4
-    # six of the P100 GPUs taken: two left, against four V100s
-    taken = [nf if nf.node.gpus[0].model == "V100" or k >= 6 else NodeFree.of(nf.node, ()).take(
-        AllocPlacement("g", 0, nf.id, 1_000, 0, (nf.node.gpus[0].id,), "P100")) for k, nf in enumerate(empty)]
+    # six of the P100 GPUs taken (the first six nodes): two left, against four V100s
+    taken = [gpu_taken(nf) if k < 6 else nf for k, nf in enumerate(empty)]
     assert dict(d.scarce_on(taken).large) == {P100_BOUND: 1.0, V100_BOUND: 0.5}
     # a shape with no room left has none to lose
-    gone = [NodeFree.of(nf.node, ()).take(AllocPlacement("g", 0, nf.id, 1_000, 0, (nf.node.gpus[0].id,), "P100"))
-            if nf.node.gpus[0].model == "P100" else nf for nf in empty]
+    gone = [gpu_taken(nf) if nf.node.gpus[0].model == "P100" else nf for nf in empty]
     assert dict(d.scarce_on(gone).large) == {V100_BOUND: 1.0}
 
 
