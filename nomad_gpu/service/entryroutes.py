@@ -29,7 +29,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from nomad_gpu.api.payloads import Allocations, Entry, Patch, Payload, Sweep
-from nomad_gpu.domain.errors import InvalidRequest, StateConflict, Unavailable, UnknownEntry
+from nomad_gpu.domain.errors import InvalidRequest, StateConflict, Unavailable
 from nomad_gpu.service.access import caller_of
 from nomad_gpu.service.httpkit import read_body, visible_entry
 from nomad_gpu.service.jobdetail import JobDetail, NomadReads, nomad_ui_url, timeline
@@ -84,10 +84,7 @@ def entry_routes(service: SchedulerService, entry_payload: Callable[[QueueEntry]
         caller, sweep_id = caller_of(request.scope), request.path_params["id"]
 
         def cancel() -> Response:
-            trials = caller.visible(service.store.list(None, sweep=sweep_id))
-            if not trials:
-                raise UnknownEntry(f"no sweep {sweep_id!r}")
-            moved = [entry_payload(e) for e in service.cancel_sweep(sweep_id)]
+            moved = [entry_payload(e) for e in service.cancel_sweep(sweep_id, team=caller.team)]
             states: dict[str, int] = {}
             for e in moved:
                 states[e.state] = states.get(e.state, 0) + 1

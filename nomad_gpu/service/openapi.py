@@ -48,7 +48,7 @@ class Operation:
 
 
 ID = Param("id", "path", "Queue entry ID, e.g. `q000012`.", required=True)
-SWEEP_ID = Param("id", "path", "Sweep ID, e.g. `lr-sweep-18c3f0a2b11`.", required=True)
+SWEEP_ID = Param("id", "path", "Sweep ID, e.g. `lr-sweep-s12`.", required=True)
 ENTRY_ERRORS = {404: "No such entry, or one of another team (the same answer).", 401: "A token is required."}
 CONFLICT = {409: "The entry's state does not allow it (e.g. hold a running entry)."}
 

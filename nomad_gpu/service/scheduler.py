@@ -121,7 +121,7 @@ class SchedulerService:
         now = self.clock()
         if isinstance(spec, SweepSpec):
             trials = expand_sweep(spec)
-            sweep_id = f"{spec.name}-{int(now * 1000):x}"
+            sweep_id = self.store.new_sweep_id(spec.name)  # unique by construction, never by the clock
             specs: list[tuple[JobSpec, str | None]] = [(t, sweep_id) for t in trials]
         else:
             specs, sweep_id = [(spec, None)], None
@@ -171,10 +171,11 @@ class SchedulerService:
         with self._lock:
             return self.life.set_priority(entry_id, priority)
 
-    def cancel_sweep(self, sweep_id: str) -> list[QueueEntry]:
-        """Drop a sweep's queued trials and stop its running ones. UnknownEntry for an unknown sweep."""
+    def cancel_sweep(self, sweep_id: str, team: str | None = None) -> list[QueueEntry]:
+        """Drop a sweep's queued trials and stop its running ones; with ``team``, that team's trials only.
+        UnknownEntry for an unknown sweep (or one with no trial of ``team``)."""
         with self._lock:
-            trials = self.store.list(sweep=sweep_id)
+            trials = self.store.list(sweep=sweep_id, team=team)
             if not trials:
                 raise UnknownEntry(f"no sweep {sweep_id!r}")
             out = []

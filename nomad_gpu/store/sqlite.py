@@ -53,7 +53,7 @@ class Store(Protocol):
     def add(self, entries: Sequence[QueueEntry]) -> list[QueueEntry]: ...
     def get(self, entry_id: str) -> QueueEntry: ...
     def list(self, states: Iterable[EntryState] | None = None, sweep: str | None = None,
-             limit: int | None = None) -> list[QueueEntry]: ...
+             limit: int | None = None, offset: int = 0, *, team: str | None = None) -> list[QueueEntry]: ...
     def transition(self, entry_id: str, to: EntryState, **fields: Any) -> QueueEntry: ...
     def get_meta(self, key: str) -> str | None: ...
     def set_meta(self, key: str, value: str) -> None: ...
@@ -101,6 +101,16 @@ class SqliteStore:
         self._db.execute("INSERT OR IGNORE INTO kv (key, value) VALUES ('instance', ?)", (secrets.token_hex(3),))
         return str(self.get_meta("instance"))
 
+    def new_sweep_id(self, name: str) -> str:
+        """A sweep ID no other sweep of this database ever had (`<name>-s<n>`, n from a stored sequence,
+        durable before it is handed out): two sweeps of one name submitted at one instant, by two teams
+        or two CI jobs, never share an ID, a stored spec or a cancel."""
+        with self._lock, self._tx():
+            self._db.execute("INSERT INTO kv (key, value) VALUES ('sweep_seq', '1') ON CONFLICT(key) DO UPDATE"
+                             " SET value = CAST(value AS INTEGER) + 1")
+            n = int(self._db.execute("SELECT value FROM kv WHERE key = 'sweep_seq'").fetchone()[0])
+        return f"{name}-s{n}"
+
     def close(self) -> None:
         with self._lock:
             self._db.close()
@@ -127,7 +137,8 @@ class SqliteStore:
         bases = _sweep_bases(entries)
         with self._lock, self._tx():
             for sweep_id, base in bases.items():
-                self._db.execute("INSERT OR IGNORE INTO spec_bases (id, spec) VALUES (?, ?)", (sweep_id, dumps(base)))
+                # a plain INSERT: a sweep ID already stored is an error, never another sweep's spec reused
+                self._db.execute("INSERT INTO spec_bases (id, spec) VALUES (?, ?)", (sweep_id, dumps(base)))
             for e in entries:
                 if e.idempotency_key:
                     found = self._db.execute("SELECT * FROM entries WHERE idempotency_key = ?",
@@ -159,9 +170,14 @@ class SqliteStore:
         return self._row(row)
 
     def list(self, states: Iterable[EntryState] | None = None, sweep: str | None = None,
-             limit: int | None = None, offset: int = 0) -> list[QueueEntry]:
+             limit: int | None = None, offset: int = 0, *, team: str | None = None) -> list[QueueEntry]:
+        """Entries in submission order; ``team`` keeps one team's rows (filtered in SQL: another team's
+        rows are never decoded for a team's view)."""
         sql = "SELECT * FROM entries WHERE 1=1"
         args: list[object] = []
+        if team is not None:
+            sql += " AND team = ?"
+            args.append(team)
         if states is not None:
             values = [s.value for s in states]
             sql += f" AND state IN ({','.join('?' * len(values))})"
