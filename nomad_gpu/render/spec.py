@@ -301,6 +301,9 @@ class _SpecBase(_Model):
     """An estimate of how long the job runs, for the queue's ETA (never enforced)."""
     max_runtime: Seconds | None = None
     """A wall-time limit: past it the service stops the job and the entry fails with reason `timeout`."""
+    allow_unschedulable: Annotated[bool, Field(strict=True)] = False
+    """Queue it even if no node of the fleet (in its pool and datacenters) could ever run it: for a fleet
+    about to grow. Without it such a submission is refused with the nearest thing the fleet offers."""
 
     @model_validator(mode="before")
     @classmethod
