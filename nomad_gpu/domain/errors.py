@@ -19,6 +19,11 @@ class TooLarge(InvalidRequest):
     """A request over a size limit (a body, a sweep's stored size)."""
 
 
+class Unschedulable(InvalidRequest):
+    """A request no node of the fleet could ever run (too many GPUs for one node, a model or MIG profile the
+    fleet lacks): refused at submission unless the caller asked to queue it anyway."""
+
+
 class NotAllowed(NomadGpuError):
     """A request this caller may not make (a driver, a namespace, another team's spec)."""
 

@@ -20,6 +20,7 @@ from nomad_gpu.domain.errors import (
     TooLarge,
     Unavailable,
     UnknownEntry,
+    Unschedulable,
     UpstreamFailed,
 )
 from nomad_gpu.nomad.client import NomadError, NomadNotFound
@@ -35,6 +36,7 @@ STATUSES: tuple[tuple[type[Exception], int], ...] = (
     (StateConflict, 409),
     (StaleTransition, 409),  # another request moved the entry first
     (TooLarge, 413),
+    (Unschedulable, 422),  # well-formed, but no node of the fleet could ever run it
     (InvalidRequest, 400),  # SpecError and RenderError too
     (Unavailable, 503),
     (UpstreamFailed, 502),
