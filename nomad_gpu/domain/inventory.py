@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from nomad_gpu.domain.ids import MILLI_PER_GPU, InstanceId, NodeId
+from nomad_gpu.domain.topology import Topology
 from nomad_gpu.domain.units import MigProfile
 
 
@@ -111,6 +112,9 @@ class Node:
     memory_mb: int = 0
     gpus: tuple[Gpu, ...] = ()
     migs: tuple[MigSlice, ...] = ()
+    topology: Topology | None = None
+    """How its whole GPUs reach each other, as the project's device plugin publishes it; None where no
+    plugin says (the stock plugin): the GPUs are then PCIe peers of unknown distance."""
 
     @property
     def schedulable(self) -> bool:
