@@ -18,9 +18,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from nomad_gpu.domain import topowire
 from nomad_gpu.domain.errors import InvalidInventory
 from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Gpu, GpuMode, MigSlice, Node, NodeStatus
+from nomad_gpu.domain.topology import GpuPlace, Topology
 from nomad_gpu.domain.units import MigProfile, split_mig_device_name
 
 logger = logging.getLogger(__name__)
@@ -184,7 +186,7 @@ def _decode_node(node_id: NodeId, raw: Mapping[str, Any], sharing: SharingConfig
     if not isinstance(devices, list):
         raise InvalidInventory(f"NodeResources.Devices must be a list, got {type(devices).__name__}")
     gpus, migs = _decode_devices(base, devices, sharing)
-    return replace(base, gpus=tuple(gpus), migs=tuple(migs))
+    return replace(base, gpus=tuple(gpus), migs=tuple(migs), topology=decode_topology(node_id, devices))
 
 
 def _healthy_drivers(raw: Any) -> frozenset[str] | None:
@@ -280,6 +282,30 @@ def _decode_shares(name: str, memory: int, instances: Sequence[Mapping[str, Any]
         out.append(Gpu(InstanceId(uuid), model, memory, all(h for _, _, h in found), GpuMode.SHARED, len(found),
                        share_ids=tuple(i for _, i, _ in found), share_device=name, pci_bus_id=bus_of[uuid]))
     return out
+
+
+def decode_topology(node_id: NodeId, devices: Sequence[Any]) -> Topology | None:
+    """The project plugin's `topology` attribute of the node's whole-GPU groups, joined to their instances
+    by `Locality.PciBusID` (the encoding: domain/topowire.py). None when no group carries one (the stock
+    plugin publishes none: its GPUs are PCIe peers). A group whose attribute cannot be read adds nothing,
+    with a warning; its GPUs stay placeable."""
+    places: dict[InstanceId, GpuPlace] = {}
+    found = False
+    for group in devices:
+        if not isinstance(group, Mapping) or group.get("Type") != "gpu":
+            continue
+        attr = (group.get("Attributes") or {}).get(topowire.ATTRIBUTE)
+        value = attr.get("String") if isinstance(attr, Mapping) else None
+        if not isinstance(value, str):
+            continue
+        found = True
+        bus_of = {InstanceId(str(i["ID"])): bus for i in group.get("Instances") or []
+                  if isinstance(i, Mapping) and i.get("ID") and (bus := _pci_bus_id(i))}
+        try:
+            places.update(topowire.to_topology(topowire.decode(value), bus_of).places)
+        except InvalidInventory as exc:
+            _skipped(f"node {node_id}: topology of device group {group.get('Name')!r} skipped: {exc}")
+    return Topology.of(places) if found else None
 
 
 def _pci_bus_id(inst: Mapping[str, Any]) -> str | None:
