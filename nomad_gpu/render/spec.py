@@ -28,8 +28,10 @@ from pydantic import (
 )
 
 from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.render.gpumemory import gpu_memory_bytes
 
 __all__ = [
+    "CLASSES",
     "MAX_TRIALS",
     "MAX_TRIALS_CONTEXT",
     "META_SWEEP",
@@ -50,6 +52,7 @@ __all__ = [
     "SweepValue",
     "TRIALS_CEILING",
     "TaskSpec",
+    "WorkloadClass",
 ]
 
 RESERVED_META_PREFIX = "nomad_gpu_"
@@ -58,8 +61,12 @@ RESERVED_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES"})
 """Env a user may not set: nomad-gpu (or the device plugin) decides which GPUs a task sees."""
 SHORTHAND_GROUP = "main"
 """The group a top-level ``task:`` becomes."""
-GROUP_FIELDS = ("count", "task", "resources", "gpu", "mig", "share")
+GROUP_FIELDS = ("count", "task", "resources", "gpu", "mig", "share", "gpu_memory")
 """Group fields that may sit at the top level together with ``task:``."""
+CLASSES = ("serving", "training", "hpo", "exploratory", "interactive")
+"""Workload classes (DESIGN 14): the user states intent, the service chooses whole GPU, MIG or share."""
+SWEEP_CLASS: Literal["hpo"] = "hpo"
+"""The class of a sweep's trials when the spec names none."""
 MAX_TRIALS = 10_000
 """The service's default cap on the trials of one sweep (``max_trials`` in its config)."""
 TRIALS_CEILING = 100_000
@@ -159,7 +166,21 @@ SweepValue = Annotated[str | int | float | bool, PlainValidator(_sweep_value)]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # `class` is a Python keyword: the field is `workload_class`, read and written as `class`, so a stored
+    # spec (model_dump) says `class:` like the one the user wrote.
+    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True, validate_by_name=True,
+                              validate_by_alias=True)
+
+
+def _gpu_memory(value: object) -> object:
+    """Checked here, kept as written (a stored spec re-parses to the same need); read by `gpu_memory_bytes`."""
+    gpu_memory_bytes(value)
+    return value
+
+
+WorkloadClass = Literal["serving", "training", "hpo", "exploratory", "interactive"]
+GpuMemory = Annotated[int | float | str, PlainValidator(_gpu_memory)]
+"""GiB as a number, or text with a unit (`"14GiB"`, `"15GB"`, `"14336MiB"`)."""
 
 
 class TaskSpec(_Model):
@@ -254,13 +275,27 @@ class GroupSpec(_Model):
     gpu: GpuSpec | None = None
     mig: MigSpec | None = None
     share: ShareSpec | None = None
+    workload_class: WorkloadClass | None = Field(default=None, alias="class")
+    """Overrides the job's class for this group."""
+    gpu_memory: GpuMemory | None = None
+    """What the workload needs on its GPU; with a class, the service chooses the kind that holds it."""
 
     @model_validator(mode="after")
     def _one_capacity_kind(self) -> GroupSpec:
         kinds = [kind for kind in ("gpu", "mig", "share") if getattr(self, kind) is not None]
         if len(kinds) > 1:
             raise ValueError(f"set at most one of gpu, mig, share (got {' and '.join(kinds)})")
+        if self.gpu_memory is not None and kinds and kinds[0] != "gpu":
+            raise ValueError(f"gpu_memory sizes a choice the service makes; {kinds[0]} names the kind itself: "
+                             "give one or the other")
+        if self.gpu_memory is not None and self.gpu is not None and self.gpu.min_memory_mib is not None:
+            raise ValueError("give gpu_memory or gpu.min_memory_mib, not both")
         return self
+
+    @property
+    def gpu_memory_bytes(self) -> int | None:
+        """The stated need in bytes (rounded up), or None when the group gives no `gpu_memory`."""
+        return None if self.gpu_memory is None else gpu_memory_bytes(self.gpu_memory)
 
     @property
     def capacity_kind(self) -> Literal["gpu", "mig", "share"] | None:
@@ -301,6 +336,8 @@ class _SpecBase(_Model):
     """An estimate of how long the job runs, for the queue's ETA (never enforced)."""
     max_runtime: Seconds | None = None
     """A wall-time limit: past it the service stops the job and the entry fails with reason `timeout`."""
+    workload_class: WorkloadClass | None = Field(default=None, alias="class")
+    """The job's workload class; a group's own `class` overrides it. A sweep's trials default to `hpo`."""
     allow_unschedulable: Annotated[bool, Field(strict=True)] = False
     """Queue it even if no node of the fleet (in its pool and datacenters) could ever run it: for a fleet
     about to grow. Without it such a submission is refused with the nearest thing the fleet offers."""
@@ -349,10 +386,38 @@ class _SpecBase(_Model):
             seen.add(group.name)
         return groups
 
+    @model_validator(mode="after")
+    def _sized_groups_have_a_class(self) -> _SpecBase:
+        for index, group in enumerate(self.groups):
+            if group.gpu_memory is not None and group.capacity_kind is None and self.class_of(group) is None:
+                raise ValueError(f"groups[{index}]: gpu_memory needs a class ({', '.join(CLASSES)}) "
+                                 "to choose whole GPU, MIG or share; or give gpu: with it")
+        return self
+
     @property
     def is_gang(self) -> bool:
         """More than one group: all groups are admitted together or not at all."""
         return len(self.groups) > 1
+
+    @property
+    def is_sweep(self) -> bool:
+        """A sweep, or one of its trials (which carry the sweep's meta)."""
+        return getattr(self, "kind", None) == "sweep" or META_SWEEP in self.meta
+
+    def class_of(self, group: GroupSpec) -> WorkloadClass | None:
+        """The group's class: its own, else the job's, else `hpo` for a sweep's trials, else None."""
+        if group.workload_class is not None:
+            return group.workload_class
+        if self.workload_class is not None:
+            return self.workload_class
+        return SWEEP_CLASS if self.is_sweep else None
+
+    def chooses_kind(self, group: GroupSpec) -> bool:
+        """Whether the service chooses the group's kind from its class: no gpu/mig/share given, and a size
+        (`gpu_memory`) or a class the spec names itself. A sweep's implicit `hpo` sizes no CPU-only group."""
+        if group.capacity_kind is not None:
+            return False
+        return group.gpu_memory is not None or group.workload_class is not None or self.workload_class is not None
 
 
 class JobSpec(_SpecBase):

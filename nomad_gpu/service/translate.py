@@ -22,6 +22,9 @@ from nomad_gpu.store import QueueEntry
 def check_supported(spec: JobSpec) -> None:
     """What the service cannot pin yet fails at submission, with the reason, not later."""
     for group in spec.groups:
+        if spec.chooses_kind(group):  # until the class's tiers reach the core, refuse rather than run CPU-only
+            raise InvalidRequest(f"groups[{group.name}]: choosing the GPU kind from a class is not available yet; "
+                                 "give gpu:, mig: or share:")
         if group.share is not None and group.count > 1:
             raise InvalidRequest(f"groups[{group.name}]: a time-slice share group must have count 1 "
                                  "(each instance would need its own shared GPU)")
