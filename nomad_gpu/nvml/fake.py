@@ -76,6 +76,8 @@ class FakeNode:
     cuda_driver_version: int = 12040
     init_error: int | None = None
     """An NVML code `nvmlInit` fails with, e.g. 12 (no library) or 18 (driver/library mismatch)."""
+    numa_ids: bool = True
+    """Whether the driver answers `nvmlDeviceGetNumaNodeId` (older ones say "not supported")."""
 
     def with_ids(self) -> FakeNode:
         """Fill in stable UUIDs where the description left them out."""
@@ -271,6 +273,12 @@ class FakeNvml:
         if link >= len(g.nvlink_peers):
             raise NVMLError(codes.NOT_SUPPORTED)
         return SimpleNamespace(busId=g.nvlink_peers[link])
+
+    def nvmlDeviceGetNumaNodeId(self, h: _Handle) -> int:
+        g = self._gpu(h)
+        if not self.node.numa_ids or h.mig is not None:
+            raise NVMLError(codes.NOT_SUPPORTED)
+        return g.numa
 
     def nvmlDeviceGetTopologyCommonAncestor(self, a: _Handle, b: _Handle) -> int:
         ga, gb = self._gpu(a), self._gpu(b)

@@ -99,6 +99,10 @@ class Gpu:
     """NVML says the GPU fell off the bus (GPU_IS_LOST): nothing on it works until a reset."""
     error: str | None = None
     """The first NVML failure met while reading this GPU (other than "not supported"), if any."""
+    numa_node: int | None = None
+    """The NUMA node (CPU socket side) it hangs off; None where NVML does not say or links were not read."""
+    nvswitch: bool = False
+    """It has NVLinks to an NVSwitch: NVLink to every other such GPU of the node (read with the links)."""
 
     @property
     def mig_enabled(self) -> bool:

@@ -9,10 +9,11 @@ GPU setting. A missing library, an unloaded driver or a driver/library mismatch 
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Any
 
 from nomad_gpu.nvml import codes
-from nomad_gpu.nvml.links import read_links
+from nomad_gpu.nvml.links import read_links, read_numa
 from nomad_gpu.nvml.model import (
     Gpu,
     Inventory,
@@ -138,11 +139,14 @@ class NvmlReader:
                 handles.append((gpu, handle))
                 if self._xids is not None:
                     self._xids.watch(gpu.uuid, handle)
-        found_links, nvswitch = read_links(nvml, handles) if links else ([], False)
+        found_links, fabric = read_links(nvml, handles) if links else ([], frozenset[str]())
+        if links:
+            numa = read_numa(nvml, handles)
+            gpus = [replace(g, numa_node=numa.get(g.uuid), nvswitch=g.uuid in fabric) for g in gpus]
         xids = self._xids.drain() if self._xids is not None else []
         return Inventory(driver_version=self._optional(nvml.nvmlSystemGetDriverVersion),
                          cuda_driver_version=self._optional(nvml.nvmlSystemGetCudaDriverVersion),
-                         gpus=tuple(gpus), links=tuple(found_links), nvswitch=nvswitch, xid_errors=tuple(xids))
+                         gpus=tuple(gpus), links=tuple(found_links), nvswitch=bool(fabric), xid_errors=tuple(xids))
 
     def handle_by_uuid(self, uuid: str) -> Any | None:
         try:
