@@ -17,6 +17,9 @@ from enum import StrEnum
 
 from nomad_gpu.nvml import Gpu, Inventory, NvmlUnavailable
 from nomad_gpu.plugin.config import PluginConfig
+from nomad_gpu.plugin.topology import ATTRIBUTE as TOPOLOGY
+from nomad_gpu.plugin.topology import topology_attribute
+from nomad_gpu.plugin.migplacement import placement_attribute
 
 NVIDIA_VENDOR, GPU_TYPE = "nvidia", "gpu"
 SHARED_VENDOR, SHARED_TYPE = "nomad-gpu", "shared-gpu"
@@ -96,6 +99,7 @@ def build_groups(inventory: Inventory | NvmlUnavailable, config: PluginConfig,
     buckets: dict[tuple[str, str, str], list[Instance]] = defaultdict(list)
     memory: dict[tuple[str, str, str], list[int]] = defaultdict(list)
     slots_of: dict[tuple[str, str, str], int] = {}
+    placements: dict[tuple[str, str, str], list[tuple[str, AttrValue, str]]] = defaultdict(list)
     shared_models: dict[str, set[int]] = defaultdict(set)
     for gpu in inventory.gpus:
         slots = config.slots_for(gpu.uuid, gpu.index)
@@ -115,6 +119,9 @@ def build_groups(inventory: Inventory | NvmlUnavailable, config: PluginConfig,
                                              gpu.pci_bus_id))
                 if mig.memory_total_mib is not None:
                     memory[key].append(mig.memory_total_mib)
+                placed = placement_attribute(gpu, mig)
+                if placed is not None:
+                    placements[key].append(placed)
             continue
         slots = config.slots_for(gpu.uuid, gpu.index)
         if slots:
@@ -142,6 +149,11 @@ def build_groups(inventory: Inventory | NvmlUnavailable, config: PluginConfig,
             attrs.append(("milli_per_slot", 1000 // slots_of[key], ""))
             attrs.append(("mps", bool(config.mps_pipe_directory), ""))
         attrs.extend(driver)
+        if key[:2] == (NVIDIA_VENDOR, GPU_TYPE):
+            topology = topology_attribute(inventory, (i.gpu_uuid for i in buckets[key] if i.kind is Kind.GPU))
+            if topology is not None:
+                attrs.append((TOPOLOGY, topology, ""))
+        attrs.extend(placements[key])
         groups.append(Group(*key, attributes=tuple(attrs), instances=tuple(buckets[key])))
     return groups
 
