@@ -84,6 +84,7 @@ class Service:
             config += f"min_cycle_interval_s: {min_cycle_interval_s}\n"
         (workdir / "config.yaml").write_text(config, encoding="utf-8")
         self.http = requests.Session()
+        self.http.headers.update({"Content-Type": "application/yaml", "X-Nomad-Gpu-Client": "bench"})
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> float:

@@ -48,6 +48,7 @@ def main() -> int:
                                 "--listen", addr, "--config", str(workdir / "config.yaml")],
                                env={**os.environ, "NOMAD_ADDR": nomad_url}, stdout=log, stderr=log)
     session = requests.Session()
+    session.headers.update({"Content-Type": "application/yaml", "X-Nomad-Gpu-Client": "bench"})
     samples: list[dict[str, float]] = []
     try:
         deadline = time.monotonic() + 30

@@ -143,7 +143,8 @@ def _kill(run: _Run) -> None:
 
 def _call(run: _Run, method: str, path: str, **kw: Any) -> requests.Response | None:
     try:
-        return requests.request(method, f"{run.addr}{path}", timeout=5, **kw)
+        headers = {"Content-Type": "application/yaml", "X-Nomad-Gpu-Client": "chaos", **kw.pop("headers", {})}
+        return requests.request(method, f"{run.addr}{path}", timeout=5, headers=headers, **kw)
     except requests.RequestException:
         return None  # the service is down (killed): the caller retries, as a user's script would
 

@@ -22,6 +22,7 @@ from starlette.types import ASGIApp
 
 from nomad_gpu.defaults import DEFAULT_PORT
 from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.service.browser import WILDCARDS, BrowserGuard, served_hosts
 
 logger = logging.getLogger(__name__)
 
@@ -75,9 +76,13 @@ def plan_listen(listen: str, *, token_required: bool, tls_cert: str | None = Non
 class ApiServer:
     """Uvicorn in a thread on a socket bound here (so port 0 works and start-up errors surface here)."""
 
-    def __init__(self, app: ASGIApp, plan: ListenPlan) -> None:
-        self.app = app
+    def __init__(self, app: ASGIApp, plan: ListenPlan, *, hosts: frozenset[str] = frozenset()) -> None:
+        """``hosts``: names besides loopback (and the listen address) that requests may name in ``Host``."""
+        self.app = BrowserGuard(app, served_hosts(plan.host, hosts))
         self.plan = plan
+        if plan.host.lower() in WILDCARDS and not hosts:
+            logger.warning("listening on %s with no api.hosts: only requests to a loopback name are answered; "
+                           "list the names clients use in api.hosts", plan.host)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +26,7 @@ MIN_TOKEN_CHARS = 16
 """A token written in the config file must be at least this long (e.g. ``openssl rand -hex 16``)."""
 _TEAM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _DRIVER = re.compile(r"[a-z0-9_-]{1,64}")
+_HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[?[0-9A-Fa-f:.]{2,45}\]?")
 
 
 @dataclass(frozen=True)
@@ -108,6 +109,9 @@ class AccessSettings:
     """Serve ``/metrics`` without a token (e.g. for a Prometheus that cannot send one)."""
     namespaces: frozenset[str] = frozenset({"default"})
     """The Nomad namespaces users may submit to; a spec naming another is refused at submit."""
+    hosts: frozenset[str] = frozenset()
+    """Names (besides loopback and the listen address) a request may give as its ``Host``
+    (:mod:`nomad_gpu.service.browser`): the names clients reach the service by."""
 
     @property
     def required(self) -> bool:
@@ -118,14 +122,13 @@ class AccessSettings:
         """These settings plus one admin token (``NOMAD_GPU_TOKEN``)."""
         if not token:
             return self
-        return AccessSettings(types.MappingProxyType({**self.tokens, token: None}), self.allowed_drivers,
-                              self.max_trials, self.metrics_open, self.namespaces)
+        return replace(self, tokens=types.MappingProxyType({**self.tokens, token: None}))
 
     def __repr__(self) -> str:
         teams = sorted({t or "admin" for t in self.tokens.values()})
         return (f"AccessSettings(tokens={len(self.tokens)} for {teams}, "
                 f"allowed_drivers={sorted(self.allowed_drivers)}, max_trials={self.max_trials}, "
-                f"metrics_open={self.metrics_open}, namespaces={sorted(self.namespaces)})")
+                f"metrics_open={self.metrics_open}, namespaces={sorted(self.namespaces)}, hosts={sorted(self.hosts)})")
 
 
 @dataclass(frozen=True)
@@ -174,7 +177,7 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
     """``api: {tokens: {<token>: {team: vision} | {admin: true}}, allowed_drivers, max_trials, metrics_open}``."""
     if not isinstance(raw, Mapping):
         raise InvalidRequest(f"{where}: must be a mapping")
-    unknown = sorted(set(raw) - {"tokens", "allowed_drivers", "max_trials", "metrics_open", "namespaces"})
+    unknown = sorted(set(raw) - {"tokens", "allowed_drivers", "max_trials", "metrics_open", "namespaces", "hosts"})
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
     tokens: dict[str, str | None] = {}
@@ -209,8 +212,11 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
     if not isinstance(namespaces, list) or not namespaces or not all(isinstance(n, str) and _TEAM.fullmatch(n)
                                                                       for n in namespaces):
         raise InvalidRequest(f"{where}: namespaces: must be a non-empty list of Nomad namespace names")
+    hosts = raw.get("hosts", [])
+    if not isinstance(hosts, list) or not all(isinstance(h, str) and _HOST.fullmatch(h) for h in hosts):
+        raise InvalidRequest(f"{where}: hosts: must be a list of host names or IP addresses (no port, no scheme)")
     return AccessSettings(types.MappingProxyType(tokens), frozenset(drivers), max_trials, metrics_open,
-                          frozenset(namespaces))
+                          frozenset(namespaces), frozenset(h.lower().strip("[]") for h in hosts))
 
 
 def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> SchedulingSettings:

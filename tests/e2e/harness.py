@@ -43,7 +43,8 @@ def start_service(nomad_url: str, db_path: Path, **scheduling: Any) -> ServiceRu
 
 
 def submit(runtime: ServiceRuntime, text: str) -> list[dict[str, Any]]:
-    r = requests.post(f"{runtime.address}/v1/jobs", data=text.encode(), timeout=10)
+    r = requests.post(f"{runtime.address}/v1/jobs", data=text.encode(), headers={"Content-Type": "application/yaml"},
+                      timeout=10)
     assert r.status_code == 201, r.text
     return list(r.json()["entries"])
 

@@ -21,6 +21,7 @@ from harness import (
 from nomad_gpu.devcluster import DevCluster
 
 pytestmark = pytest.mark.e2e
+CLIENT = {"X-Nomad-Gpu-Client": "test"}
 
 
 def test_queue_drains_onto_eight_gpus_without_double_booking(seed: DevCluster, tmp_path: Path) -> None:
@@ -146,12 +147,12 @@ def test_a_cancelled_job_keeps_its_gpus_until_nomad_confirms_it_ended(seed: DevC
         running = [submit(runtime, spec(f"long-{i}", duration_s=30.0))[0] for i in range(8)]
         wait_for(lambda: all(e["state"] == "running" for e in entries(runtime)), 20, "8 running")
         waiting = submit(runtime, spec("next", duration_s=5.0))[0]
-        r = requests.delete(f"{runtime.address}/v1/jobs/{running[0]['id']}", timeout=5)
+        r = requests.delete(f"{runtime.address}/v1/jobs/{running[0]['id']}", headers=CLIENT, timeout=5)
         assert r.json()["state"] == "cancelled"
         wait_for(lambda: {e["id"]: e for e in entries(runtime)}[waiting["id"]]["state"] in ("running", "complete"),
                  20, "the next job to take the freed GPU")
         for e in running[1:]:
-            requests.delete(f"{runtime.address}/v1/jobs/{e['id']}", timeout=5)
+            requests.delete(f"{runtime.address}/v1/jobs/{e['id']}", headers=CLIENT, timeout=5)
         wait_for(lambda: all_ended(runtime), 30, "all to end")
     finally:
         runtime.stop()

@@ -51,7 +51,8 @@ def test_an_idle_entry_is_shown_counted_and_flagged(seed: DevCluster, tmp_path: 
         assert isinstance(lazy_usage, Usage) and lazy_usage.idle_gpus == 1
         assert "IDLE" in queue_row(listed[lazy["id"]], {}, time.time())[-1]
         assert "IDLE" not in queue_row(listed[busy["id"]], {}, time.time())[-1]
-        requests.delete(f"{runtime.address}/v1/jobs/{lazy['id']}", timeout=5)
+        requests.delete(f"{runtime.address}/v1/jobs/{lazy['id']}", headers={"X-Nomad-Gpu-Client": "test"},
+                        timeout=5)
         wait_for(lambda: idle_metric() == 0.0, 20, "the idle count to drop once the lazy entry ends")
     finally:
         runtime.stop()

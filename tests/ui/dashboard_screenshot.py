@@ -59,7 +59,8 @@ def main() -> None:
         rng = random.Random(0)  # the demo's durations: 150 s +- 2 %, seeded
         for i in range(66):
             text = job_spec(i, round(150.0 * (1 + 0.02 * rng.uniform(-1, 1)), 3))
-            requests.post(f"{addr}/v1/jobs", data=text.encode(), timeout=10).raise_for_status()
+            requests.post(f"{addr}/v1/jobs", data=text.encode(), headers={"Content-Type": "application/yaml"},
+                          timeout=10).raise_for_status()
         time.sleep(args.after)
         driver = webdriver.Chrome(options=options, service=Service(executable_path=shutil.which("chromedriver")))
         driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",

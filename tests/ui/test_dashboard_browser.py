@@ -23,7 +23,7 @@ POLL_MS = 250
 
 
 def headers(runtime: Any) -> dict[str, str]:
-    return {"Authorization": f"Bearer {runtime.settings.token}"}
+    return {"Authorization": f"Bearer {runtime.settings.token}", "Content-Type": "application/yaml"}
 
 
 def submit(runtime: Any, text: str) -> str:

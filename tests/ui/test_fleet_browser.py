@@ -16,7 +16,7 @@ def submit(runtime: Any, name: str, ask: str) -> str:
     text = (f"name: {name}\nteam: platform\ntask: {{image: busybox}}\nresources: {{cpu: 500, memory: 512}}\n"
             f"{ask}\ndev: {{duration_s: 100000}}\n")
     r = requests.post(f"{runtime.address}/v1/jobs", data=text.encode(), timeout=10,
-                      headers={"Authorization": f"Bearer {runtime.settings.token}"})
+                      headers={"Authorization": f"Bearer {runtime.settings.token}", "Content-Type": "application/yaml"})
     assert r.status_code == 201, r.text
     return str(r.json()["entries"][0]["id"])
 

@@ -58,7 +58,8 @@ function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
 class Refused extends Error {}
 
 async function api(path) {
-  const headers = { Accept: "application/json" };
+  // the header a state change without a body must carry (a page of another site cannot send it)
+  const headers = { Accept: "application/json", "X-Nomad-Gpu-Client": "dashboard" };
   if (token()) headers.Authorization = "Bearer " + token();
   const response = await fetch(path, { headers, cache: "no-store" });
   if (response.status === 401) throw new Refused("the service refused the token (401): enter a valid API token");
