@@ -17,6 +17,7 @@ from typing import Any
 from .events import Event
 from .jobs import TaskAsk
 from .placement import DeviceChoice
+from .restarts import RestartPolicy
 
 JSON = dict[str, Any]
 _ZERO_TIME = "0001-01-01T00:00:00Z"
@@ -36,7 +37,9 @@ class ClientStatus(StrEnum):
 TRANSITIONS: dict[ClientStatus, frozenset[ClientStatus]] = {
     ClientStatus.PENDING: frozenset({ClientStatus.RUNNING, ClientStatus.COMPLETE, ClientStatus.FAILED,
                                      ClientStatus.LOST}),
-    ClientStatus.RUNNING: frozenset({ClientStatus.COMPLETE, ClientStatus.FAILED, ClientStatus.LOST}),
+    # running -> pending: a task restarting in place (`getClientStatus`, allocrunner/alloc_runner.go v2.0.5)
+    ClientStatus.RUNNING: frozenset({ClientStatus.PENDING, ClientStatus.COMPLETE, ClientStatus.FAILED,
+                                     ClientStatus.LOST}),
     ClientStatus.COMPLETE: frozenset(),
     ClientStatus.FAILED: frozenset(),
     ClientStatus.LOST: frozenset(),
@@ -104,6 +107,11 @@ class Alloc:
     finished_at: float | None = None
     terminal_event_at: float | None = None
     task_events: dict[str, list[JSON]] = field(default_factory=dict)
+    restart: RestartPolicy | None = None  # the group's `restart` block; None: no restarts, fail on error
+    restarts: int = 0  # TaskState.Restarts
+    last_restart: float | None = None
+    restart_count: int = 0  # the restart tracker's count and interval start (restarts.py)
+    restart_window_start: float = 0.0
 
     def __post_init__(self) -> None:
         self.modify_index = self.alloc_modify_index = self.create_index
@@ -123,23 +131,41 @@ class Alloc:
     def device_ids(self) -> list[str]:
         return [i for choice in self.devices for i in choice.ids]
 
-    def move(self, to: ClientStatus, index: int, now: float, detail: str = "") -> None:
-        """The only way ClientStatus changes; checks the transition table."""
+    def move(self, to: ClientStatus, index: int, now: float, detail: str = "", *, exit_code: int | None = None,
+             restart_reason: str = "") -> None:
+        """The only way ClientStatus changes; checks the transition table.
+
+        A task that exited by itself gets Nomad's events (`TaskRunner.Run` and `shouldRestart`,
+        task_runner.go v2.0.5): `Terminated` with its exit code, then `Not Restarting` (which fails the
+        task) when `to` is failed; `detail` is a kill's message instead."""
         if to not in TRANSITIONS[self.client_status]:
             raise InvalidTransition(f"alloc {self.id}: {self.client_status.value} -> {to.value}")
+        restarting = self.client_status is ClientStatus.RUNNING and to is ClientStatus.PENDING
         self.client_status = to
         self.modify_index, self.modify_time = index, now
         if to is ClientStatus.RUNNING:
-            self.started_at = now
+            if self.started_at is None:
+                self.started_at = now
             for task in self.tasks:
                 self._task_event(task.name, "Started", "Task started by client", now)
+        elif restarting:
+            self.restarts += 1
+            self.last_restart = now
+            for task in self.tasks:
+                self._task_event(task.name, "Terminated", f"Exit Code: {exit_code or 0}", now, exit_code or 0)
+                self._task_event(task.name, "Restarting", restart_reason, now)
         elif to.is_terminal():
             self.finished_at = now
             if to is not ClientStatus.LOST:
-                code = 1 if to is ClientStatus.FAILED else 0
+                code = exit_code if exit_code is not None else (1 if to is ClientStatus.FAILED else 0)
                 for task in self.tasks:
-                    message = detail or f"Exit Code: {code}"
-                    self._task_event(task.name, "Killed" if detail else "Terminated", message, now, code)
+                    if detail:
+                        self._task_event(task.name, "Killed", detail, now, code)
+                        continue
+                    self._task_event(task.name, "Terminated", f"Exit Code: {code}", now, code)
+                    if to is ClientStatus.FAILED:
+                        self._task_event(task.name, "Not Restarting",
+                                         restart_reason or "Task exceeded restart policy", now)
 
     def set_desired(self, status: str, description: str, index: int, now: float, migrate: bool | None) -> None:
         self.desired_status, self.desired_description, self.migrate = status, description, migrate
@@ -149,8 +175,9 @@ class Alloc:
     def _task_event(self, task: str, kind: str, message: str, now: float, code: int = 0) -> None:
         events = self.task_events.setdefault(task, [])
         details = {"exit_code": str(code)} if kind == "Terminated" else {}
+        # `SetFailsTask` is called for `Not Restarting` only (task_runner.go `shouldRestart`, v2.0.5)
         events.append({"Type": kind, "Time": _ns(now), "DisplayMessage": message, "Message": "",
-                       "ExitCode": code, "Details": details, "FailsTask": kind == "Terminated" and code != 0})
+                       "ExitCode": code, "Details": details, "FailsTask": kind == "Not Restarting"})
         del events[:-10]  # the last 10 events are kept (reference section 3)
 
     # -- JSON --------------------------------------------------------------------------------------
@@ -163,8 +190,8 @@ class Alloc:
             task.name: {
                 "State": state,
                 "Failed": self.client_status is ClientStatus.FAILED,
-                "Restarts": 0,
-                "LastRestart": _ZERO_TIME,
+                "Restarts": self.restarts,
+                "LastRestart": _rfc3339(self.last_restart),
                 "StartedAt": _rfc3339(self.started_at),
                 "FinishedAt": _rfc3339(self.finished_at if state == "dead" else None),
                 "Events": list(self.task_events.get(task.name, [])),

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .events import Event
+from .restarts import RestartPolicy
 
 logger = logging.getLogger(__name__)
 
@@ -106,6 +107,7 @@ class GroupAsk:
     reschedule_unlimited: bool
     job_constraints: int = 0  # how many of `constraints` are job-level (for distinct_hosts' scope)
     host_volumes: tuple[str, ...] = ()  # sources of the group's `volume` blocks of type host
+    restart: RestartPolicy = RestartPolicy(0, 0.0, 0.0, "fail")  # the group's `restart` block (restarts.py)
 
     @property
     def cpu(self) -> int:
@@ -254,6 +256,7 @@ def _group_ask(job: JSON, group: JSON) -> GroupAsk:
             env=tuple(sorted((str(k), str(v)) for k, v in (task.get("Env") or {}).items())),
         ))
     reschedule = group.get("ReschedulePolicy") or {}
+    restart = group.get("RestartPolicy") or {}
     return GroupAsk(
         namespace=job["Namespace"],
         job_id=job["ID"],
@@ -272,6 +275,8 @@ def _group_ask(job: JSON, group: JSON) -> GroupAsk:
         job_constraints=len(job.get("Constraints") or []),
         host_volumes=tuple(sorted(str(v.get("Source") or "") for v in (group.get("Volumes") or {}).values()
                                   if (v or {}).get("Type") == "host")),
+        restart=RestartPolicy(int(restart.get("Attempts") or 0), int(restart.get("Interval") or 0) / _SECOND,
+                              int(restart.get("Delay") or 0) / _SECOND, str(restart.get("Mode") or "fail")),
     )
 
 

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from . import evals, gc, nodeops
+from . import evals, gc, nodeops, restarts
 from .allocs import Alloc, ClientStatus
 from .config import ClusterSpec
 from .evals import Evaluation
@@ -290,6 +290,7 @@ class ClusterState:
             name_index=item.name_index, node_id=node.id, node_name=node.name, tasks=ask.tasks,
             devices=devices, duration_s=ask.duration_s, fails=ask.fails, create_index=index,
             registered_at=record.registered_at, created_at=now, previous_allocation=item.previous_alloc,
+            restart=ask.restart, restart_window_start=now * self.speed,
         )
         self.ledger.hold(alloc.id, alloc.device_ids)
         share_gpu = next((i for i in ask.visible_devices() if i in self.shared_gpu_ids), None)
@@ -335,23 +336,39 @@ class ClusterState:
             self.timers.call_at(end, functools.partial(self.on_finish, alloc_id))
 
     def on_finish(self, alloc_id: str) -> None:
+        """The task exits by itself; Nomad's restart tracker says what follows (restarts.py): a
+        service job's task that exits 0 is restarted or, with `attempts = 0`, fails its allocation."""
         with self.lock:
             alloc = self.allocs.get(alloc_id)
             if alloc is None or alloc.client_status is not ClientStatus.RUNNING:
                 return
-            failed = alloc.fails
-            self._finish([alloc], ClientStatus.FAILED if failed else ClientStatus.COMPLETE)
+            code = 1 if alloc.fails else 0
+            now = self.clock()
+            decision = restarts.decide(alloc.restart or restarts.RestartPolicy(0, 0.0, 0.0, "fail"), alloc.job_type,
+                                       code, alloc.restart_count, alloc.restart_window_start, now * self.speed)
+            alloc.restart_count, alloc.restart_window_start = decision.count, decision.window_start
+            if decision.verdict is restarts.Verdict.RESTARTING:
+                index = self._next_index()
+                alloc.move(ClientStatus.PENDING, index, now, exit_code=code,
+                           restart_reason=restarts.restarting_message(decision))
+                self._emit(index, [alloc.event("AllocationUpdated", index)])
+                self.timers.call_at(now + decision.delay_s / self.speed, functools.partial(self.on_start, alloc_id))
+                return
+            failed = decision.verdict is restarts.Verdict.NOT_RESTARTING
+            self._finish([alloc], ClientStatus.FAILED if failed else ClientStatus.COMPLETE, exit_code=code,
+                         restart_reason=decision.reason)
             if failed and self._replaceable(alloc) and self._reschedule_allowed(alloc):
                 self._requeue(alloc, evals.ALLOC_FAILURE)
             self._schedule()
 
-    def _finish(self, allocs: list[Alloc], status: ClientStatus, detail: str = "") -> None:
+    def _finish(self, allocs: list[Alloc], status: ClientStatus, detail: str = "", *, exit_code: int | None = None,
+                restart_reason: str = "") -> None:
         """Move allocations to a terminal status in one frame, release their devices, and record
         when the terminal frame was handed to the stream."""
         index = self._next_index()
         now = self.clock()
         for alloc in allocs:
-            alloc.move(status, index, now, detail)
+            alloc.move(status, index, now, detail, exit_code=exit_code, restart_reason=restart_reason)
             self.ledger.release(alloc.id)
             del self.live[alloc.id]
             del self.live_by_node[alloc.node_id][alloc.id]

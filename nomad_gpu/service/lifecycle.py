@@ -39,7 +39,7 @@ from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.nomad.client import NomadError, NomadForbidden
-from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
+from nomad_gpu.nomad.decode import AllocInfo, AllocStatus, EvalInfo
 from nomad_gpu.render import JobSpec, RenderError
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.foreign import ForeignAllocs
@@ -264,8 +264,11 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
         done = [x for x in t.allocs.values() if x.is_terminal]
         if len(done) >= max(len(t.entry.placements), 1):
             # every allocation ended by itself, successfully: a batch job Nomad will not replace, so its job
-            # is left as Nomad keeps it (dead, complete) and no stop round trip is spent on it
-            self.end(t, EntryState.COMPLETE, "", release_now=True, stop_job=False, durable=False)
+            # is left as Nomad keeps it (dead, complete) and no stop round trip is spent on it. A service job's
+            # task that exited 0 ends `failed` (AllocInfo.succeeded), which a reschedule policy may replace:
+            # that job is stopped and its GPUs drain until Nomad confirms.
+            clean = all(x.client_status is AllocStatus.COMPLETE for x in done)
+            self.end(t, EntryState.COMPLETE, "", release_now=clean, stop_job=not clean, durable=False)
             self.metrics.finished.labels("complete").inc()
             return True
         return False

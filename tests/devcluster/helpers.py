@@ -101,7 +101,7 @@ def jobspec(job_id: str, *, gpus: int = 0, device: str = "nvidia/gpu", count: in
             pin: Iterable[str] | None = None, pin_operator: str = "set_contains_any",
             device_constraints: Iterable[tuple[str, str, str]] = (), env: dict[str, str] | None = None,
             meta: dict[str, str] | None = None, job_type: str = "batch", datacenters: Iterable[str] = ("dc1",),
-            reschedule_attempts: int | None = 0) -> str:
+            reschedule_attempts: int | None = 0, restart: tuple[int, str] | None = None) -> str:
     """An HCL jobspec shaped like the ones the service renders (node + device pin constraints)."""
     meta = dict(meta or {})
     if duration is not None:
@@ -117,6 +117,9 @@ def jobspec(job_id: str, *, gpus: int = 0, device: str = "nvidia/gpu", count: in
     lines += ['  group "main" {', f"    count = {count}"]
     if reschedule_attempts is not None:
         lines += ["    reschedule {", f"      attempts = {reschedule_attempts}", "      unlimited = false", "    }"]
+    if restart is not None:  # (attempts, mode), as the service's templates write it
+        lines += ["    restart {", f"      attempts = {restart[0]}", '      delay = "1s"', '      interval = "1h"',
+                  f'      mode = "{restart[1]}"', "    }"]
     lines += ['    task "work" {', '      driver = "docker"', '      config {', '        image = "busybox:1"',
               '        args = ["sleep", "${NOMAD_META_x}"]', "      }"]
     if env:
