@@ -98,6 +98,9 @@ class AllocInfo:
     migrate: bool = False
     """`DesiredTransition.Migrate`: a drain asked for this allocation to move."""
     job_version: int = 0
+    exited_zero: bool = False
+    """Every task's last run ended by itself with exit code 0 (`Terminated`, then nothing but `Not
+    Restarting`), read from `TaskStates`."""
 
     @property
     def is_terminal(self) -> bool:
@@ -106,9 +109,16 @@ class AllocInfo:
     @property
     def succeeded(self) -> bool:
         """Ended by itself, successfully. A task Nomad kills also ends `complete` (client/allocrunner,
-        v2.0.5), so success also needs desired `run`, no migration and no replacement."""
-        return (self.client_status is AllocStatus.COMPLETE and self.desired_status == "run"
-                and not self.migrate and not self.next_allocation)
+        v2.0.5), so success also needs desired `run`, no migration and no replacement.
+
+        A service job's task that exits 0 ends `failed` when its restart policy allows no restarts:
+        only batch jobs treat exit 0 as done (`NewRestartTracker` and `GetState`,
+        client/allocrunner/taskrunner/restarts/restarts.go, v2.0.5 and v1.10.5). So a `failed`
+        allocation whose every task exited 0 by itself succeeded too; a batch job never gets there."""
+        if self.desired_status != "run" or self.migrate or self.next_allocation:
+            return False
+        return self.client_status is AllocStatus.COMPLETE or (self.client_status is AllocStatus.FAILED
+                                                              and self.exited_zero)
 
     def outcome(self) -> str:
         """A short word for why it ended, for an entry's reason."""
@@ -361,7 +371,28 @@ def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
         next_allocation=str(raw.get("NextAllocation") or ""),
         migrate=bool((raw.get("DesiredTransition") or {}).get("Migrate")),
         job_version=int(raw.get("JobVersion") or 0),
+        exited_zero=_exited_zero(raw.get("TaskStates")),
     )
+
+
+def _exited_zero(task_states: Any) -> bool:
+    """Whether every task's last event of note is `Terminated` with exit code 0, followed by nothing
+    but `Not Restarting` (`TaskRunner.Run` and `shouldRestart`, task_runner.go v2.0.5). A kill
+    (`Killing`, `Killed`), a sibling's failure, a driver failure or a restart after it all mean it
+    did not simply end by itself."""
+    if not isinstance(task_states, Mapping) or not task_states:
+        return False
+    for state in task_states.values():
+        events = state.get("Events") if isinstance(state, Mapping) else None
+        if not isinstance(events, list):
+            return False
+        last = next((i for i in range(len(events) - 1, -1, -1)
+                     if isinstance(events[i], Mapping) and events[i].get("Type") == "Terminated"), None)
+        if last is None or events[last].get("ExitCode") not in (0, None):
+            return False
+        if any(not isinstance(e, Mapping) or e.get("Type") != "Not Restarting" for e in events[last + 1:]):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
