@@ -29,6 +29,7 @@ from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
 from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.render.sweep import expand_sweep
 from nomad_gpu.service.actuator import NomadActuator
+from nomad_gpu.service.fleetcheck import NeverCache, check_fleet
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
@@ -118,6 +119,10 @@ class SchedulerService:
         `spec`: `data` already validated (the API's checks did it), so it is not validated again."""
         if spec is None:
             spec = parse_spec(data)
+        if self.ready.is_set():  # the fleet is known: model names resolved, what no node could run refused
+            with self._lock:
+                fleet = list(self.ledger.inventory)
+            spec = check_fleet(spec, fleet)
         now = self.clock()
         if isinstance(spec, SweepSpec):
             trials = expand_sweep(spec)
@@ -225,10 +230,11 @@ class SchedulerService:
             self.holds = dict(result.holds)
             self.life.admit([d for d in result.decisions if isinstance(d, Admit)], now)
             reasons: dict[str, str] = {}
+            never = NeverCache(self.ledger.inventory)
             for d in result.decisions:
                 if isinstance(d, Wait):
-                    text = str(d)
                     t = self.life.entries.get(d.entry)
+                    text = never.reason(d, t.request if t is not None else None) or str(d)
                     if t is not None and t.entry.reason != text:
                         reasons[d.entry] = text
                         t.entry = replace(t.entry, reason=text)
