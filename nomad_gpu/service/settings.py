@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from nomad_gpu.defaults import DEFAULT_ADDR, HOL_THRESHOLD_S
+from nomad_gpu.domain.classes import ClassPolicy
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.fairshare import FairShareConfig, TeamPolicy
 from nomad_gpu.domain.ids import Team
@@ -19,6 +20,7 @@ from nomad_gpu.nomad.decode import NO_SHARING, ShareRule, SharingConfig
 from nomad_gpu.render import SpecError
 from nomad_gpu.render.loading import decode_spec
 from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
+from nomad_gpu.service.classconfig import classes_from_mapping
 
 DEFAULT_DRIVERS = frozenset({"docker", "exec"})
 """Task drivers a spec may use unless the config lists others (``raw_exec`` runs unisolated on the host)."""
@@ -91,6 +93,43 @@ class SchedulingSettings:
     """Finished entries older than this are deleted from the queue database (0 keeps them forever)."""
     usage: UsageSettings = field(default_factory=UsageSettings)
     """Device stats of running allocations: GPU utilisation per entry, idle GPUs."""
+    classes: ClassPolicy = field(default_factory=ClassPolicy)
+    """The operator's policy per workload class (`classes:`, service/classconfig.py)."""
+
+
+@dataclass(frozen=True)
+class HttpLimits:
+    """How long a connection may take to send a request, and how many may be open at once
+    (:mod:`nomad_gpu.service.connections`): idle or slow connections must not shut the API for everyone."""
+
+    head_timeout_s: float = 10.0
+    """A request's head must be complete this long after the connection opened or its previous answer."""
+    body_timeout_s: float = 30.0
+    """A request's body must be complete this long after its head."""
+    keep_alive_s: float = 5.0
+    """An idle connection after an answer is closed after this long without a byte."""
+    max_connections: int = 1000
+    """Open connections at most (fewer when the file-descriptor limit is lower: half of what it leaves)."""
+
+
+def http_limits_from_mapping(raw: Any, where: str = "api: http") -> HttpLimits:
+    """``api: {http: {head_timeout_s, body_timeout_s, keep_alive_s, max_connections}}``."""
+    if not isinstance(raw, Mapping):
+        raise InvalidRequest(f"{where}: must be a mapping")
+    base = HttpLimits()
+    unknown = sorted(set(raw) - set(base.__dataclass_fields__))
+    if unknown:
+        raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
+    values: dict[str, float] = {}
+    for key in base.__dataclass_fields__:
+        value = raw.get(key, getattr(base, key))
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 86400:
+            raise InvalidRequest(f"{where}: {key}: must be a number above 0 (and at most 86400)")
+        values[key] = value
+    if values["keep_alive_s"] > values["head_timeout_s"]:
+        raise InvalidRequest(f"{where}: keep_alive_s must not exceed head_timeout_s")
+    return HttpLimits(float(values["head_timeout_s"]), float(values["body_timeout_s"]), float(values["keep_alive_s"]),
+                      max(1, int(values["max_connections"])))
 
 
 @dataclass(frozen=True)
@@ -112,6 +151,8 @@ class AccessSettings:
     hosts: frozenset[str] = frozenset()
     """Names (besides loopback and the listen address) a request may give as its ``Host``
     (:mod:`nomad_gpu.service.browser`): the names clients reach the service by."""
+    http: HttpLimits = field(default_factory=HttpLimits)
+    """Connection timeouts and the connection cap."""
 
     @property
     def required(self) -> bool:
@@ -177,7 +218,8 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
     """``api: {tokens: {<token>: {team: vision} | {admin: true}}, allowed_drivers, max_trials, metrics_open}``."""
     if not isinstance(raw, Mapping):
         raise InvalidRequest(f"{where}: must be a mapping")
-    unknown = sorted(set(raw) - {"tokens", "allowed_drivers", "max_trials", "metrics_open", "namespaces", "hosts"})
+    unknown = sorted(set(raw) - {"tokens", "allowed_drivers", "max_trials", "metrics_open", "namespaces", "hosts",
+                                 "http"})
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
     tokens: dict[str, str | None] = {}
@@ -216,13 +258,14 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
     if not isinstance(hosts, list) or not all(isinstance(h, str) and _HOST.fullmatch(h) for h in hosts):
         raise InvalidRequest(f"{where}: hosts: must be a list of host names or IP addresses (no port, no scheme)")
     return AccessSettings(types.MappingProxyType(tokens), frozenset(drivers), max_trials, metrics_open,
-                          frozenset(namespaces), frozenset(h.lower().strip("[]") for h in hosts))
+                          frozenset(namespaces), frozenset(h.lower().strip("[]") for h in hosts),
+                          http_limits_from_mapping(raw.get("http") or {}, f"{where}: http"))
 
 
 def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> SchedulingSettings:
     known = {"policy", "hol_threshold_s", "tick_s", "half_life_s", "teams", "default_team", "sharing",
              "actuator_workers", "model_weights", "api", "refusal_avoid_s", "admission_deadline_s",
-             "retention_s", "usage", "min_cycle_interval_s"}
+             "retention_s", "usage", "min_cycle_interval_s", "classes"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -251,6 +294,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             admission_deadline_s=float(raw.get("admission_deadline_s", base.admission_deadline_s)),
             retention_s=float(raw.get("retention_s", base.retention_s)),
             usage=usage_from_mapping(raw.get("usage") or {}, f"{where}: usage"),
+            classes=classes_from_mapping(raw.get("classes")),
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from exc
