@@ -30,6 +30,7 @@ from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
 from . import gc, logs, queries, usage
+from . import namespaces as namespace_ops
 from .events import EventBroker
 from .faults import FaultGate
 from .hcl import HclError, parse_job_hcl
@@ -177,10 +178,25 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         return reply(await run_in_threadpool(state.stop_alloc, request.path_params["alloc_id"]))
 
     def namespaces(request: Request) -> Response:
-        """`GET /v1/namespaces` (`command/agent/namespace_endpoint.go`): the cluster file's namespaces."""
-        return reply([{"Name": name, "Description": "Default shared namespace" if name == "default" else "",
-                       "Quota": "", "Capabilities": None, "NodePoolConfiguration": None, "Meta": None,
-                       "CreateIndex": 1, "ModifyIndex": 1} for name in sorted(state.namespaces)])
+        """`GET /v1/namespaces` (`command/agent/namespace_endpoint.go`, v2.0.5): the cluster file's
+        namespaces and those created since; `X-Nomad-Index` is the namespaces table's index."""
+        return JSONResponse(namespace_ops.listing(state), headers=_index_headers(state.namespace_index))
+
+    async def namespace(request: Request) -> Response:
+        """`GET`, `POST`/`PUT` (create or update) and `DELETE /v1/namespace/:name`
+        (`NamespaceSpecificRequest`, command/agent/namespace_endpoint.go, v2.0.5): writes answer `null`."""
+        name = request.path_params["name"]
+        try:
+            if request.method == "GET":
+                return reply(namespace_ops.get(state, name))
+            if request.method == "DELETE":
+                index = await run_in_threadpool(namespace_ops.delete, state, name)
+            else:
+                body = await _body(request)
+                index = await run_in_threadpool(namespace_ops.upsert, state, name, body)
+        except namespace_ops.NamespaceError as exc:
+            return PlainTextResponse(str(exc), status_code=exc.status)
+        return JSONResponse(None, headers=_index_headers(index))
 
     def leader(request: Request) -> Response:
         return reply("127.0.0.1:4647")
@@ -252,9 +268,12 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         Route("/v1/allocation/{alloc_id}/stop", stop_allocation, methods=["POST", "PUT"]),
         Route("/v1/client/allocation/{alloc_id}/stats", allocation_stats, methods=["GET"]),
         Route("/v1/client/fs/logs/{alloc_id}", functools.partial(logs.fs_logs, state), methods=["GET"]),
-        Route("/v1/event/stream", EventStreamEndpoint(broker, heartbeat_s, version), methods=["GET"]),
+        Route("/v1/event/stream", EventStreamEndpoint(broker, heartbeat_s, version,
+                                                      functools.partial(namespace_ops.expand, state)),
+              methods=["GET"]),
         Route("/v1/status/leader", leader, methods=["GET"]),
         Route("/v1/namespaces", namespaces, methods=["GET"]),
+        Route("/v1/namespace/{name}", namespace, methods=["GET", "POST", "PUT", "DELETE"]),
         Route("/_dev/audit", audit, methods=["GET"]),
         Route("/_dev/streams/drop", drop_streams, methods=["POST"]),
         Route("/_dev/gc", dev_gc, methods=["POST"]),
@@ -281,6 +300,10 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     }
     return Starlette(routes=routes, exception_handlers=handlers,
                      middleware=[Middleware(FaultGate, faults=state.faults)])
+
+
+def _index_headers(index: int) -> dict[str, str]:
+    return {"X-Nomad-Index": str(index), "X-Nomad-KnownLeader": "true", "X-Nomad-LastContact": "0"}
 
 
 def _http_error(request: Request, exc: Exception) -> Response:

@@ -92,18 +92,21 @@ def parse_index(value: str | None) -> int:
 class Subscription:
     """One stream connection: its filter and the asyncio queue its frames go to (None = closed)."""
 
-    def __init__(self, topics: dict[str, frozenset[str]], namespace: str,
+    def __init__(self, topics: dict[str, frozenset[str]], namespaces: frozenset[str] | str,
                  loop: asyncio.AbstractEventLoop) -> None:
         self.topics = topics
-        self.namespace = namespace
+        # the namespaces it was granted, fixed at subscribe time: `*` was expanded by the caller
+        # (`nomad/event_endpoint.go` `validateACL`, v2.0.5); a bare "*" here passes every namespace
+        self.namespaces = frozenset({namespaces}) if isinstance(namespaces, str) else namespaces
         self.loop = loop
         self.queue: asyncio.Queue[bytes | None] = asyncio.Queue()
         self._outbox: list[bytes | None] = []  # delivered, not yet moved into `queue` by the loop
         self._outbox_lock = threading.Lock()
 
     def matches(self, event: Event) -> bool:
-        # Events without a namespace (Node, NodePool) always pass the namespace filter.
-        if event.namespace and self.namespace not in ("*", event.namespace):
+        # Events without a namespace (Node, NodePool) always pass the namespace filter
+        # (`nomad/stream/subscription.go` `filter`, v2.0.5).
+        if event.namespace and event.namespace not in self.namespaces and "*" not in self.namespaces:
             return False
         for topic in (event.topic, "*"):
             keys = self.topics.get(topic)
@@ -163,7 +166,7 @@ class EventBroker:
                     subscriber.deliver(data)
             return self._clock()
 
-    def subscribe(self, topics: dict[str, frozenset[str]], namespace: str, index: int,
+    def subscribe(self, topics: dict[str, frozenset[str]], namespace: frozenset[str] | str, index: int,
                   loop: asyncio.AbstractEventLoop) -> tuple[Subscription, list[bytes]]:
         """Register a subscriber and return the buffered frames it should see first (atomically, so
         nothing is lost or repeated between the backlog and the live frames)."""

@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from . import evals, gc, nodeops, restarts
+from . import evals, gc, namespaces, nodeops, restarts
 from .allocs import Alloc, ClientStatus
 from .config import ClusterSpec
 from .evals import Evaluation
@@ -68,7 +68,9 @@ class ClusterState:
         self.open_evals: set[str] = set()  # IDs of evaluations not yet terminal
         self.reaped: list[Alloc] = []  # allocations removed by garbage collection, kept for the audit
         self.gc_counts = {"runs": 0, "jobs": 0, "evals": 0, "allocs": 0}
-        self.namespaces = frozenset({"default", *cluster.namespaces})
+        self.namespaces = frozenset({"default", *cluster.namespaces})  # the names of `namespace_records`
+        self.namespace_records = namespaces.initial(self.namespaces)  # created at run time too (namespaces.py)
+        self.namespace_index = 1
         # "default" and "all" always exist; a node's pool is created when the node registers.
         self.node_pools = frozenset({"default", "all", *(node.node_pool for node in cluster.nodes)})
         self.faults = Faults(clock)  # network faults in front of the HTTP app (faults.py)

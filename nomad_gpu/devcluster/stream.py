@@ -59,10 +59,13 @@ _GO_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # Go's compress/g
 class EventStreamEndpoint:
     """The ASGI app for the route; `heartbeat_s` is 30 in Nomad."""
 
-    def __init__(self, broker: EventBroker, heartbeat_s: float, version: NomadVersion) -> None:
+    def __init__(self, broker: EventBroker, heartbeat_s: float, version: NomadVersion,
+                 expand: Callable[[str], frozenset[str]] | None = None) -> None:
         if heartbeat_s <= 0:
             raise ValueError("heartbeat_s must be positive")
         self.broker = broker
+        self.expand = expand or (lambda namespace: frozenset({namespace}))
+        """`*` to the namespaces that exist when the stream subscribes (namespaces.py `expand`)."""
         self.heartbeat_s = heartbeat_s
         self.version = version
 
@@ -77,7 +80,7 @@ class EventStreamEndpoint:
         except StreamRequestError as exc:
             await PlainTextResponse(str(exc), status_code=400)(scope, receive, send)
             return
-        namespace = request.query_params.get("namespace") or "default"
+        namespace = self.expand(request.query_params.get("namespace") or "default")
         hijack: Callable[[], HijackedConnection] | None = (scope.get("extensions") or {}).get(HIJACK)
         if self.version.hijacks_event_stream and hijack is not None:
             await self._hijacked(hijack(), str(scope.get("http_version") or "1.1"), topics, namespace, index)
@@ -94,7 +97,7 @@ class EventStreamEndpoint:
             self.broker.unsubscribe(subscription)
 
     async def _hijacked(self, conn: HijackedConnection, http_version: str, topics: dict[str, frozenset[str]],
-                        namespace: str, index: int) -> None:
+                        namespace: frozenset[str], index: int) -> None:
         if not await conn.write(hijacked_head(http_version)):
             conn.close()
             return

@@ -1,0 +1,68 @@
+"""Namespaces created and deleted at run time (`command/agent/namespace_endpoint.go`, v2.0.5), and a
+stream subscribed to `*` that never sees a namespace created after it subscribed
+(`nomad/event_endpoint.go` `validateACL`: "Namespaces is set once")."""
+
+from __future__ import annotations
+
+import nomad
+import requests
+
+from nomad_gpu.devcluster import DevCluster
+
+from .conftest import TWO_NODES, ClusterFactory
+from .helpers import StreamReader, wait_until
+
+
+def _create(cluster: DevCluster, name: str, body_name: str | None = None) -> requests.Response:
+    return requests.post(f"{cluster.url}/v1/namespace/{name}", json={"Name": body_name or name}, timeout=5)
+
+
+def _register(cluster: DevCluster, job_id: str, namespace: str) -> requests.Response:
+    client = nomad.Nomad(address=cluster.url, timeout=5)
+    from .helpers import jobspec
+    job = dict(client.jobs.parse(jobspec(job_id, duration=3600), canonicalize=True))
+    return requests.post(f"{cluster.url}/v1/jobs", json={"Job": job}, params={"namespace": namespace}, timeout=5)
+
+
+def test_create_list_get_and_delete(make_cluster: ClusterFactory) -> None:
+    cluster = make_cluster(TWO_NODES)
+    created = _create(cluster, "late")
+    assert created.status_code == 200 and created.json() is None
+    index = int(created.headers["X-Nomad-Index"])
+    listing = requests.get(f"{cluster.url}/v1/namespaces", timeout=5)
+    assert [n["Name"] for n in listing.json()] == ["default", "late"]
+    assert int(listing.headers["X-Nomad-Index"]) == index
+    assert requests.get(f"{cluster.url}/v1/namespace/late", timeout=5).json()["CreateIndex"] == index
+    assert _create(cluster, "late", "other").text == "Namespace name does not match request path"
+    assert _create(cluster, "bad_name").status_code == 500
+    refused = requests.delete(f"{cluster.url}/v1/namespace/default", timeout=5)
+    assert (refused.status_code, refused.text) == (500, "can not delete default namespace")
+    assert _register(cluster, "busy", "late").status_code == 200
+    busy = requests.delete(f"{cluster.url}/v1/namespace/late", timeout=5)
+    assert busy.status_code == 500 and 'namespace "late" has non-terminal jobs' in busy.text
+    requests.delete(f"{cluster.url}/v1/job/busy", params={"namespace": "late"}, timeout=5)
+    wait_until(lambda: requests.delete(f"{cluster.url}/v1/namespace/late", timeout=5).status_code == 200,
+               what="the namespace to be deletable once its job is stopped")
+    assert requests.get(f"{cluster.url}/v1/namespace/late", timeout=5).status_code == 404
+
+
+def test_a_wildcard_stream_does_not_see_a_namespace_created_after_it_subscribed(
+        make_cluster: ClusterFactory) -> None:
+    cluster = make_cluster(TWO_NODES, speed=1.0)
+    early = StreamReader(cluster.url, [("topic", "Job"), ("namespace", "*")])
+    try:
+        wait_until(lambda: early.heartbeats, what="the first heartbeat")
+        assert _create(cluster, "late").status_code == 200
+        late = StreamReader(cluster.url, [("topic", "Job"), ("namespace", "*")])
+        try:
+            wait_until(lambda: late.heartbeats, what="the second stream's heartbeat")
+            assert _register(cluster, "in-late", "late").status_code == 200
+            assert _register(cluster, "in-default", "default").status_code == 200
+            late.wait_for(lambda e: e["Key"] == "in-default", what="the default job on the new stream")
+            early.wait_for(lambda e: e["Key"] == "in-default", what="the default job on the old stream")
+            assert any(e["Key"] == "in-late" for e in late.events)
+            assert not any(e["Key"] == "in-late" for e in early.events)
+        finally:
+            late.close()
+    finally:
+        early.close()
