@@ -223,6 +223,14 @@ class NomadClient:
         except ValueError as exc:
             raise NomadUnavailable(f"{what}: the reply is not JSON") from exc
 
+    def namespaces(self) -> list[str]:
+        """`GET /v1/namespaces`: the names of the namespaces this token may see (`NamespacesRequest`,
+        command/agent/namespace_endpoint.go, v2.0.5)."""
+        raw = _translate(lambda: self.api.namespaces.get_namespaces(), "list namespaces")
+        if not isinstance(raw, list):
+            raise NomadUnavailable("list namespaces: the reply is not a JSON list")
+        return sorted(str(n["Name"]) for n in raw if isinstance(n, dict) and isinstance(n.get("Name"), str))
+
     def job(self, job_id: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
             return dict(_translate(lambda: self.api.job.get_job(job_id, namespace=namespace), f"read job {job_id}"))
