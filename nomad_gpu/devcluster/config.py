@@ -165,9 +165,20 @@ def mig_memory_slices(profile: str, parent_memory_mib: int) -> int:
     return max(_MEMORY_SLICES_BY_COMPUTE[int(match["g"])], by_memory, 1)
 
 
+# What NVML keeps back per instance, by the memory slices it takes: the `-lgip` sizes of both SKUs the
+# reference tabulates (reference/nvml-mig.md section 4: H100 80GB SXM 9.75 / 19.62 / 39.50 / 79.25 GiB,
+# A100 40GB 4864 / 9856 / 19968 / 40192 MB) are slices * (parent / 8) less exactly these MiB.
+_MIG_MEMORY_HELD_BACK_MIB = {1: 256, 2: 384, 4: 512, 8: 768}
+
+
 def mig_memory_mib(profile: str, parent_memory_mib: int) -> int:
-    """The memory a MIG instance reports: its share of the parent's 8 memory slices."""
-    return parent_memory_mib * mig_memory_slices(profile, parent_memory_mib) // 8
+    """The memory a MIG instance reports: the stock plugin's `memory` attribute is NVML's total memory of the
+    MIG handle in whole MiB (`nvml/driver_linux.go` DeviceInfoByUUID, DeviceGetMemoryInfo, bytes >> 20,
+    hashicorp/nomad-device-nvidia v1.1.0), less than the profile's name says: an H100's 1g.10gb reports
+    9.75 GiB, not 10."""
+    slices = mig_memory_slices(profile, parent_memory_mib)
+    held_back = _MIG_MEMORY_HELD_BACK_MIB.get(slices, 256 * slices)
+    return max(parent_memory_mib * slices // 8 - held_back, 1)
 
 
 def node_id(cluster: ClusterSpec, node: NodeSpec) -> str:
