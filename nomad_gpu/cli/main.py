@@ -51,14 +51,23 @@ def main(verbose: int) -> None:
 @main.command()
 @click.argument("spec_file", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--idempotency-key", help="Submitting again with the same key returns the first submission.")
+@click.option("--allow-unschedulable", is_flag=True,
+              help="Queue it even if no node of the fleet could run it now (a fleet about to grow); "
+                   "the spec field allow_unschedulable: true does the same.")
 @click.option("--json", "as_json", is_flag=True, help="Print the stored entries as JSON.")
 @friendly
-def submit(spec_file: Path, idempotency_key: str | None, as_json: bool) -> None:
-    """Queue a job (or a sweep) from a YAML spec."""
+def submit(spec_file: Path, idempotency_key: str | None, allow_unschedulable: bool, as_json: bool) -> None:
+    """Queue a job (or a sweep) from a YAML spec. A spec no node of the fleet could ever run is refused
+    (exit 2) with the nearest the fleet offers; model names may be written as `queue` and `inventory` show them."""
     from nomad_gpu.render import load_spec
 
     load_spec(spec_file)  # validate locally first: the same clear, located error without a round trip
-    entries = _client().submit(spec_file.read_text(encoding="utf-8"), idempotency_key)
+    text = spec_file.read_text(encoding="utf-8")
+    if allow_unschedulable:  # sent as JSON with the field set: the one switch the service reads
+        from nomad_gpu.render.loading import decode_spec
+
+        text = json.dumps({**decode_spec(text).data, "allow_unschedulable": True})
+    entries = _client().submit(text, idempotency_key)
     if as_json:
         emit_json([e.to_json() for e in entries])
         return
