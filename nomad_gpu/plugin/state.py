@@ -42,7 +42,7 @@ class NodeState:
     def refresh(self) -> list[Group]:
         """Read NVML and rebuild the device groups (never raises for an NVML state)."""
         with self._lock:
-            inventory = self._read()
+            inventory = self._read(links=True)  # the topology goes out with every fingerprint
             groups = build_groups(inventory, self._config, self._sticky)
             reason = (f"NVML unavailable: {inventory.message}" if isinstance(inventory, NvmlUnavailable)
                       else "no longer reported by NVML")
@@ -75,9 +75,9 @@ class NodeState:
         with self._lock:
             self._reader.close()
 
-    def _read(self) -> Inventory | NvmlUnavailable:
+    def _read(self, *, links: bool = False) -> Inventory | NvmlUnavailable:
         try:
-            inventory = self._reader.read(links=False)
+            inventory = self._reader.read(links=links)
         except Exception as exc:  # a bug or a broken binding must not end the stream: report, retry later
             logger.exception("reading NVML failed")
             self._reader.close()
