@@ -17,9 +17,9 @@ from enum import StrEnum
 
 from nomad_gpu.nvml import Gpu, Inventory, NvmlUnavailable
 from nomad_gpu.plugin.config import PluginConfig
+from nomad_gpu.plugin.migplacement import placement_attribute
 from nomad_gpu.plugin.topology import ATTRIBUTE as TOPOLOGY
 from nomad_gpu.plugin.topology import topology_attribute
-from nomad_gpu.plugin.migplacement import placement_attribute
 
 NVIDIA_VENDOR, GPU_TYPE = "nvidia", "gpu"
 SHARED_VENDOR, SHARED_TYPE = "nomad-gpu", "shared-gpu"
