@@ -179,9 +179,11 @@ def cancel(entry_id: str, as_json: bool) -> None:
 @click.option("--devices", is_flag=True, help="One row per GPU and MIG instance: its use and who holds it.")
 @friendly
 def inventory(as_json: bool, devices: bool) -> None:
-    """GPU, MIG and time-slice capacity per node, free and total (in GPU-equivalents too), and each
-    MIG-partitioned GPU drawn as its slices: which are used, and by which entry."""
+    """GPU, MIG and time-slice capacity per node, free and total (in GPU-equivalents too), each
+    MIG-partitioned GPU drawn as its slices (which are used, and by which entry), and each model's short
+    name beside its full one."""
     from nomad_gpu.cli.inventoryview import DEVICE_COLUMNS, MIG_COLUMNS, NODE_COLUMNS, device_rows, mig_rows, node_row
+    from nomad_gpu.cli.modelsview import MODEL_COLUMNS, model_rows
 
     nodes = sorted(_client().inventory(), key=lambda n: (n.name, n.id))
     if as_json:
@@ -194,6 +196,9 @@ def inventory(as_json: bool, devices: bool) -> None:
     if migs := [row for n in nodes for row in mig_rows(n)]:
         click.echo("")
         table(None, MIG_COLUMNS, migs)
+    if models := model_rows(nodes):
+        click.echo("")
+        table(None, MODEL_COLUMNS, models)
 
 
 @main.command()

@@ -8,12 +8,12 @@ its own, so it is tested as a table of entries. `--json` keeps printing the entr
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from typing import Any
 
 from nomad_gpu.api.payloads import Entry, Placement, Usage
 from nomad_gpu.cli.output import Column
+from nomad_gpu.domain.modelnames import short_model
 
 __all__ = ["QUEUE_COLUMNS", "QUEUE_WIDE_COLUMNS", "eta_of", "queue_row", "request_of", "short_model", "usage_note",
            "waited"]
@@ -24,19 +24,7 @@ QUEUE_COLUMNS = (Column("ID"), Column("NAME", shrink=True), Column("TEAM"), Colu
 QUEUE_WIDE_COLUMNS = (*QUEUE_COLUMNS[:-1], Column("NAMESPACE"), Column("SWEEP"), Column("ATTEMPTS", right=True),
                       Column("NOMAD JOB"), Column("WHY / WHERE", shrink=True))
 
-_VENDOR = re.compile(r"^(?:NVIDIA|Tesla)\s+", re.IGNORECASE)
 _WAITING = ("queued",)
-
-
-def short_model(model: str) -> str:
-    """`NVIDIA A100-SXM4-80GB` -> `A100`, `NVIDIA H100 80GB HBM3` -> `H100`, `NVIDIA RTX 6000 Ada` -> `RTX 6000`."""
-    rest = _VENDOR.sub("", model.strip())
-    tokens = [t for t in re.split(r"[\s-]+", rest) if t]
-    if not tokens:
-        return model.strip() or "GPU"
-    if not any(c.isdigit() for c in tokens[0]) and len(tokens) > 1:
-        return f"{tokens[0]} {tokens[1]}"
-    return tokens[0]
 
 
 def _model_of(device_name: str | None) -> str | None:
