@@ -73,3 +73,8 @@ def _pct(value: int | None) -> str:
 
 def _placement(start: int | None, size: int | None) -> str:
     return "?" if start is None or size is None else f"{start}:{size}"
+
+
+from nomad_gpu.cli.nodemig import mig  # noqa: E402  (the group is defined above; its commands live apart)
+
+node.add_command(mig)

@@ -17,6 +17,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from nomad_gpu.nvml import codes
+from nomad_gpu.nvml.fakemig import COMPUTE_PROFILE_FOR_SLICES, FakeProfile, check_create, free_gi_id, profiles_for
 
 MIB = 1 << 20
 _NS = uuidlib.UUID("6f1c1a52-3a0e-4d4b-9f59-0d6b3c2b7a11")
@@ -45,6 +46,9 @@ class FakeMig:
     compute_instance_id: int = 0
     used_mib: int = 0
     uuid: str = ""
+    has_compute_instance: bool = True
+    """False for a GPU instance whose compute instance was destroyed: it holds its slices, but NVML lists
+    no MIG device for it."""
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,19 @@ class _Handle:
     mig: int | None = None
 
 
+@dataclass(frozen=True)
+class _GpuInstance:
+    gpu: int
+    gi: int
+
+
+@dataclass(frozen=True)
+class _ComputeInstance:
+    gpu: int
+    gi: int
+    ci: int
+
+
 @dataclass
 class _EventSet:
     watched: set[int] = field(default_factory=set)
@@ -123,7 +140,10 @@ class FakeNvml:
         self._lock = threading.Lock()
         self._sets: list[_EventSet] = []
         self._raised: set[int] = set()
+        self._created = 0
         self.initialised = 0
+        self.changes: list[str] = []
+        """Every MIG change made, in order (`destroy CI 1/0 on GPU-...`), for tests to read."""
 
     # ---- what tests change ----------------------------------------------------------------------
     def inject_xid(self, gpu_uuid: str, code: int, gpu_instance_id: int | None = None) -> None:
@@ -237,9 +257,10 @@ class FakeNvml:
         g = self._gpu(h)
         if not g.mig or not g.mig[0] or not 0 <= index < 7:
             raise NVMLError(codes.INVALID_ARGUMENT)
-        if index >= len(g.migs):
+        devices = [k for k, m in enumerate(g.migs) if m.has_compute_instance]
+        if index >= len(devices):
             raise NVMLError(codes.NOT_FOUND)
-        return _Handle(h.gpu, index)
+        return _Handle(h.gpu, devices[index])
 
     def nvmlDeviceGetGpuInstanceId(self, h: _Handle) -> int:
         return self._mig(h).gpu_instance_id
@@ -247,16 +268,91 @@ class FakeNvml:
     def nvmlDeviceGetComputeInstanceId(self, h: _Handle) -> int:
         return self._mig(h).compute_instance_id
 
-    def nvmlDeviceGetGpuInstanceById(self, h: _Handle, gi: int) -> Any:
-        g = self._gpu(h)
-        for m in g.migs:
-            if m.gpu_instance_id == gi:
-                return SimpleNamespace(id=gi, start=m.start, size=m.size)
-        raise NVMLError(codes.NOT_FOUND)
+    def nvmlDeviceGetGpuInstanceById(self, h: _Handle, gi: int) -> _GpuInstance:
+        self._gi_mig(_GpuInstance(h.gpu, gi))
+        return _GpuInstance(h.gpu, gi)
 
-    def nvmlGpuInstanceGetInfo(self, gi: Any) -> Any:
-        self._need_init()
-        return SimpleNamespace(id=gi.id, placement=SimpleNamespace(start=gi.start, size=gi.size))
+    def nvmlGpuInstanceGetInfo(self, gi: _GpuInstance) -> Any:
+        m = self._gi_mig(gi)
+        profile = self._profile_of(gi.gpu, m)
+        return SimpleNamespace(id=gi.gi, profileId=profile.id if profile else 0,
+                               placement=SimpleNamespace(start=m.start, size=m.size))
+
+    # ---- MIG changes (reference/nvml-mig.md section 2; nvml.h) -----------------------------------
+    @staticmethod
+    def c_nvmlGpuInstancePlacement_t(start: int, size: int) -> Any:
+        return SimpleNamespace(start=start, size=size)
+
+    def nvmlDeviceGetGpuInstanceProfileInfo(self, h: _Handle, profile: int, version: int = 2) -> Any:
+        g = self._gpu(h)
+        if not g.mig or not g.mig[0]:
+            raise NVMLError(codes.NOT_SUPPORTED)  # the profile table exists only in MIG mode
+        p = next((p for p in profiles_for(g.name) if p.enum == profile), None)
+        if p is None:
+            raise NVMLError(codes.NOT_SUPPORTED if 0 <= profile < codes.GPU_INSTANCE_PROFILE_COUNT
+                            else codes.INVALID_ARGUMENT)
+        return SimpleNamespace(id=p.id, sliceCount=p.compute, instanceCount=p.count, memorySizeMB=p.memory_mib,
+                               name=f"MIG {p.name}".encode())
+
+    def nvmlDeviceCreateGpuInstanceWithPlacement(self, h: _Handle, profile_id: int, placement: Any) -> _GpuInstance:
+        placement = getattr(placement, "_obj", placement)  # ctypes.byref(...) as the real call takes it
+        with self._lock:
+            g = self._gpu(h)
+            if not g.mig or not g.mig[0]:
+                raise NVMLError(codes.NOT_SUPPORTED)
+            taken = [((p.id if (p := self._profile_of(h.gpu, m)) else -1), m.start, m.size) for m in g.migs]
+            got = check_create(profiles_for(g.name), taken, profile_id, int(placement.start), int(placement.size))
+            if isinstance(got, int):
+                raise NVMLError(got)
+            gi = free_gi_id({m.gpu_instance_id for m in g.migs})
+            self._created += 1
+            mig = FakeMig(got.name, int(placement.start), got.size, got.memory_mib, gi,
+                          uuid=fake_uuid("MIG", g.uuid, "created", self._created), has_compute_instance=False)
+            self._set_migs(h.gpu, (*g.migs, mig))
+            self.changes.append(f"create GI {gi} {got.name}@{placement.start} on {g.uuid}")
+            return _GpuInstance(h.gpu, gi)
+
+    def nvmlGpuInstanceGetComputeInstanceProfileInfo(self, gi: _GpuInstance, profile: int, eng_profile: int,
+                                                     version: int = 2) -> Any:
+        m = self._gi_mig(gi)
+        p = self._profile_of(gi.gpu, m)
+        if p is None or COMPUTE_PROFILE_FOR_SLICES.get(p.compute) != profile:
+            raise NVMLError(codes.NOT_SUPPORTED)  # the fake models only a compute instance spanning its GI
+        return SimpleNamespace(id=profile, sliceCount=p.compute, instanceCount=1)
+
+    def nvmlGpuInstanceCreateComputeInstance(self, gi: _GpuInstance, profile_id: int) -> _ComputeInstance:
+        with self._lock:
+            m = self._gi_mig(gi)
+            if m.has_compute_instance:
+                raise NVMLError(codes.INSUFFICIENT_RESOURCES)
+            self._replace_mig(gi, replace(m, has_compute_instance=True, compute_instance_id=0))
+            self.changes.append(f"create CI {gi.gi}/0 on {self.node.gpus[gi.gpu].uuid}")
+            return _ComputeInstance(gi.gpu, gi.gi, 0)
+
+    def nvmlGpuInstanceGetComputeInstanceById(self, gi: _GpuInstance, ci: int) -> _ComputeInstance:
+        m = self._gi_mig(gi)
+        if not m.has_compute_instance or m.compute_instance_id != ci:
+            raise NVMLError(codes.NOT_FOUND)
+        return _ComputeInstance(gi.gpu, gi.gi, ci)
+
+    def nvmlComputeInstanceDestroy(self, ci: _ComputeInstance) -> None:
+        with self._lock:
+            m = self._gi_mig(_GpuInstance(ci.gpu, ci.gi))
+            if not m.has_compute_instance or m.compute_instance_id != ci.ci:
+                raise NVMLError(codes.NOT_FOUND)
+            if self._in_use(ci.gpu, ci.gi):
+                raise NVMLError(codes.IN_USE)
+            self._replace_mig(_GpuInstance(ci.gpu, ci.gi), replace(m, has_compute_instance=False))
+            self.changes.append(f"destroy CI {ci.gi}/{ci.ci} on {self.node.gpus[ci.gpu].uuid}")
+
+    def nvmlGpuInstanceDestroy(self, gi: _GpuInstance) -> None:
+        with self._lock:
+            m = self._gi_mig(gi)
+            if m.has_compute_instance or self._in_use(gi.gpu, gi.gi):
+                raise NVMLError(codes.IN_USE)  # nvml.h: processes or compute instances still active
+            g = self.node.gpus[gi.gpu]
+            self._set_migs(gi.gpu, tuple(x for x in g.migs if x.gpu_instance_id != gi.gi))
+            self.changes.append(f"destroy GI {gi.gi} on {g.uuid}")
 
     def nvmlDeviceGetNvLinkState(self, h: _Handle, link: int) -> int:
         g = self._gpu(h)
@@ -330,6 +426,28 @@ class FakeNvml:
         if h.mig is None:
             raise NVMLError(codes.INVALID_ARGUMENT)
         return g.migs[h.mig]
+
+    def _gi_mig(self, gi: _GpuInstance) -> FakeMig:
+        g = self._gpu(_Handle(gi.gpu))
+        for m in g.migs:
+            if m.gpu_instance_id == gi.gi:
+                return m
+        raise NVMLError(codes.NOT_FOUND)
+
+    def _profile_of(self, gpu: int, m: FakeMig) -> FakeProfile | None:
+        return next((p for p in profiles_for(self.node.gpus[gpu].name) if p.name == m.profile), None)
+
+    def _in_use(self, gpu: int, gi: int) -> bool:
+        return any(p.gpu_instance_id == gi for p in self.node.gpus[gpu].processes)
+
+    def _set_migs(self, gpu: int, migs: tuple[FakeMig, ...]) -> None:
+        gpus = list(self.node.gpus)
+        gpus[gpu] = replace(gpus[gpu], migs=migs)
+        self.node = replace(self.node, gpus=tuple(gpus))
+
+    def _replace_mig(self, gi: _GpuInstance, new: FakeMig) -> None:
+        g = self.node.gpus[gi.gpu]
+        self._set_migs(gi.gpu, tuple(new if m.gpu_instance_id == gi.gi else m for m in g.migs))
 
     def _index(self, gpu_uuid: str) -> int:
         for i, g in enumerate(self.node.gpus):

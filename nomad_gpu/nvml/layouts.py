@@ -50,6 +50,19 @@ def h100_mig() -> FakeNode:
     return FakeNode(gpus=(gpu0, gpu1))
 
 
+def h100_mig_pair() -> FakeNode:
+    """Two H100-80GB in MIG mode, each 3g.40gb@0 + 1g.10gb@4, @5, @6 (the MIG re-layout example): both
+    3g busy, and on GPU 0 the 1g at slice 4 busy too; GPU 1's three 1g are idle."""
+    def migs() -> tuple[FakeMig, ...]:
+        return (FakeMig("3g.40gb", 0, 4, 40448, gpu_instance_id=2, used_mib=30000),
+                *(FakeMig("1g.10gb", s, 1, 9984, gpu_instance_id=7 + s) for s in (4, 5, 6)))
+    gpu0 = FakeGpu(name=H100, memory_mib=81559, bus_id="00000000:18:00.0", mig=(True, True), migs=migs(),
+                   processes=(FakeProcess(6100, None, 2, 0), FakeProcess(6200, None, 11, 0)))
+    gpu1 = FakeGpu(name=H100, memory_mib=81559, bus_id="00000000:2A:00.0", mig=(True, True), migs=migs(),
+                   processes=(FakeProcess(6300, None, 2, 0),))
+    return FakeNode(gpus=(gpu0, gpu1))
+
+
 def h200() -> FakeNode:
     """One H200-141GB, MIG supported but off, idle."""
     return FakeNode(gpus=(FakeGpu(name=H200, memory_mib=143771, bus_id="00000000:19:00.0", mig=(False, False),
@@ -62,12 +75,12 @@ def no_driver() -> FakeNode:
 
 
 LAYOUTS: dict[str, Callable[[], FakeNode]] = {
-    "a800x8": a800x8, "h100-mig": h100_mig, "h200": h200, "no-driver": no_driver,
+    "a800x8": a800x8, "h100-mig": h100_mig, "h100-mig-pair": h100_mig_pair, "h200": h200, "no-driver": no_driver,
 }
 
 
 def load_layout(source: str) -> FakeNode:
-    """A named layout (`a800x8`, `h100-mig`, `h200`, `no-driver`) or a JSON file describing one.
+    """A named layout (`a800x8`, `h100-mig`, `h100-mig-pair`, `h200`, `no-driver`) or a JSON file describing one.
 
     JSON: `{"layout": "<name>", "lost": [gpu index], "xids": {"<gpu index>": [code]}}` to alter a named
     layout, or `{"gpus": [{FakeGpu fields, "migs": [...], "processes": [...]}], ...}` for a new one.
