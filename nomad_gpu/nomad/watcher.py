@@ -12,7 +12,12 @@
   would otherwise hold the watcher forever;
 - after every (re)connect, re-lists nodes and allocations over REST and hands the full picture to
   the service to reconcile, because an index older than the server's buffer silently skips events
-  (reference/nomad-api.md section 1).
+  (reference/nomad-api.md section 1);
+- notices namespaces created after it subscribed: Nomad expands `namespace=*` once, when the stream
+  subscribes, and never sends events of a namespace created later on that stream
+  (`nomad/event_endpoint.go` `validateACL`, v2.0.5 and v1.10.5). Every `namespace_check_s`, on a frame
+  or heartbeat, it lists the namespaces; a new one ends the stream and the watcher resubscribes at
+  once, with a resync.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -36,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 TOPICS = ("Allocation:*", "Node:*", "Job:*", "Evaluation:*")
 HEARTBEAT_S = 30.0
+NAMESPACE_CHECK_S = 10.0
+"""How often the namespaces are listed while a stream subscribed to `*` is up (one small GET)."""
 NODE_TYPES = frozenset({"NodeRegistration", "NodeStreamEvent", "NodeDrain", "NodeEligibility", "NodeEvent"})
 ALLOC_TYPES = frozenset({"PlanResult", "AllocationUpdated", "AllocationUpdateDesiredStatus"})
 
@@ -74,7 +82,8 @@ class Watcher:
 
     def __init__(self, client: NomadClient, handler: WatchHandler, sharing: SharingConfig,
                  *, start_index: int = 0, heartbeat_s: float = HEARTBEAT_S,
-                 sleep: Callable[[float], bool] | None = None) -> None:
+                 sleep: Callable[[float], bool] | None = None, namespace_check_s: float = NAMESPACE_CHECK_S,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if heartbeat_s <= 0:
             raise ValueError("heartbeat_s must be positive")
         self.client = client
@@ -93,6 +102,13 @@ class Watcher:
         self.synced = threading.Event()
         self._thread: threading.Thread | None = None
         self._response: requests.Response | None = None
+        self.namespace_check_s = namespace_check_s
+        self._clock = clock
+        self._subscribed: frozenset[str] | None = None
+        """The namespaces that existed before this stream subscribed to `*` (None: not tracked)."""
+        self._namespaces_checked = 0.0
+        self._resubscribe = False
+        self.namespace_resubscribes = 0
 
     # ---- life cycle --------------------------------------------------------------------------
     def start(self) -> None:
@@ -110,9 +126,10 @@ class Watcher:
     def run(self) -> None:
         while not self._stop.is_set():
             try:
+                self._track_namespaces()  # before the resync: what it lists, the stream then covers
                 self.resync()
                 self._follow()
-                if not self._stop.is_set():
+                if not self._stop.is_set() and not self._resubscribe:
                     logger.info("event stream ended at index %d; reconnecting", self.last_index)
             except NomadError as exc:
                 if self._stop.is_set():
@@ -123,6 +140,9 @@ class Watcher:
             self.connected.clear()
             if self._stop.is_set():
                 break
+            if self._resubscribe:  # not a failure: a new namespace to take in, at once
+                self._resubscribe = False
+                continue
             self.reconnects += 1
             delay = self.backoff.next()
             logger.debug("event stream: reconnect %d in %.2f s", self.reconnects, delay)
@@ -148,10 +168,41 @@ class Watcher:
             self.connected.set()
             if self._stop.is_set():
                 return
-            if not frame or (not frame.get("Index") and not frame.get("Events")):
-                continue  # heartbeat (`api/event_stream.go`: no index, no events)
-            self.handle_frame(frame)
-            self.backoff.reset()  # only data shows the stream works: 1.11.2+ sends a heartbeat, then EOF on error
+            heartbeat = not frame or (not frame.get("Index") and not frame.get("Events"))
+            if not heartbeat:  # a heartbeat (`api/event_stream.go`) has no index and no events
+                self.handle_frame(frame)
+                self.backoff.reset()  # only data shows the stream works: 1.11.2+ sends a heartbeat, then EOF on error
+            if self._new_namespaces():
+                return
+
+    def _track_namespaces(self) -> None:
+        """Before subscribing to `*`: the namespaces it will be expanded to (at least these)."""
+        self._subscribed = None
+        if self.client.settings.watch_namespace != "*":
+            return
+        try:
+            self._subscribed = frozenset(self.client.namespaces())
+        except NomadError as exc:
+            logger.debug("namespaces not listed (%s); new ones are taken in at the next reconnect", exc)
+        self._namespaces_checked = self._clock()
+
+    def _new_namespaces(self) -> bool:
+        """Whether a namespace appeared since this stream subscribed (checked every `namespace_check_s`)."""
+        if self._subscribed is None or self._clock() - self._namespaces_checked < self.namespace_check_s:
+            return False
+        self._namespaces_checked = self._clock()
+        try:
+            new = set(self.client.namespaces()) - self._subscribed
+        except NomadError as exc:
+            logger.debug("namespaces not listed (%s)", exc)
+            return False
+        if not new:
+            return False
+        logger.info("namespace(s) %s created after the event stream subscribed; resubscribing",
+                    ", ".join(sorted(new)))
+        self.namespace_resubscribes += 1
+        self._resubscribe = True
+        return True
 
     def _opened(self, resp: requests.Response) -> None:
         self._response = resp
