@@ -127,6 +127,9 @@ def _translate(call: Callable[[], T], what: str) -> T:
     except nomad_exc.BadRequestNomadException as exc:
         raise NomadRejected(f"{what}: {_text(exc)}") from exc
     except nomad_exc.BaseNomadException as exc:
+        if isinstance(cause := getattr(exc, "nomad_resp", None), requests.RequestException):
+            # python-nomad wraps a connection failure in its base exception: say it in one line
+            raise NomadUnavailable(f"{what}: {unreachable(cause)}") from exc
         status = getattr(getattr(exc, "nomad_resp", None), "status_code", None)
         text = _text(exc)
         # jobspec validation errors come back as 500 text (reference section 6): a verdict on the job; any
@@ -135,9 +138,29 @@ def _translate(call: Callable[[], T], what: str) -> T:
             raise NomadRejected(f"{what}: {text}") from exc
         raise NomadUnavailable(f"{what}: HTTP {status}: {text}") from exc
     except (requests.ConnectionError, requests.Timeout) as exc:
-        raise NomadUnavailable(f"{what}: cannot reach Nomad ({type(exc).__name__})") from exc
+        raise NomadUnavailable(f"{what}: {unreachable(exc)}") from exc
     except requests.RequestException as exc:
         raise NomadUnavailable(f"{what}: {exc}") from exc
+
+
+def unreachable(exc: requests.RequestException) -> str:
+    """`cannot reach Nomad at http://127.0.0.1:4646: connection refused`: where, and why in words, instead of
+    urllib3's nested `HTTPConnectionPool(...): Max retries exceeded ... NewConnectionError(...)`."""
+    url = getattr(getattr(exc, "request", None), "url", None) or ""
+    scheme, _, rest = str(url).partition("://")
+    where = f" at {scheme}://{rest.split('/', 1)[0]}" if rest else ""
+    text = str(exc).lower()
+    if isinstance(exc, requests.Timeout) or "timed out" in text:
+        why = "no answer in time"
+    elif "refused" in text:
+        why = "connection refused"
+    elif "name or service not known" in text or "nodename nor servname" in text or "failed to resolve" in text:
+        why = "the host name does not resolve"
+    elif isinstance(exc, requests.exceptions.SSLError):
+        why = "TLS handshake failed (check NOMAD_CACERT / NOMAD_SKIP_VERIFY)"
+    else:
+        why = type(exc).__name__
+    return f"cannot reach Nomad{where}: {why}"
 
 
 # How Nomad words a refusal of the job itself (`nomad/structs` Validate errors, wrapped by go-multierror as
