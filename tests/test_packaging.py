@@ -84,13 +84,13 @@ def test_every_bundled_file_is_package_data(package: str, directory: str) -> Non
 
 
 def test_clusters_resolve_by_name_or_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    assert bundled.bundled_clusters() == ["mig-h100", "mixed-fleet", "seed-a800"]
+    assert bundled.bundled_clusters() == ["mig-h100", "mixed-fleet", "nvlink-fleet", "seed-a800"]
     assert bundled.resolve_cluster("seed-a800") == bundled.clusters_dir() / "seed-a800.yaml"
     assert bundled.resolve_cluster("seed-a800.yaml") == bundled.clusters_dir() / "seed-a800.yaml"
     monkeypatch.chdir(tmp_path)
     (tmp_path / "seed-a800").write_text("nodes: []\n")
     assert bundled.resolve_cluster("seed-a800") == Path("seed-a800")  # a file that exists wins over a name
-    with pytest.raises(ValueError, match="bundled: mig-h100, mixed-fleet, seed-a800"):
+    with pytest.raises(ValueError, match="bundled: mig-h100, mixed-fleet, nvlink-fleet, seed-a800"):
         bundled.resolve_cluster("sub/mixed-fleet")  # a path, not a name: never the bundled one
     with pytest.raises(ValueError, match="not a file"):
         bundled.resolve_cluster(str(tmp_path))
@@ -102,7 +102,8 @@ def test_dev_cluster_names_the_bundled_clusters_on_a_bad_name() -> None:
     result = CliRunner().invoke(main, ["dev-cluster", "--cluster", "a800"])
     assert result.exit_code == 2
     assert result.stderr.strip().splitlines() == [
-        "error: no cluster file 'a800' and no bundled cluster of that name (bundled: mig-h100, mixed-fleet, seed-a800)"]
+        "error: no cluster file 'a800' and no bundled cluster of that name "
+        "(bundled: mig-h100, mixed-fleet, nvlink-fleet, seed-a800)"]
 
 
 def test_a_source_tree_on_the_path_finds_the_one_copy_too(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -47,6 +47,9 @@ class GpuSpec(BaseModel):
     # N share instances of a shared GPU on a node with `device_plugin: nomad-gpu` (the project's plugin
     # advertises them, docs/node.md "The share contract"); 1 to 48 as the plugin accepts.
     slots: int | None = Field(default=None, ge=1, le=48)
+    # The interconnect of these GPUs (devcluster/topology.py): `all` an NVSwitch board, `pairs` GPU 2k
+    # bridged to 2k+1 in this entry's order, `none` PCIe only. Advertised only by `device_plugin: nomad-gpu`.
+    nvlink: Literal["all", "pairs", "none"] = "none"
 
     @field_validator("mig")
     @classmethod
@@ -74,6 +77,10 @@ class GpuSpec(BaseModel):
             raise ValueError("a GPU cannot be both MIG-partitioned and shared")
         if self.slots is not None and not self.shared:
             raise ValueError("`slots` is for a shared GPU (set `shared: true`)")
+        if self.nvlink != "none" and self.mig is not None:
+            raise ValueError("`nvlink` is for whole GPUs: MIG instances have no peer-to-peer")
+        if self.nvlink == "pairs" and self.count % 2:
+            raise ValueError(f"`nvlink: pairs` bridges GPU 2k to 2k+1 and needs an even count, not {self.count}")
         if self.mig is not None:
             used = sum(mig_memory_slices(profile, self.memory_mib) for profile in self.mig)
             if used > 8:
@@ -109,6 +116,23 @@ class NodeSpec(BaseModel):
     # every GPU whole, shared ones too: sharing is then only the service's advisory `sharing:` setting.
     # `nomad-gpu` (the project's plugin) also advertises a shared GPU's `slots` share instances.
     device_plugin: Literal["nvidia", "nomad-gpu"] = "nvidia"
+    # CPU sockets the GPUs hang off, split evenly in instance order (devcluster/topology.py).
+    numa_nodes: int = Field(default=1, ge=1, le=8)
+
+    @model_validator(mode="after")
+    def _check_topology(self) -> NodeSpec:
+        gpus = sum(gpu.count for gpu in self.gpus)
+        if self.numa_nodes > 1 and self.numa_nodes > gpus:
+            raise ValueError(f"numa_nodes: {self.numa_nodes} NUMA nodes for {gpus} GPUs")
+        fabrics = [gpu.model for gpu in self.gpus if gpu.nvlink == "all"]
+        for model in fabrics:
+            if sum(1 for gpu in self.gpus if gpu.model == model and gpu.mig is None and not gpu.shared) > 1:
+                raise ValueError(f"`nvlink: all` on {model!r}: list the node's whole {model} GPUs in one entry "
+                                 "(one device group, one NVSwitch fabric)")
+        if gpus > 16 and any(gpu.nvlink != "none" for gpu in self.gpus):
+            raise ValueError("topology is described for nodes of at most 16 GPUs (the dev cluster's PCI bus IDs "
+                             "repeat beyond)")
+        return self
 
     @model_validator(mode="after")
     def _check_plugin(self) -> NodeSpec:

@@ -27,6 +27,7 @@ from typing import Any
 
 from .config import ClusterSpec, NodeSpec, gpu_uuid, mig_memory_mib, mig_uuid, node_id
 from .events import Event
+from .topology import Placed, numa_of, topology_string
 
 NOMAD_VERSION = "2.0.5"
 SHARED_VENDOR = "nomad-gpu"
@@ -55,6 +56,8 @@ class DeviceGroup:
     project_plugin: bool = False
     """Advertised by the project's plugin, which sends only `memory` and `driver_version` for
     nvidia/gpu groups (nomad_gpu/plugin/devices.py), not the stock plugin's clocks, power and bar1."""
+    topology: str | None = None
+    """The project plugin's `topology` attribute of a whole-GPU group (devcluster/topology.py)."""
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -83,8 +86,11 @@ class DeviceGroup:
                 "driver_version": _attr(string=_DRIVER_VERSION),
             }
         if self.project_plugin:
-            return {"memory": _attr(integer=self.memory_mib, unit="MiB"),
-                    "driver_version": _attr(string=_DRIVER_VERSION)}
+            attrs = {"memory": _attr(integer=self.memory_mib, unit="MiB"),
+                     "driver_version": _attr(string=_DRIVER_VERSION)}
+            if self.topology is not None:
+                attrs["topology"] = _attr(string=self.topology)
+            return attrs
         return {
             "memory": _attr(integer=self.memory_mib, unit="MiB"),
             "bar1": _attr(integer=131072, unit="MiB"),
@@ -315,9 +321,11 @@ def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
     advisory: list[str] = []
     memory: dict[tuple[str, str], int] = {}
     plugin = spec.device_plugin == "nomad-gpu"
+    placed: dict[str, list[Placed]] = {}
+    total = sum(entry.count for entry in spec.gpus)
     gpu_index = 0
     for entry in spec.gpus:
-        for _ in range(entry.count):
+        for k in range(entry.count):
             bus = f"00000000:{0x07 + gpu_index * 0x10 & 0xFF:02X}:00.0"
             if entry.mig is not None:
                 # The parent of a MIG-enabled GPU is skipped; each instance is its own device.
@@ -333,11 +341,17 @@ def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
             else:
                 uuid = gpu_uuid(cluster, spec, gpu_index)
                 whole.setdefault(entry.model, []).append(DeviceInstance(uuid, bus))
+                partner = gpu_index + 1 if k % 2 == 0 else gpu_index - 1
+                placed.setdefault(entry.model, []).append(Placed(
+                    bus, numa_of(gpu_index, total, spec.numa_nodes), entry.nvlink == "all",
+                    f"00000000:{0x07 + partner * 0x10 & 0xFF:02X}:00.0" if entry.nvlink == "pairs" else None))
                 memory.setdefault(("gpu", entry.model), entry.memory_mib)
                 if entry.shared:
                     advisory.append(uuid)
             gpu_index += 1
-    groups = [DeviceGroup("nvidia", "gpu", name, memory[("gpu", name)], tuple(ids), project_plugin=plugin)
+    # Only the project's plugin publishes the topology (devcluster/topology.py).
+    groups = [DeviceGroup("nvidia", "gpu", name, memory[("gpu", name)], tuple(ids), project_plugin=plugin,
+                          topology=topology_string(placed[name]) if plugin else None)
               for name, ids in whole.items()]
     groups += [DeviceGroup("nvidia", "gpu", name, memory[("mig", name)], tuple(ids), project_plugin=plugin)
                for name, ids in mig.items()]

@@ -13,7 +13,7 @@ from nomad_gpu.devcluster.inventory import SHARED_TYPE, build_nodes
 from .conftest import CLUSTERS
 
 
-@pytest.mark.parametrize("name", ["seed-a800", "mig-h100", "mixed-fleet"])
+@pytest.mark.parametrize("name", ["seed-a800", "mig-h100", "mixed-fleet", "nvlink-fleet"])
 def test_shipped_cluster_files_load(name: str) -> None:
     cluster = load_cluster_file(CLUSTERS / f"{name}.yaml")
     assert cluster.name == name
@@ -60,7 +60,7 @@ def test_the_plugin_advertises_whole_gpus_with_its_own_attributes() -> None:
     whole = [{"model": "A100", "memory_mib": 81920}]
     (plugin,) = build_nodes(parse_cluster(_node(whole, device_plugin="nomad-gpu")))
     (stock,) = build_nodes(parse_cluster(_node(whole)))
-    assert set(plugin.groups[0].attributes()) == {"memory", "driver_version"}
+    assert set(plugin.groups[0].attributes()) == {"memory", "driver_version", "topology"}
     assert {"bar1", "power", "memory", "driver_version"} <= set(stock.groups[0].attributes())
     assert plugin.groups[0].ids == stock.groups[0].ids
 
