@@ -29,6 +29,7 @@ from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
 from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.render.sweep import expand_sweep
 from nomad_gpu.service.actuator import NomadActuator
+from nomad_gpu.service.classes import check_classes
 from nomad_gpu.service.fleetcheck import NeverCache, check_fleet
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
@@ -119,6 +120,7 @@ class SchedulerService:
         `spec`: `data` already validated (the API's checks did it), so it is not validated again."""
         if spec is None:
             spec = parse_spec(data)
+        check_classes(spec, self.settings.classes)  # a spec's own conflict is said before what the fleet lacks
         if self.ready.is_set():  # the fleet is known: model names resolved, what no node could run refused
             with self._lock:
                 fleet = list(self.ledger.inventory)

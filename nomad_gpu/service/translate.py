@@ -35,7 +35,9 @@ def job_request(entry: QueueEntry, spec: JobSpec) -> JobRequest:
     for group in spec.groups:
         gpu: GpuAsk | None = None
         if group.gpu is not None:
-            gpu = WholeGpus(group.gpu.count, frozenset(group.gpu.models or ()), group.gpu.min_memory_mib or 0)
+            need = group.gpu_memory_bytes  # `gpu_memory` beside `gpu:`: whole GPUs whose memory holds it
+            floor = group.gpu.min_memory_mib or (-(-need // (1 << 20)) if need is not None else 0)
+            gpu = WholeGpus(group.gpu.count, frozenset(group.gpu.models or ()), floor)
         elif group.mig is not None:
             gpu = MigSlices(group.mig.profile, group.mig.count)
         elif group.share is not None:
