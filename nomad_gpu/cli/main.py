@@ -36,7 +36,9 @@ def _client() -> ApiClient:
 
 def _setup_logging(verbose: int) -> None:
     level = logging.WARNING - 10 * min(verbose, 2)
-    logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from nomad_gpu.service.loglimit import configure_logging  # the CLI's other commands never load the service
+
+    configure_logging(level)  # repeated lines rate-limited
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -23,6 +23,8 @@ from starlette.types import ASGIApp
 from nomad_gpu.defaults import DEFAULT_PORT
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.service.browser import WILDCARDS, BrowserGuard, served_hosts
+from nomad_gpu.service.connections import accept_backlog, connection_cap, keep_alive_seconds, limited_protocol
+from nomad_gpu.service.settings import HttpLimits
 
 logger = logging.getLogger(__name__)
 
@@ -76,10 +78,13 @@ def plan_listen(listen: str, *, token_required: bool, tls_cert: str | None = Non
 class ApiServer:
     """Uvicorn in a thread on a socket bound here (so port 0 works and start-up errors surface here)."""
 
-    def __init__(self, app: ASGIApp, plan: ListenPlan, *, hosts: frozenset[str] = frozenset()) -> None:
-        """``hosts``: names besides loopback (and the listen address) that requests may name in ``Host``."""
+    def __init__(self, app: ASGIApp, plan: ListenPlan, *, hosts: frozenset[str] = frozenset(),
+                 limits: HttpLimits | None = None) -> None:
+        """``hosts``: names besides loopback (and the listen address) that requests may name in ``Host``;
+        ``limits``: connection deadlines and cap (:mod:`nomad_gpu.service.connections`)."""
         self.app = BrowserGuard(app, served_hosts(plan.host, hosts))
         self.plan = plan
+        self.limits = limits or HttpLimits()
         if plan.host.lower() in WILDCARDS and not hosts:
             logger.warning("listening on %s with no api.hosts: only requests to a loopback name are answered; "
                            "list the names clients use in api.hosts", plan.host)
@@ -91,7 +96,9 @@ class ApiServer:
         """Load the TLS context and bind the port: every start-up error of the API surfaces here."""
         plan = self.plan
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
-                                ssl_certfile=plan.tls_cert, ssl_keyfile=plan.tls_key)
+                                ssl_certfile=plan.tls_cert, ssl_keyfile=plan.tls_key,
+                                http=limited_protocol(self.limits, connection_cap(self.limits)),
+                                timeout_keep_alive=keep_alive_seconds(self.limits), backlog=accept_backlog())
         try:
             config.load()  # builds the TLS context now: a bad certificate or key is an error here
         except (OSError, ssl.SSLError) as exc:
