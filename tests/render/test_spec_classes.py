@@ -145,3 +145,13 @@ def test_a_cpu_only_sweep_stays_cpu_only() -> None:
     (trial,) = expand_sweep(sweep)
     assert trial.class_of(trial.groups[0]) == "hpo"
     assert not trial.chooses_kind(trial.groups[0])
+
+
+def test_every_class_has_an_example_spec() -> None:
+    from .helpers import JOBSPECS
+
+    found = {}
+    for path in sorted(JOBSPECS.glob("class-*.yaml")):
+        spec = load_spec(path)
+        found.update({spec.class_of(g): path.name for g in spec.groups})
+    assert set(found) == {"serving", "training", "hpo", "exploratory", "interactive"}
