@@ -31,7 +31,14 @@ TEMPLATES_HELP = "Directory of job templates (<name>.hcl.j2) to use instead of t
 
 
 def _client() -> ApiClient:
-    return ApiClient(os.environ.get("NOMAD_GPU_ADDR") or DEFAULT_ADDR, os.environ.get("NOMAD_GPU_TOKEN"))
+    return ApiClient(with_scheme(os.environ.get("NOMAD_GPU_ADDR") or DEFAULT_ADDR), os.environ.get("NOMAD_GPU_TOKEN"))
+
+
+def with_scheme(address: str) -> str:
+    """`127.0.0.1:4690` -> `http://127.0.0.1:4690`: an address without a scheme is plain http, as users
+    expect from NOMAD_ADDR."""
+    address = address.strip()
+    return address if "://" in address else f"http://{address}"
 
 
 def _setup_logging(verbose: int) -> None:
@@ -277,7 +284,7 @@ def _service_settings(db_path: str, config_path: str | None, listen: str | None,
         env["NOMAD_ADDR"] = nomad_addr
     scheduling, access = load_config(config_path)
     return ServiceSettings(nomad=NomadSettings.from_env(env), scheduling=scheduling, access=access,
-                           db_path=db_path, listen=listen or env.get("NOMAD_GPU_ADDR") or DEFAULT_ADDR,
+                           db_path=db_path, listen=with_scheme(listen or env.get("NOMAD_GPU_ADDR") or DEFAULT_ADDR),
                            token=env.get("NOMAD_GPU_TOKEN") or None, templates_dir=templates_dir)
 
 
