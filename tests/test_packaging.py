@@ -118,3 +118,11 @@ def test_a_source_tree_on_the_path_finds_the_one_copy_too(monkeypatch: pytest.Mo
     monkeypatch.setattr(bundled.importlib.resources, "files", files)
     assert bundled.templates_dir() == REPO / "templates"
     assert bundled.resolve_cluster("mig-h100") == REPO / "clusters" / "mig-h100.yaml"
+
+
+def test_the_license_is_an_spdx_expression_for_a_setuptools_that_reads_it() -> None:
+    """A `license = {text = ...}` table is deprecated (setuptools warns builds stop in 2027); the SPDX string
+    needs setuptools 77 or later (PEP 639)."""
+    assert PYPROJECT["project"]["license"] == "Apache-2.0"
+    (setuptools,) = [r for r in PYPROJECT["build-system"]["requires"] if _dist_name(r) == "setuptools"]
+    assert re.fullmatch(r"setuptools>=(\d+)(\.\d+)*", setuptools) and int(setuptools.split(">=")[1].split(".")[0]) >= 77
