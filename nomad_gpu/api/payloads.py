@@ -198,6 +198,9 @@ class GpuView(Payload):
     free_milli: int = 0
     holders: tuple[Holder, ...] = ()
     pci_bus_id: str | None = doc("The GPU's PCI bus ID, from its fingerprint (null: not reported).", default=None)
+    nvlink_group: int | None = doc("Which of the node's `nvlink_groups` this GPU is in (null: no NVLink, or no "
+                                   "topology published).", default=None)
+    numa_node: int | None = doc("The NUMA node the GPU hangs off (null: not published).", default=None)
 
 
 @dataclass(frozen=True)
@@ -247,6 +250,10 @@ class NodeView(Payload):
     migs: tuple[MigView, ...] = ()
     mig_gpus: tuple[MigGpu, ...] = doc("MIG instances grouped by the physical GPU they are slices of (those "
                                        "whose bus ID is reported).", default=())
+    topology: bool = doc("Whether the node's device plugin publishes its GPUs' interconnect (the nomad-gpu plugin "
+                         "does, the stock NVIDIA plugin does not: its GPUs are PCIe peers).", default=False)
+    nvlink_groups: tuple[tuple[str, ...], ...] = doc("GPU IDs joined by NVLink (an NVSwitch fabric, or a bridged "
+                                                     "pair), one list per group.", default=())
 
 
 @dataclass(frozen=True)

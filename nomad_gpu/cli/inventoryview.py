@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from nomad_gpu.api.payloads import Holder, MigGpu, MigView, NodeView
+from nomad_gpu.api.payloads import GpuView, Holder, MigGpu, MigView, NodeView
 from nomad_gpu.cli.output import Column
 from nomad_gpu.cli.queueview import short_model
 
@@ -28,6 +28,7 @@ DEVICE_COLUMNS = (Column("NODE"), Column("DEVICE"), Column("KIND"), Column("MODE
                   Column("HELD BY", shrink=True))
 MIG_COLUMNS = (Column("NODE"), Column("GPU (PCI BUS)"), Column("MODEL"), Column("SLICES"),
                Column("FREE", right=True), Column("HELD BY", shrink=True))
+TOPOLOGY_COLUMNS = (Column("NODE"), Column("NVLINK GROUPS"), Column("NUMA NODES", shrink=True))
 
 FREE, UNHEALTHY, UNPARTITIONED = ".", "x", "-"
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
@@ -124,8 +125,7 @@ def device_rows(n: NodeView) -> list[tuple[Any, ...]]:
             use = "free" if g.free_milli >= 1000 else "used"
         else:
             use = f"{1000 - g.free_milli}/1000m"
-        rows.append((node, g.id, "gpu" if g.mode == "whole" else "shared", short_model(g.model), use,
-                     _held_by(g.holders)))
+        rows.append((node, g.id, _gpu_kind(n, g), short_model(g.model), use, _held_by(g.holders)))
     by_id = {m.id: m for m in n.migs}
     grouped = {iid for gpu in n.mig_gpus for iid in gpu.instances}
     for gpu in n.mig_gpus:
@@ -142,3 +142,40 @@ def _mig_row(node: str, m: MigView) -> tuple[Any, ...]:
     bar = "#" * slices + "." * (7 - slices)
     use = "unhealthy" if not m.healthy else ("free" if m.free else "used")
     return (node, m.id, f"mig {m.profile} {bar}", short_model(m.device.split(" MIG ")[0]), use, _held_by(m.holders))
+
+
+def _gpu_kind(n: NodeView, g: GpuView) -> str:
+    """`gpu`, or on a node that publishes its topology `gpu nvlink b numa 1`: the letter names its NVLink
+    group in `topology_rows`."""
+    if g.mode != "whole":
+        return "shared"
+    if not n.topology:
+        return "gpu"
+    kind = "gpu"
+    if g.nvlink_group is not None:
+        kind += f" nvlink {_group_letter(g.nvlink_group)}"
+    if g.numa_node is not None:
+        kind += f" numa {g.numa_node}"
+    return kind
+
+
+def _group_letter(k: int) -> str:
+    return LETTERS[k] if k < len(LETTERS) else str(k)
+
+
+def topology_rows(n: NodeView) -> list[tuple[Any, ...]]:
+    """One row per node with whole GPUs: its NVLink groups (`a 2 GPUs, b 2 GPUs`) and its GPUs per NUMA
+    node (`0: 4 GPUs, 1: 4 GPUs`); a node whose device plugin publishes no topology (the stock plugin)
+    says its GPUs are PCIe peers."""
+    whole = [g for g in n.gpus if g.mode == "whole"]
+    if not whole:
+        return []
+    node = n.name or n.id
+    if not n.topology:
+        return [(node, "not published: PCIe peers", "-")]
+    groups = ", ".join(f"{_group_letter(k)} {len(members)} GPUs" for k, members in enumerate(n.nvlink_groups))
+    numa: dict[int, int] = {}
+    for g in whole:
+        if g.numa_node is not None:
+            numa[g.numa_node] = numa.get(g.numa_node, 0) + 1
+    return [(node, groups or "none", ", ".join(f"{k}: {c} GPUs" for k, c in sorted(numa.items())) or "-")]

@@ -26,7 +26,7 @@ from nomad_gpu.cli.errors import friendly
 from nomad_gpu.cli.output import emit_json, table
 from nomad_gpu.defaults import DEFAULT_ADDR
 
-CLUSTER_HELP = "Cluster file (YAML), or a bundled cluster by name: seed-a800, mixed-fleet, mig-h100."
+CLUSTER_HELP = "Cluster file (YAML), or a bundled cluster by name: seed-a800, mixed-fleet, mig-h100, nvlink-fleet."
 TEMPLATES_HELP = "Directory of job templates (<name>.hcl.j2) to use instead of the bundled ones."
 
 
@@ -191,7 +191,16 @@ def inventory(as_json: bool, devices: bool) -> None:
     """GPU, MIG and time-slice capacity per node, free and total (in GPU-equivalents too), each
     MIG-partitioned GPU drawn as its slices (which are used, and by which entry), and each model's short
     name beside its full one."""
-    from nomad_gpu.cli.inventoryview import DEVICE_COLUMNS, MIG_COLUMNS, NODE_COLUMNS, device_rows, mig_rows, node_row
+    from nomad_gpu.cli.inventoryview import (
+        DEVICE_COLUMNS,
+        MIG_COLUMNS,
+        NODE_COLUMNS,
+        TOPOLOGY_COLUMNS,
+        device_rows,
+        mig_rows,
+        node_row,
+        topology_rows,
+    )
     from nomad_gpu.cli.modelsview import MODEL_COLUMNS, model_rows
 
     nodes = sorted(_client().inventory(), key=lambda n: (n.name, n.id))
@@ -200,6 +209,9 @@ def inventory(as_json: bool, devices: bool) -> None:
         return
     if devices:
         table(None, DEVICE_COLUMNS, [row for n in nodes for row in device_rows(n)])
+        if any(n.topology for n in nodes):  # each node's NVLink groups and NUMA nodes, where published
+            click.echo("")
+            table(None, TOPOLOGY_COLUMNS, [row for n in nodes for row in topology_rows(n)])
         return
     table(None, NODE_COLUMNS, [node_row(n) for n in nodes])
     if migs := [row for n in nodes for row in mig_rows(n)]:

@@ -15,9 +15,10 @@ from typing import Any
 
 from nomad_gpu.api.payloads import GpuView, Holder, MigGpu, MigView, NodeView, TeamRow
 from nomad_gpu.domain.fairshare import FairShareConfig
-from nomad_gpu.domain.ids import Team
+from nomad_gpu.domain.ids import InstanceId, Team
 from nomad_gpu.domain.inventory import MigSlice, Node
 from nomad_gpu.domain.ledger import Ledger
+from nomad_gpu.domain.topology import Topology
 from nomad_gpu.domain.units import parent_slices_for_model
 from nomad_gpu.service.access import OTHER_TEAM, Caller
 from nomad_gpu.store import QueueEntry
@@ -54,15 +55,24 @@ def node_view(node: Node, nf: Any, held: Mapping[str, list[Holder]] | None = Non
     migs = tuple(MigView(m.id, m.device_name, m.healthy, m.profile.name,
                          nf is not None and m.id in nf.mig_free.get(m.device_name, []),
                          tuple(held.get(str(m.id), [])), m.pci_bus_id, m.profile.compute_slices) for m in node.migs)
+    groups = node.topology.nvlink_groups() if node.topology is not None else []
+    group_of = {gpu: k for k, members in enumerate(groups) for gpu in members}
     return NodeView(
         id=node.id, name=node.name, datacenter=node.datacenter, status=node.status.value,
         schedulable=node.schedulable, cpu_mhz=node.cpu_mhz, memory_mb=node.memory_mb,
         cpu_free=nf.cpu_free if nf is not None else 0, memory_free=nf.mem_free if nf is not None else 0,
         draining=node.draining, eligible=node.eligible, node_pool=node.node_pool,
         gpus=tuple(GpuView(g.id, g.model, g.mode.value, g.healthy, free_gpus.get(g.id, 0),
-                           tuple(by_gpu.get(str(g.id), [])), g.pci_bus_id) for g in node.gpus),
+                           tuple(by_gpu.get(str(g.id), [])), g.pci_bus_id, group_of.get(g.id),
+                           _numa(node.topology, g.id)) for g in node.gpus),
         migs=migs, mig_gpus=mig_gpus(node.migs, migs),
+        topology=node.topology is not None, nvlink_groups=tuple(tuple(str(i) for i in m) for m in groups),
     )
+
+
+def _numa(topology: Topology | None, gpu: InstanceId) -> int | None:
+    place = topology.place(gpu) if topology is not None else None
+    return place.numa if place is not None else None
 
 
 def mig_gpus(slices: Iterable[MigSlice], views: Iterable[MigView]) -> tuple[MigGpu, ...]:

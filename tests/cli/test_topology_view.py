@@ -1,0 +1,65 @@
+"""`nomad-gpu inventory --devices` shows each node's NVLink groups and NUMA nodes, built from the core's view."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from nomad_gpu.api.payloads import NodeView
+from nomad_gpu.cli import main as cli_main
+from nomad_gpu.cli.inventoryview import device_rows, topology_rows
+from nomad_gpu.devcluster import load_cluster_file
+from nomad_gpu.devcluster.inventory import build_nodes
+from nomad_gpu.nomad.decode import decode_node
+from nomad_gpu.service.views import node_view
+
+CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
+
+
+
+def views() -> dict[str, NodeView]:
+    """The nvlink-fleet and seed nodes as the service shows them (fingerprint -> decoder -> view -> JSON)."""
+    out = {}
+    for name in ("nvlink-fleet", "seed-a800"):
+        for raw in build_nodes(load_cluster_file(CLUSTERS / f"{name}.yaml")):
+            view = node_view(decode_node(raw.to_json()), None)
+            out[view.name] = NodeView.from_json(view.to_json())
+    return out
+
+
+def test_pairs_on_two_sockets_and_the_nvswitch_board() -> None:
+    nodes = views()
+    assert topology_rows(nodes["a100-pairs-1"]) == [
+        ("a100-pairs-1", "a 2 GPUs, b 2 GPUs, c 2 GPUs, d 2 GPUs", "0: 4 GPUs, 1: 4 GPUs")]
+    assert topology_rows(nodes["a800-nvswitch-1"]) == [("a800-nvswitch-1", "a 8 GPUs", "0: 4 GPUs, 1: 4 GPUs")]
+    assert topology_rows(nodes["gpu-a800-1"]) == [("gpu-a800-1", "not published: PCIe peers", "-")]
+
+
+def test_each_gpu_row_names_its_nvlink_group_and_numa_node() -> None:
+    nodes = views()
+    kinds = [row[2] for row in device_rows(nodes["a100-pairs-1"])]
+    by_gpu = {g.id: g for g in nodes["a100-pairs-1"].gpus}
+    groups = nodes["a100-pairs-1"].nvlink_groups
+    assert sorted(kinds) == sorted(f"gpu nvlink {'abcd'[k]} numa {by_gpu[i].numa_node}"
+                                   for k, members in enumerate(groups) for i in members)
+    assert {row[2] for row in device_rows(nodes["gpu-a800-1"])} == {"gpu"}
+
+
+def test_the_command_adds_the_topology_table_only_where_a_node_publishes_one(monkeypatch: Any) -> None:
+    nodes = views()
+
+    class FakeClient:
+        shown: list[NodeView] = []
+
+        def inventory(self) -> list[NodeView]:
+            return self.shown
+
+    monkeypatch.setattr(cli_main, "_client", FakeClient)
+    FakeClient.shown = [nodes["gpu-a800-1"]]
+    assert "NVLINK GROUPS" not in CliRunner().invoke(cli_main.main, ["inventory", "--devices"]).stdout
+    FakeClient.shown = list(nodes.values())
+    out = CliRunner().invoke(cli_main.main, ["inventory", "--devices"])
+    assert out.exit_code == 0 and "NVLINK GROUPS" in out.stdout and "a 8 GPUs" in out.stdout
+    assert "PCIe peers" in out.stdout
