@@ -31,6 +31,7 @@ from starlette.routing import Route
 
 from . import gc, logs, queries, usage
 from . import namespaces as namespace_ops
+from .acl import TOKEN_NOT_FOUND, Acl, AclGate, TokenNotFound, token_of
 from .events import EventBroker
 from .faults import FaultGate
 from .hcl import HclError, parse_job_hcl
@@ -71,14 +72,22 @@ async def _body(request: Request) -> Any:
 
 
 def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 30.0,
-              nomad_version: NomadVersion | None = None) -> Starlette:
+              nomad_version: NomadVersion | None = None, acl: Acl | None = None) -> Starlette:
     version = nomad_version or NomadVersion.parse(DEFAULT_NOMAD_VERSION)
+    acl = acl or Acl()
     # The state plays the same release as the HTTP layer (drain and migration rules differ by version).
     state.nomad_version = version
 
     def reply(data: Any) -> JSONResponse:
         return JSONResponse(data, headers={"X-Nomad-Index": str(state.index), "X-Nomad-KnownLeader": "true",
                                            "X-Nomad-LastContact": "0"})
+
+    def visible(request: Request, items: list[Any], capability: str = "read-job") -> list[Any]:
+        """A `namespace=*` list keeps the namespaces the token may read (acl.py)."""
+        if not acl.enabled or _namespace(request) != "*":
+            return items
+        allowed = acl.readable(token_of(request), state.namespaces, capability)
+        return [item for item in items if item.get("Namespace") in allowed]
 
     # -- nodes -------------------------------------------------------------------------------------
 
@@ -98,9 +107,9 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     async def jobs(request: Request) -> Response:
         if request.method == "GET":
             q = request.query_params
-            return await run_in_threadpool(lambda: reply(queries.list_jobs(
+            return await run_in_threadpool(lambda: reply(visible(request, queries.list_jobs(
                 state, namespace=_namespace(request), prefix=q.get("prefix", ""), with_meta=_flag(request, "meta"),
-                filter_expr=q.get("filter", ""))))
+                filter_expr=q.get("filter", "")), "list-jobs")))
         body = await _body(request)
         job, submission = check_register_body(body)
         options = register_options(body)
@@ -143,8 +152,9 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
 
     def evaluations(request: Request) -> Response:
         q = request.query_params
-        return reply(queries.list_evaluations(state, namespace=_namespace(request), prefix=q.get("prefix", ""),
-                                              filter_expr=q.get("filter", "")))
+        return reply(visible(request, queries.list_evaluations(state, namespace=_namespace(request),
+                                                               prefix=q.get("prefix", ""),
+                                                               filter_expr=q.get("filter", ""))))
 
     def evaluation(request: Request) -> Response:
         return reply(queries.get_evaluation(state, request.path_params["eval_id"]))
@@ -163,9 +173,9 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     def allocations(request: Request) -> Response:
         q = request.query_params
         task_states = q.get("task_states") is None or _flag(request, "task_states")
-        return reply(queries.list_allocations(state, namespace=_namespace(request), prefix=q.get("prefix", ""),
-                                              resources=_flag(request, "resources"), task_states=task_states,
-                                              filter_expr=q.get("filter", "")))
+        return reply(visible(request, queries.list_allocations(
+            state, namespace=_namespace(request), prefix=q.get("prefix", ""), resources=_flag(request, "resources"),
+            task_states=task_states, filter_expr=q.get("filter", ""))))
 
     def allocation(request: Request) -> Response:
         return reply(queries.get_allocation(state, request.path_params["alloc_id"]))
@@ -180,7 +190,14 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     def namespaces(request: Request) -> Response:
         """`GET /v1/namespaces` (`command/agent/namespace_endpoint.go`, v2.0.5): the cluster file's
         namespaces and those created since; `X-Nomad-Index` is the namespaces table's index."""
-        return JSONResponse(namespace_ops.listing(state), headers=_index_headers(state.namespace_index))
+        listing = namespace_ops.listing(state)
+        if acl.enabled:  # the namespaces the token has any capability in (`Namespace.ListNamespaces`)
+            try:
+                token = acl.resolve(token_of(request))
+            except TokenNotFound:
+                return PlainTextResponse(TOKEN_NOT_FOUND, status_code=403)
+            listing = [n for n in listing if token.management or token.capabilities(n["Name"])]
+        return JSONResponse(listing, headers=_index_headers(state.namespace_index))
 
     async def namespace(request: Request) -> Response:
         """`GET`, `POST`/`PUT` (create or update) and `DELETE /v1/namespace/:name`
@@ -269,7 +286,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         Route("/v1/client/allocation/{alloc_id}/stats", allocation_stats, methods=["GET"]),
         Route("/v1/client/fs/logs/{alloc_id}", functools.partial(logs.fs_logs, state), methods=["GET"]),
         Route("/v1/event/stream", EventStreamEndpoint(broker, heartbeat_s, version,
-                                                      functools.partial(namespace_ops.expand, state)),
+                                                      functools.partial(namespace_ops.expand, state), acl),
               methods=["GET"]),
         Route("/v1/status/leader", leader, methods=["GET"]),
         Route("/v1/namespaces", namespaces, methods=["GET"]),
@@ -298,8 +315,13 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         RegisterConflict: lambda _, exc: PlainTextResponse(str(exc), status_code=500),
         HTTPException: _http_error,
     }
+    def alloc_namespace(alloc_id: str) -> str | None:
+        alloc = state.allocs.get(alloc_id)
+        return alloc.namespace if alloc is not None else None
+
     return Starlette(routes=routes, exception_handlers=handlers,
-                     middleware=[Middleware(FaultGate, faults=state.faults)])
+                     middleware=[Middleware(FaultGate, faults=state.faults),
+                                 Middleware(AclGate, acl=acl, alloc_namespace=alloc_namespace)])
 
 
 def _index_headers(index: int) -> dict[str, str]:

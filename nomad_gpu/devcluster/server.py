@@ -12,7 +12,7 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -20,6 +20,7 @@ from typing import Any
 import uvicorn
 
 from . import gc, hcl, nodeops, queries
+from .acl import Acl, AclToken
 from .api import build_app
 from .config import ClusterSpec, load_cluster_file, parse_cluster
 from .events import EventBroker
@@ -40,13 +41,14 @@ class DevCluster:
     `speed` compresses task time (a 60 s task runs 2 s at speed 30); `event_buffer` is the number of
     raft indexes the event stream keeps (Nomad: 100); `heartbeat_s` is the stream heartbeat (30).
     `nomad_version` is the Nomad release it plays (version.py): from 1.11.2 on, the event stream is a
-    hijacked, close-delimited body; 1.11.1 and earlier chunk it.
+    hijacked, close-delimited body; 1.11.1 and earlier chunk it. `acl_tokens` turns ACLs on (acl.py).
     """
 
     def __init__(self, cluster: ClusterSpec | Mapping[str, Any] | str | Path, *, speed: float = 1.0,
                  event_buffer: int = 100, heartbeat_s: float = 30.0,
                  clock: Callable[[], float] = time.time,
-                 nomad_version: str | NomadVersion = DEFAULT_NOMAD_VERSION) -> None:
+                 nomad_version: str | NomadVersion = DEFAULT_NOMAD_VERSION,
+                 acl_tokens: Iterable[AclToken] = ()) -> None:
         self.nomad_version = (nomad_version if isinstance(nomad_version, NomadVersion)
                               else NomadVersion.parse(nomad_version))
         if isinstance(cluster, str | Path):
@@ -57,7 +59,8 @@ class DevCluster:
         self.broker = EventBroker(event_buffer, clock)
         self.timers = TimerHeap(clock)
         self.state = ClusterState(cluster, self.broker, self.timers, speed=speed, clock=clock)
-        self.app = build_app(self.state, self.broker, heartbeat_s=heartbeat_s, nomad_version=self.nomad_version)
+        self.app = build_app(self.state, self.broker, heartbeat_s=heartbeat_s, nomad_version=self.nomad_version,
+                             acl=Acl(acl_tokens))
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None

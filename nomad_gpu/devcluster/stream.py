@@ -44,6 +44,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, StreamingResponse
 
+from .acl import Acl
 from .events import EventBroker, StreamRequestError, Subscription, parse_index, parse_topics
 from .hijack import HIJACK, HijackedConnection
 from .version import NomadVersion
@@ -60,12 +61,13 @@ class EventStreamEndpoint:
     """The ASGI app for the route; `heartbeat_s` is 30 in Nomad."""
 
     def __init__(self, broker: EventBroker, heartbeat_s: float, version: NomadVersion,
-                 expand: Callable[[str], frozenset[str]] | None = None) -> None:
+                 expand: Callable[[str], frozenset[str]] | None = None, acl: Acl | None = None) -> None:
         if heartbeat_s <= 0:
             raise ValueError("heartbeat_s must be positive")
         self.broker = broker
         self.expand = expand or (lambda namespace: frozenset({namespace}))
         """`*` to the namespaces that exist when the stream subscribes (namespaces.py `expand`)."""
+        self.acl = acl or Acl()
         self.heartbeat_s = heartbeat_s
         self.version = version
 
@@ -82,6 +84,18 @@ class EventStreamEndpoint:
             return
         namespace = self.expand(request.query_params.get("namespace") or "default")
         hijack: Callable[[], HijackedConnection] | None = (scope.get("extensions") or {}).get(HIJACK)
+        if self.acl.enabled and not self.acl.stream_allowed(request.headers.get("x-nomad-token"), topics, namespace):
+            # `Event.stream` answers ErrPermissionDenied (403) before it subscribes (nomad/event_endpoint.go,
+            # v2.0.5). From 1.11.2 the agent wrote `200 OK` on the hijacked connection first, so the refusal is
+            # a close with no byte of body, not even the first heartbeat (command/agent/event_endpoint.go
+            # `EventStream`); before, nothing was written yet and the agent answers 403.
+            if self.version.hijacks_event_stream and hijack is not None:
+                conn = hijack()
+                await conn.write(hijacked_head(str(scope.get("http_version") or "1.1")))
+                conn.close()
+                return
+            await PlainTextResponse("Permission denied", status_code=403)(scope, receive, send)
+            return
         if self.version.hijacks_event_stream and hijack is not None:
             await self._hijacked(hijack(), str(scope.get("http_version") or "1.1"), topics, namespace, index)
             return

@@ -35,8 +35,9 @@ class StreamReader:
     `lines` keeps (arrival time, raw line); `frames` the decoded non-heartbeat frames.
     """
 
-    def __init__(self, url: str, params: Iterable[tuple[str, str]] = ()) -> None:
-        self.response = requests.get(f"{url}/v1/event/stream", params=list(params), stream=True, timeout=30)
+    def __init__(self, url: str, params: Iterable[tuple[str, str]] = (), headers: dict[str, str] | None = None) -> None:
+        self.response = requests.get(f"{url}/v1/event/stream", params=list(params), headers=headers or {},
+                                     stream=True, timeout=30)
         self.status = self.response.status_code
         self.headers = self.response.headers
         self.lines: list[tuple[float, bytes]] = []
