@@ -370,6 +370,8 @@ class NomadClient:
         if opened is not None:
             opened(resp)  # lets the owner close the stream from another thread
         with resp:
+            if resp.status_code in (401, 403):  # up to 1.11.1 an ACL refusal is a plain 403
+                raise NomadForbidden(f"event stream: HTTP {resp.status_code}: {resp.text.strip()[:200]}")
             if resp.status_code != 200:
                 err = NomadRejected if 400 <= resp.status_code < 500 else NomadUnavailable
                 raise err(f"event stream: HTTP {resp.status_code}: {resp.text.strip()}")
