@@ -59,7 +59,8 @@ class GpuSpec(BaseModel):
         if not layout:
             raise ValueError("a MIG layout needs at least one profile (omit `mig` for whole GPUs)")
         compute = 0
-        for profile in layout:
+        for item in layout:
+            profile = item.split("@")[0]  # `profile@start` places an instance explicitly (devcluster/miglayout.py)
             match = _MIG_PROFILE_RE.match(profile)
             if match is None:
                 raise ValueError(f"MIG profile {profile!r} is not of the form '<g>g.<GB>gb', e.g. '3g.40gb'")
@@ -82,9 +83,13 @@ class GpuSpec(BaseModel):
         if self.nvlink == "pairs" and self.count % 2:
             raise ValueError(f"`nvlink: pairs` bridges GPU 2k to 2k+1 and needs an even count, not {self.count}")
         if self.mig is not None:
-            used = sum(mig_memory_slices(profile, self.memory_mib) for profile in self.mig)
+            used = sum(mig_memory_slices(item.split("@")[0], self.memory_mib) for item in self.mig)
             if used > 8:
                 raise ValueError(f"MIG layout {list(self.mig)} needs {used} memory slices; a GPU has 8")
+            from .miglayout import arrange  # it reads this module's profile sizes
+            if arrange(self.mig, self.memory_mib) is None:
+                raise ValueError(f"MIG layout {list(self.mig)} has no valid placement (3g starts only at slice 0 "
+                                 "or 4, 4g and 7g at 0, 2g at 0, 2 or 4; instances may not overlap)")
         return self
 
 
@@ -116,6 +121,9 @@ class NodeSpec(BaseModel):
     # every GPU whole, shared ones too: sharing is then only the service's advisory `sharing:` setting.
     # `nomad-gpu` (the project's plugin) also advertises a shared GPU's `slots` share instances.
     device_plugin: Literal["nvidia", "nomad-gpu"] = "nvidia"
+    # Seconds from a MIG re-layout on the node to Nomad's node showing it (devcluster/miglayout.py): the
+    # device plugin's period plus the client's node update; `never` models a plugin that does not notice.
+    mig_fingerprint_delay_s: float | Literal["never"] | None = None
     # CPU sockets the GPUs hang off, split evenly in instance order (devcluster/topology.py).
     numa_nodes: int = Field(default=1, ge=1, le=8)
 

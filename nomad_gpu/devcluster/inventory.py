@@ -27,6 +27,8 @@ from typing import Any
 
 from .config import ClusterSpec, NodeSpec, gpu_uuid, mig_memory_mib, mig_uuid, node_id
 from .events import Event
+from .miglayout import Instance as MigInstance
+from .miglayout import MigGpu, arrange
 from .topology import Placed, numa_of, topology_string
 
 NOMAD_VERSION = "2.0.5"
@@ -57,6 +59,9 @@ class DeviceGroup:
     """Advertised by the project's plugin, which sends only `memory` and `driver_version` for
     nvidia/gpu groups (nomad_gpu/plugin/devices.py), not the stock plugin's clocks, power and bar1."""
     topology: str | None = None
+    placements: tuple[tuple[str, str], ...] = ()
+    """The project plugin's `mig.<MIG-uuid>` = `<GPU-uuid>@<start>/<size>` attributes of a MIG group
+    (nomad_gpu/plugin/migplacement.py): where each instance sits."""
     """The project plugin's `topology` attribute of a whole-GPU group (devcluster/topology.py)."""
 
     @property
@@ -90,6 +95,7 @@ class DeviceGroup:
                      "driver_version": _attr(string=_DRIVER_VERSION)}
             if self.topology is not None:
                 attrs["topology"] = _attr(string=self.topology)
+            attrs.update((f"mig.{iid}", _attr(string=value)) for iid, value in self.placements)
             return attrs
         return {
             "memory": _attr(integer=self.memory_mib, unit="MiB"),
@@ -144,6 +150,10 @@ class Node:
     """`nvidia` (the stock plugin) or `nomad-gpu` (the project's), from the cluster file."""
     drivers: dict[str, bool] = field(default_factory=lambda: {"docker": True, "exec": True, "raw_exec": True})
     host_volumes: tuple[str, ...] = ()
+    mig_gpus: list[MigGpu] = field(default_factory=list)
+    """The node's MIG-mode GPUs and their instances as they are on the node (devcluster/miglayout.py);
+    `groups` shows them as Nomad last fingerprinted them."""
+    mig_fingerprint_delay_s: float | str | None = None
     version: str = NOMAD_VERSION  # the Nomad release the cluster plays
     status: str = "ready"
     eligibility: str = "eligible"
@@ -316,7 +326,7 @@ def build_nodes(cluster: ClusterSpec) -> list[Node]:
 
 def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
     whole: dict[str, list[DeviceInstance]] = {}
-    mig: dict[str, list[DeviceInstance]] = {}
+    mig_gpus: list[MigGpu] = []
     shared: dict[tuple[str, int], list[DeviceInstance]] = {}
     advisory: list[str] = []
     memory: dict[tuple[str, str], int] = {}
@@ -328,11 +338,12 @@ def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
         for k in range(entry.count):
             bus = f"00000000:{0x07 + gpu_index * 0x10 & 0xFF:02X}:00.0"
             if entry.mig is not None:
-                # The parent of a MIG-enabled GPU is skipped; each instance is its own device.
-                for slot, profile in enumerate(entry.mig):
-                    name = f"{entry.model} MIG {profile}"
-                    mig.setdefault(name, []).append(DeviceInstance(mig_uuid(cluster, spec, gpu_index, slot), bus))
-                    memory.setdefault(("mig", name), mig_memory_mib(profile, entry.memory_mib))
+                # The parent of a MIG-enabled GPU is skipped; each instance is its own device, placed by
+                # the cluster file's rule (devcluster/miglayout.py; the file was checked to have one).
+                layout = arrange(entry.mig, entry.memory_mib) or []
+                mig_gpus.append(MigGpu(gpu_uuid(cluster, spec, gpu_index), entry.model, entry.memory_mib, bus, [
+                    MigInstance(mig_uuid(cluster, spec, gpu_index, slot), profile, start, size)
+                    for slot, (profile, start, size) in enumerate(layout)]))
             elif entry.shared and plugin and entry.slots is not None:
                 uuid = gpu_uuid(cluster, spec, gpu_index)
                 shared.setdefault((entry.model, entry.slots), []).extend(
@@ -353,8 +364,7 @@ def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
     groups = [DeviceGroup("nvidia", "gpu", name, memory[("gpu", name)], tuple(ids), project_plugin=plugin,
                           topology=topology_string(placed[name]) if plugin else None)
               for name, ids in whole.items()]
-    groups += [DeviceGroup("nvidia", "gpu", name, memory[("mig", name)], tuple(ids), project_plugin=plugin)
-               for name, ids in mig.items()]
+    groups += mig_groups(mig_gpus, plugin)
     counts: dict[str, int] = {}
     for model, _ in shared:
         counts[model] = counts.get(model, 0) + 1
@@ -379,4 +389,27 @@ def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
         device_plugin=spec.device_plugin,
         drivers=dict(spec.drivers),
         host_volumes=tuple(spec.host_volumes),
+        mig_gpus=mig_gpus,
+        mig_fingerprint_delay_s=spec.mig_fingerprint_delay_s,
     )
+
+
+def mig_groups(gpus: list[MigGpu], plugin: bool) -> list[DeviceGroup]:
+    """One `<model> MIG <profile>` group per profile, instances in GPU order; with the project's plugin,
+    each instance's placement as an attribute."""
+    found: dict[str, list[tuple[MigGpu, MigInstance]]] = {}
+    for gpu in gpus:
+        for inst in gpu.instances:
+            found.setdefault(f"{gpu.model} MIG {inst.profile}", []).append((gpu, inst))
+    return [DeviceGroup("nvidia", "gpu", name, mig_memory_mib(pairs[0][1].profile, pairs[0][0].memory_mib),
+                        tuple(DeviceInstance(i.id, g.bus) for g, i in pairs), project_plugin=plugin,
+                        placements=tuple((i.id, f"{g.uuid}@{i.start}/{i.size}") for g, i in pairs) if plugin else ())
+            for name, pairs in found.items()]
+
+
+def refingerprint_mig(node: Node) -> None:
+    """Replace the node's MIG groups by what its GPUs have now (whole GPUs first, shares last, as built)."""
+    mig_names = {g.name for g in node.groups if g.vendor == "nvidia" and " MIG " in g.name}
+    whole = [g for g in node.groups if g.vendor == "nvidia" and g.name not in mig_names]
+    rest = [g for g in node.groups if g.vendor != "nvidia"]
+    node.groups = tuple(whole + mig_groups(node.mig_gpus, node.device_plugin == "nomad-gpu") + rest)
