@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from nomad_gpu.domain.fragmentation import Demand
 from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import MILLI_PER_GPU
-from nomad_gpu.domain.requests import AllocAsk, GpuShare
-from nomad_gpu.domain.scoring import BasePolicy, Option, gpu_state_after
+from nomad_gpu.domain.requests import AllocAsk
+from nomad_gpu.domain.scoring import BasePolicy, Option, gpu_state_after, prefer_tight
 from nomad_gpu.domain.units import SLICES_DEFAULT, parent_slices_for_model
 
 MAX_SPEC_CPU_MHZ = 128_000
@@ -92,9 +92,7 @@ class BestFit(BasePolicy):
         return float(int((1.0 - waste) * float(MAX_NODE_SCORE)))
 
     def prefer(self, nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
-        if isinstance(ask.gpu, GpuShare):
-            return -float(nf.gpu_free[opt.shared_gpu])
-        return 0.0
+        return prefer_tight(nf, ask, opt)
 
     def normalise(self, scores: Sequence[float]) -> Sequence[float]:
         lowest, highest = int(min(scores)), int(max(scores))

@@ -136,9 +136,10 @@ def run_cycle(
     timings: list[float] = []
     failed: dict[object, NoFit] = {}
 
-    def fitter_for(entry: EntryId) -> Fitter:
+    def fitter_for(entry: EntryId, slack: float | None) -> Fitter:
         blocked = frozenset(n for e, nodes in holds.items() if e != entry for n in nodes)
-        return Fitter(ledger.index, FitContext(policy, demand, blocked, config.per_class_limit, memo=memo))
+        return Fitter(ledger.index, FitContext(policy, demand, blocked, config.per_class_limit, memo=memo,
+                                               slack=slack))
 
     holder_set: set[EntryId] = set()
     no_hold: set[object] = set()
@@ -162,10 +163,13 @@ def run_cycle(
         if quota is not None and in_use + job.gpu_equivalents > quota + 1e-9:
             return Wait(job.entry, WaitReason.QUOTA,
                         f"team {job.team} holds {in_use:g} of {quota:g} GPU; needs {job.gpu_equivalents:g}")
+        tiered = any(a.tiers for a in job.asks)
+        # an ask with alternatives may take a dearer one only within the quota (per alternative)
+        slack = quota - in_use - job.gpu_equivalents if quota is not None and tiered else None
         # capacity only shrinks inside a cycle, so a shape that did not fit will not fit later in it
         key = (job.asks, job.datacenters, job.node_pool, job.one_node, job.avoid_nodes, job.drivers,
-               job.entry if job.entry in holds else None)
-        verdict = failed.get(key) or fitter_for(job.entry).fit_job(job)
+               job.entry if job.entry in holds else None, slack)
+        verdict = failed.get(key) or fitter_for(job.entry, slack).fit_job(job)
         if isinstance(verdict, NoFit):
             failed[key] = verdict
             if job.entry in holder_set and job.entry not in holds and key not in no_hold:
@@ -179,7 +183,7 @@ def run_cycle(
                             f"{verdict}; holding node(s) {', '.join(sorted(holds[job.entry]))}")
             return Wait(job.entry, verdict.reason, verdict.detail)
         placements = config.fair.weighted(verdict)
-        if quota is not None and config.fair.model_weights:
+        if quota is not None and (config.fair.model_weights or tiered):
             weighted = sum(p.gpu_equivalents for p in placements)
             if in_use + weighted > quota + 1e-9:  # the model it landed on weighs more than one GPU
                 return Wait(job.entry, WaitReason.QUOTA,
@@ -253,11 +257,12 @@ def _choose_hold(ledger: Ledger, job: JobRequest, taken: frozenset[NodeId]) -> f
 
 
 def _hosts_when_empty(node: Node, asks: Sequence[AllocAsk]) -> bool:
+    """Whether the empty node takes every ask, each as its first alternative that fits there."""
     stage = NodeFree.of(node, ())
     for ask in asks:
         if stage.cpu_free < ask.cpu_mhz or stage.mem_free < ask.memory_mb:
             return False
-        opt = next(options(stage, ask), None)
+        opt = next((o for alt in ask.alternatives() for o in options(stage, alt)), None)
         if opt is None:
             return False
         stage = stage.take(AllocPlacement(ask.group, ask.index, node.id, ask.cpu_mhz, ask.memory_mb,

@@ -9,16 +9,15 @@ staged copies of the nodes, so two groups of one job never count the same GPU tw
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from nomad_gpu.domain.fragmentation import Demand
 from nomad_gpu.domain.freeindex import FreeIndex, NodeFree
-from nomad_gpu.domain.ids import MILLI_PER_GPU, NodeId
+from nomad_gpu.domain.ids import NodeId
 from nomad_gpu.domain.placement import AllocPlacement, NoFit, WaitReason
 from nomad_gpu.domain.policies import Option, Policy, options
-from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, MigSlices, WholeGpus
+from nomad_gpu.domain.requests import AllocAsk, JobRequest
 from nomad_gpu.domain.scoring import ScoreMemo, best_option, best_option_at, best_score, option_at
-from nomad_gpu.domain.units import split_mig_device_name
 
 SCAN_CAP_PER_CLASS = 256
 """Nodes looked at per shape class before giving up on it (bounds a decision's cost)."""
@@ -41,6 +40,9 @@ class FitContext:
     memo: ScoreMemo | None = None
     """Scores of pure policies by node state, kept across decisions (the simulator's speed-up);
     valid for one policy and one demand only."""
+    slack: float | None = None
+    """GPU-equivalents the job may take beyond its cheapest alternatives before its team's quota;
+    None: no quota. Alternatives that would go past it are not offered."""
 
 
 @dataclass
@@ -83,8 +85,8 @@ class Fitter:
         scan = _Scan()
         hosts: list[NodeFree] = []
         scores: list[float] = []
-        for nf in self._candidates(job, first, scan):
-            score = best_score(self.ctx.policy, nf, first, self.ctx.demand)
+        for nf in self._hosts_of(job, first, scan):
+            score = self._node_score(nf, first)
             if score is not None:
                 hosts.append(nf)
                 scores.append(score)
@@ -113,22 +115,121 @@ class Fitter:
             return NoFit(why.reason, f"group {first.group!r}: {why.detail}")
         return NoFit(WaitReason.GANG, f"no single node fits all {len(job.asks)} task groups")
 
+    def _hosts_of(self, job: JobRequest, ask: AllocAsk, scan: _Scan) -> Iterator[NodeFree]:
+        """`_candidates` for every alternative of the ask, each node once."""
+        if not ask.tiers:
+            yield from self._candidates(job, ask, scan)
+            return
+        seen: set[NodeId] = set()
+        for alt in ask.alternatives():
+            for nf in self._candidates(job, alt, scan):
+                if nf.id not in seen:
+                    seen.add(nf.id)
+                    yield nf
+
+    def _node_score(self, nf: NodeFree, ask: AllocAsk) -> float | None:
+        """The node's score for the ask: over the alternatives of its first tier that fits here."""
+        policy, demand = self.ctx.policy, self.ctx.demand
+        if not ask.tiers:
+            return best_score(policy, nf, ask, demand)
+        for tier in self._tiers(ask):
+            scores = [s for alt in tier if (s := best_score(policy, nf, alt, demand)) is not None]
+            if scores:
+                return max(scores)
+        return None
+
     def _fit_on(self, job: JobRequest, ask: AllocAsk, nf: NodeFree) -> AllocPlacement | None:
         if not self._basics(job, ask, nf, _Scan()):
             return None
-        opt = best_option(self.ctx.policy, nf, ask, self.ctx.demand)
-        return None if opt is None else self._placement(ask, nf, opt)
+        policy, demand = self.ctx.policy, self.ctx.demand
+        if not ask.tiers:
+            opt = best_option(policy, nf, ask, demand)
+            return None if opt is None else self._placement(ask, nf, opt)
+        tiers = self._tiers(ask)
+        for t, tier in enumerate(tiers, start=1):
+            best: tuple[float, AllocAsk, Option] | None = None
+            for alt in tier:
+                got = best_option(policy, nf, alt, demand)
+                if got is not None:
+                    score = policy.score(nf, alt, got, demand)
+                    if best is None or score > best[0]:
+                        best = (score, alt, got)
+            if best is not None:
+                return self._noted(self._placement(best[1], nf, best[2]), best[1], t, len(tiers), [])
+        return None
 
     def _placement(self, ask: AllocAsk, nf: NodeFree, opt: Option) -> AllocPlacement:
         return AllocPlacement(
             group=ask.group, index=ask.index, node=nf.id, cpu_mhz=ask.cpu_mhz, memory_mb=ask.memory_mb,
             instance_ids=opt.instance_ids, device_name=opt.device_name, share_milli=opt.share_milli,
             gpu_equivalents=ask.gpu_equivalents, share_gpu=opt.share_gpu,
+            kind=ask.gpu.kind.name if ask.gpu is not None else "",
         )
+
+    # ---- asks with alternatives --------------------------------------------------------------
+    def _tiers(self, ask: AllocAsk) -> list[list[AllocAsk]]:
+        """The ask's tiers as one-option asks, without the alternatives its quota rules out."""
+        slack, cheapest = self.ctx.slack, ask.gpu_equivalents
+        return [[ask.one_option(g) for g in tier if slack is None or g.gpu_equivalents - cheapest <= slack + 1e-9]
+                for tier in ask.tiers]
+
+    @staticmethod
+    def _noted(p: AllocPlacement, alt: AllocAsk, tier: int, tiers: int, lacks: list[str]) -> AllocPlacement:
+        what = alt.gpu.describe() if alt.gpu is not None else "no GPU"
+        why = f"; {'; '.join(lacks)}" if lacks else ""
+        return replace(p, tier=tier, note=f"tier {tier} of {tiers}: {what}{why}")
+
+    def _fit_tiers(self, job: JobRequest, ask: AllocAsk) -> AllocPlacement | NoFit:
+        """The first tier with a feasible option wins; within it, the score chooses the alternative
+        and the node together, as it chooses nodes for a one-option ask."""
+        tiers = self._tiers(ask)
+        lacks: list[str] = []
+        first: NoFit | None = None
+        for t, tier in enumerate(tiers, start=1):
+            if not tier:
+                lacks.append(f"tier {t}: over the team's quota")
+                continue
+            got = self._fit_among(job, tier)
+            if isinstance(got, NoFit):
+                first = first or got
+                lacks.append(f"tier {t}: {got}")
+                continue
+            placement, alt = got
+            return self._noted(placement, alt, t, len(tiers), lacks)
+        return NoFit(first.reason if first is not None else WaitReason.QUOTA, "; ".join(lacks))
+
+    def _fit_among(self, job: JobRequest, alts: list[AllocAsk]) -> tuple[AllocPlacement, AllocAsk] | NoFit:
+        """Every alternative's candidates scored alike, normalised together, the highest taken (ties to
+        the better rank, then to the earlier alternative)."""
+        if len(alts) == 1:
+            one = self.fit_ask(job, alts[0])
+            return one if isinstance(one, NoFit) else (one, alts[0])
+        policy, demand = self.ctx.policy, self.ctx.demand
+        hosts: list[NodeFree] = []
+        scores: list[float] = []
+        which: list[int] = []
+        scans: list[_Scan] = []
+        for i, alt in enumerate(alts):
+            scan = _Scan()
+            scans.append(scan)
+            for nf in self._candidates(job, alt, scan):
+                got = best_score(policy, nf, alt, demand)
+                if got is not None:
+                    hosts.append(nf)
+                    scores.append(got)
+                    which.append(i)
+        if not hosts:
+            whys = [self._why(alt, scan) for alt, scan in zip(alts, scans, strict=True)]
+            return NoFit(whys[0].reason, " or ".join(why.detail for why in whys))
+        best = self._highest(hosts, policy.normalise(scores))
+        alt = alts[which[best]]
+        return self._chosen(alt, hosts[best]), alt
 
     def fit_ask(self, job: JobRequest, ask: AllocAsk) -> AllocPlacement | NoFit:
         """Each candidate's best option, node scores normalised by the policy, then the highest
         (ties to the better rank; the first seen among nodes without a rank)."""
+        if ask.tiers:
+            return self._fit_tiers(job, ask)
         scan = _Scan()
         policy, demand, memo = self.ctx.policy, self.ctx.demand, self.ctx.memo
         if not policy.pure:
@@ -334,62 +435,35 @@ class Fitter:
                          f"and {ask.memory_mb} MB beside it")
         if scan.blocked:
             return NoFit(WaitReason.RESERVED, f"{scan.blocked} node(s) with {what} free are held for an older job")
-        if kind == "share":
-            return NoFit(WaitReason.INSUFFICIENT, f"no shared GPU has {need} milli-GPU free{self._limits(ask, scan)}")
         total = sum(self.index.total(kind, n) for n in names)
         largest = max((self.index.largest(kind, n) for n in names), default=0)
-        unit = "GPUs" if kind == "whole" else "instances"
-        if largest >= need:
-            # one node has the shape free, yet no candidate took it: the job's own limits rule it out
-            return NoFit(WaitReason.INSUFFICIENT,
-                         f"{largest} {unit} free on one node, but none this job can use{self._limits(ask, scan)}")
-        if total >= need:
-            return NoFit(WaitReason.FRAGMENTED,
-                         f"{total} {unit} free in total, at most {largest} on one node; {need} needed")
-        return NoFit(WaitReason.INSUFFICIENT, f"{total} of {need} {unit} free")
+        return ask.gpu.kind.shortfall(what, need, total, largest, self._limits(ask, scan))
 
     def _limits(self, ask: AllocAsk, scan: _Scan) -> str:
         """The job's own limits that can keep free capacity out of its reach."""
         limits = []
         if scan.elsewhere:
             limits.append(f"{scan.elsewhere} node(s) are outside its datacenters or node pool")
-        if isinstance(ask.gpu, WholeGpus) and ask.gpu.min_memory_mib:
-            limits.append(f"it needs {ask.gpu.min_memory_mib} MiB per GPU")
+        if ask.gpu is not None:
+            limits += ask.gpu.limits()
         if self.staged:
             limits.append("its other groups already take part of the free capacity")
         return f" ({'; '.join(limits)})" if limits else ""
 
 
 def _shape(index: FreeIndex, ask: AllocAsk) -> tuple[str, int, list[str]]:
+    """The index's view of the ask: its kind, the value it needs, the names that can serve it."""
     g = ask.gpu
-    if isinstance(g, WholeGpus):
-        kind, need = "whole", g.count
-    elif isinstance(g, MigSlices):
-        kind, need = "mig", g.count
-    elif isinstance(g, GpuShare):
-        kind, need = "share", g.milli
-    else:
+    if g is None:
         return "none", 0, []
-    return kind, need, [n for n in index.names(kind) if _allowed(ask, kind, n)]
+    kind = g.kind.name
+    return kind, g.need(), [n for n in index.names(kind) if g.allows_name(n)]
 
 
 def _allowed(ask: AllocAsk, kind: str, name: str) -> bool:
     g = ask.gpu
-    if g is None:
-        return False
-    if kind == "mig":
-        split = split_mig_device_name(name)
-        return split is not None and isinstance(g, MigSlices) and split[1] == g.profile and g.allows(split[0])
-    return g.allows(name)
+    return g is not None and g.kind.name == kind and g.allows_name(name)
 
 
 def _describe(ask: AllocAsk) -> str:
-    g = ask.gpu
-    if isinstance(g, WholeGpus):
-        models = "/".join(sorted(g.models)) if g.models else "GPU"
-        return f"{g.count} x {models}"
-    if isinstance(g, MigSlices):
-        return f"{g.count} x MIG {g.profile}"
-    if isinstance(g, GpuShare):
-        return f"a shared GPU with {g.milli}/{MILLI_PER_GPU} free"
-    return "capacity"
+    return ask.gpu.describe() if ask.gpu is not None else "capacity"

@@ -38,8 +38,8 @@ from nomad_gpu.domain.baselines import fgd_delta, fgd_int_score
 from nomad_gpu.domain.fragmentation import Demand, gpu_state
 from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import MILLI_PER_GPU
-from nomad_gpu.domain.requests import AllocAsk, GpuShare, MigSlices, WholeGpus
-from nomad_gpu.domain.scoring import BasePolicy, Option, gpu_state_after, left_after
+from nomad_gpu.domain.requests import AllocAsk
+from nomad_gpu.domain.scoring import BasePolicy, Option, capacity, gpu_state_after, left_after, prefer_tight
 
 _STRANDED_CAP = 64.0 * MILLI_PER_GPU
 """Stranded deltas are clipped to +-64 GPUs' worth (more GPUs than any node has)."""
@@ -74,15 +74,7 @@ def _large_level(lost: float) -> int:
 def _fill(nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
     """Best fit: the share of the asked kind's capacity left on the node, 0 (tight) .. 1 (empty)."""
     left = float(left_after(nf, ask, opt))
-    g = ask.gpu
-    if isinstance(g, GpuShare):
-        whole = float(MILLI_PER_GPU)
-    elif isinstance(g, WholeGpus):
-        whole = float(max(1, sum(1 for gpu in nf.gpus.values() if gpu.mode.takes_whole)))
-    elif isinstance(g, MigSlices):
-        whole = float(max(1, len(nf.node.migs)))
-    else:
-        whole = float(max(1, nf.node.cpu_mhz))
+    whole = float(max(1, capacity(nf, ask)))
     return min(1.0, max(0.0, left / whole))
 
 
@@ -112,6 +104,4 @@ class FragAware(BasePolicy):
         return fold_large(primary, level, stranded, fill)
 
     def prefer(self, nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
-        if isinstance(ask.gpu, GpuShare):
-            return -float(nf.gpu_free[opt.shared_gpu])
-        return 0.0
+        return prefer_tight(nf, ask, opt)

@@ -38,7 +38,7 @@ from itertools import accumulate
 from nomad_gpu.domain.freeindex import FreeIndex, NodeFree
 from nomad_gpu.domain.ids import MILLI_PER_GPU
 from nomad_gpu.domain.inventory import Gpu, GpuMode
-from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, WholeGpus
+from nomad_gpu.domain.requests import AllocAsk, GpuAsk, JobRequest
 
 GpuState = tuple[tuple[str, int, int], ...]
 """A node's GPUs as (model, kind, free milli) in device order, kind a bit set of `TAKES_WHOLE` and
@@ -85,11 +85,8 @@ class Shape:
         g = ask.gpu
         if g is None:
             return Shape(0, 0, ask.cpu_mhz)
-        if isinstance(g, WholeGpus):
-            return Shape(g.count, MILLI_PER_GPU, ask.cpu_mhz, g.models)
-        if isinstance(g, GpuShare):
-            return Shape(1, g.milli, ask.cpu_mhz, g.models)
-        return None  # MIG slices are whole instances; they do not fragment GPU milli
+        dims = g.fragment_shape()  # None: a kind that does not take GPU milli (MIG instances)
+        return None if dims is None else Shape(dims[0], dims[1], ask.cpu_mhz, g.models)
 
     def order_key(self) -> tuple[int, int, int, str]:
         """The paper's order among equally frequent shapes: CPU, milli, GPU count, model list."""
@@ -415,11 +412,15 @@ def _whole_by_model(state: GpuState) -> tuple[Counter[str], int]:
     return by_model, sum(by_model.values())
 
 
-def _may_be_large(gpu: object, smallest: int, bound: bool) -> bool:
-    """A cheap test before `Shape.of`: most asks are one GPU or a share, with no model named."""
-    if isinstance(gpu, WholeGpus):
-        return gpu.count >= smallest or (bound and bool(gpu.models))
-    return isinstance(gpu, GpuShare) and bound and bool(gpu.models)
+def _may_be_large(gpu: GpuAsk | None, smallest: int, bound: bool) -> bool:
+    """A cheap test before `Shape.of`: most asks are one GPU or a share, with no model named. Only a
+    filter: `Shape.of` and membership decide."""
+    if gpu is None:
+        return False
+    dims = gpu.fragment_shape()
+    if dims is None:
+        return False
+    return (dims[1] >= MILLI_PER_GPU and dims[0] >= smallest) or (bound and bool(gpu.models))
 
 
 def _copies(shape: Shape, whole: tuple[Counter[str], int], cpu_free: int) -> int:

@@ -1,10 +1,10 @@
 """Free capacity per node, and an index over it so that finding a fit does not scan the cluster.
 
 `NodeFree` is what one node has left after the ledger's commitments. `FreeIndex` buckets nodes by
-the shapes they can still take (free whole GPUs per model, free MIG instances per profile, the
-largest free share per model), keeps totals for "why not?" answers, and is updated on every ledger
-move. Candidate lookups cost O(shapes), not O(nodes), which is what keeps a decision at 10,000
-nodes as cheap as at 1,000.
+the shapes they can still take, as each registered kind reports them (free whole GPUs per model,
+free MIG instances per profile, the largest free share per model), keeps totals for "why not?"
+answers, and is updated on every ledger move. Candidate lookups cost O(shapes), not O(nodes),
+which is what keeps a decision at 10,000 nodes as cheap as at 1,000.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from sortedcontainers import SortedDict
 from nomad_gpu.domain.errors import LedgerConflict
 from nomad_gpu.domain.ids import MILLI_PER_GPU, InstanceId, NodeId
 from nomad_gpu.domain.inventory import Gpu, Node
+from nomad_gpu.domain.kinds.registry import kinds, sized
 from nomad_gpu.domain.placement import AllocPlacement
 
 
@@ -214,22 +215,22 @@ class NodeFree:
         return out
 
     def keys(self) -> list[tuple[str, str, int]]:
+        """The shapes this node offers now, every registered kind's (`GpuKind.free_keys`)."""
         if not self.offered:
             return []
-        keys = [("whole", m, len(ids)) for m, ids in self.whole_free().items()]
-        keys += [("mig", name, len(ids)) for name, ids in self.mig_free.items() if ids]
-        keys += [("share", m, v) for m, v in self.share_free().items() if v > 0]
+        keys: list[tuple[str, str, int]] = []
+        for kind in kinds():
+            keys += kind.free_keys(self)
         return keys
 
     def static_keys(self) -> list[tuple[str, str, int]]:
         """The shapes this node could offer when empty: for "no node offers this shape"."""
         if not self.offered:
             return []
-        whole: Counter[str] = Counter(g.model for g in self.gpus.values() if g.mode.takes_whole)
-        share = {g.model for g in self.gpus.values() if g.mode.takes_shares}
-        mig: Counter[str] = Counter(m.device_name for m in self.node.migs if m.healthy)
-        return ([("whole", m, c) for m, c in whole.items()] + [("mig", n, c) for n, c in mig.items()]
-                + [("share", m, MILLI_PER_GPU) for m in share])
+        keys: list[tuple[str, str, int]] = []
+        for kind in kinds():
+            keys += kind.static_keys(self)
+        return keys
 
 
 class FreeIndex:
@@ -275,7 +276,7 @@ class FreeIndex:
                 bucket[value] = {nf.id: None}
             else:
                 members[nf.id] = None
-            totals[(kind, name)] += value if kind != "share" else 1
+            totals[(kind, name)] += value if sized(kind) else 1
         if not same_node:
             static = nf.static_keys()
             self._static[nf.id] = static
@@ -298,7 +299,7 @@ class FreeIndex:
             del members[node]
             if not members:
                 del bucket[value]
-            totals[(kind, name)] -= value if kind != "share" else 1
+            totals[(kind, name)] -= value if sized(kind) else 1
         if not static:
             return
         for kind, name, value in self._static.pop(node, []):

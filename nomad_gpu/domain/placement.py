@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nomad_gpu.domain.ids import InstanceId, NodeId
 
@@ -26,6 +26,15 @@ class AllocPlacement:
     gpu_equivalents: float = 0.0
     share_gpu: InstanceId | None = None
     """The GPU whose share instances a share pins; None when instance_ids is the GPU itself."""
+    kind: str = field(default="", compare=False)
+    """The GPU kind placed (`domain.kinds`); empty for CPU-only work and for placements read back from
+    storage, whose kind follows from the fields above (`kinds.kind_of`). Not compared: the same
+    instances are the same placement whichever way it was learnt."""
+    tier: int = field(default=0, compare=False)
+    """Which tier of an ask with alternatives won (1 = the first); 0 for an ask with one option."""
+    note: str = field(default="", compare=False)
+    """Why this option: the chosen alternative and what the tiers before it lacked (empty for an
+    ask with one option)."""
 
     @property
     def is_share(self) -> bool:

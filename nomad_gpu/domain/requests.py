@@ -1,7 +1,9 @@
 """What a job asks for: per task-group CPU, memory and at most one GPU request, admitted as a gang.
 
 A group with `count = n` becomes n allocation asks; every ask of a job is placed in the same cycle
-or none is (gang admission).
+or none is (gang admission). The GPU request is of one kind (`domain.kinds`), or, for an ask with
+alternatives, tiers of them: the first tier with any feasible option wins, and within a tier the
+policy's score chooses the alternative and the node as it chooses nodes for everything else.
 """
 
 from __future__ import annotations
@@ -9,81 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, NodeId, Team
+from nomad_gpu.domain.ids import EntryId, NodeId, Team
 from nomad_gpu.domain.inventory import Node
-from nomad_gpu.domain.units import SLICES_DEFAULT, MigProfile, share_gpu_equivalents
+from nomad_gpu.domain.kinds import GpuAsk, GpuShare, MigSlices, WholeGpus
+
+__all__ = ["PRIORITY_DEFAULT", "PRIORITY_MAX", "PRIORITY_MIN", "AllocAsk", "GpuAsk", "GpuShare", "JobRequest",
+           "MigSlices", "Tier", "WholeGpus"]
 
 PRIORITY_MIN, PRIORITY_MAX, PRIORITY_DEFAULT = 1, 100, 50
 
 
-@dataclass(frozen=True)
-class WholeGpus:
-    """`count` whole GPUs of one model (Nomad fills one request from one device group)."""
-
-    count: int
-    models: frozenset[str] = frozenset()
-    """Allowed models; empty = any."""
-    min_memory_mib: int = 0
-
-    def __post_init__(self) -> None:
-        if self.count < 1:
-            raise InvalidRequest("gpu.count must be >= 1")
-        if self.min_memory_mib < 0:
-            raise InvalidRequest("gpu.min_memory_mib must be >= 0")
-
-    def allows(self, model: str) -> bool:
-        return not self.models or model in self.models
-
-    @property
-    def gpu_equivalents(self) -> float:
-        return float(self.count)
 
 
-@dataclass(frozen=True)
-class MigSlices:
-    """`count` MIG instances of one profile, e.g. `3g.40gb`."""
-
-    profile: str
-    count: int = 1
-    models: frozenset[str] = frozenset()
-
-    def __post_init__(self) -> None:
-        if self.count < 1:
-            raise InvalidRequest("mig.count must be >= 1")
-        try:
-            parsed = MigProfile.parse(self.profile)
-        except ValueError as exc:
-            raise InvalidRequest(str(exc)) from exc
-        object.__setattr__(self, "profile", parsed.name)
-
-    def allows(self, model: str) -> bool:
-        return not self.models or model in self.models
-
-    @property
-    def gpu_equivalents(self) -> float:
-        return self.count * MigProfile.parse(self.profile).compute_slices / SLICES_DEFAULT
-
-
-@dataclass(frozen=True)
-class GpuShare:
-    """A time-slice share of ONE shared GPU, in milli-GPU (1..1000)."""
-
-    milli: int
-    models: frozenset[str] = frozenset()
-
-    def __post_init__(self) -> None:
-        if not 1 <= self.milli <= MILLI_PER_GPU:
-            raise InvalidRequest(f"share.milli must be within 1..{MILLI_PER_GPU}, got {self.milli}")
-
-    def allows(self, model: str) -> bool:
-        return not self.models or model in self.models
-
-    @property
-    def gpu_equivalents(self) -> float:
-        return share_gpu_equivalents(self.milli)
-
-
-GpuAsk = WholeGpus | MigSlices | GpuShare
+Tier = tuple[GpuAsk, ...]
+"""Alternatives of equal standing: the policy's score chooses among them."""
 
 
 @dataclass(frozen=True)
@@ -95,14 +36,38 @@ class AllocAsk:
     cpu_mhz: int = 0
     memory_mb: int = 0
     gpu: GpuAsk | None = None
+    """The GPU request; for an ask with `tiers`, their first alternative (what the typical-demand
+    measure counts the ask as)."""
+    tiers: tuple[Tier, ...] = ()
+    """Alternatives in order of preference; empty: `gpu` is the one option (today's asks)."""
 
     def __post_init__(self) -> None:
         if self.cpu_mhz < 0 or self.memory_mb < 0:
             raise InvalidRequest(f"group {self.group!r}: cpu and memory must be >= 0")
+        if self.tiers:
+            if any(not tier for tier in self.tiers):
+                raise InvalidRequest(f"group {self.group!r}: a tier needs at least one alternative")
+            if self.gpu is None:
+                object.__setattr__(self, "gpu", self.tiers[0][0])
+            elif self.gpu != self.tiers[0][0]:
+                raise InvalidRequest(f"group {self.group!r}: gpu must be the first alternative of the first tier")
 
     @property
     def gpu_equivalents(self) -> float:
+        """What the ask counts for in quotas: its cheapest alternative (the one option, usually)."""
+        if self.tiers:
+            return min(alt.gpu_equivalents for tier in self.tiers for alt in tier)
         return self.gpu.gpu_equivalents if self.gpu is not None else 0.0
+
+    def alternatives(self) -> tuple[AllocAsk, ...]:
+        """The ask once per alternative, in tier order, each with one option (itself for a plain ask)."""
+        if not self.tiers:
+            return (self,)
+        return tuple(self.one_option(alt) for tier in self.tiers for alt in tier)
+
+    def one_option(self, gpu: GpuAsk) -> AllocAsk:
+        """This ask with `gpu` as its one option."""
+        return AllocAsk(self.group, self.index, self.cpu_mhz, self.memory_mb, gpu)
 
 
 @dataclass(frozen=True)

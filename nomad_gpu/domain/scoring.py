@@ -9,70 +9,30 @@ candidates and verdicts.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from itertools import islice
 from typing import Protocol
 
 from nomad_gpu.domain.fragmentation import Demand, GpuState, gpu_state
 from nomad_gpu.domain.freeindex import NodeFree
-from nomad_gpu.domain.ids import MILLI_PER_GPU, InstanceId
-from nomad_gpu.domain.requests import AllocAsk, GpuShare, MigSlices, WholeGpus
-from nomad_gpu.domain.units import split_mig_device_name
+from nomad_gpu.domain.ids import MILLI_PER_GPU
+from nomad_gpu.domain.kinds import Option
+from nomad_gpu.domain.kinds.share import share_cost
+from nomad_gpu.domain.requests import AllocAsk
 
-
-@dataclass(frozen=True)
-class Option:
-    """One way to host an ask on a node: the instances and the device group they come from."""
-
-    instance_ids: tuple[InstanceId, ...] = ()
-    device_name: str | None = None
-    share_milli: int = 0
-    share_gpu: InstanceId | None = None
-    """For a share pinned to share instances (`instance_ids`), their GPU."""
-
-    @property
-    def shared_gpu(self) -> InstanceId:
-        """The GPU a share option runs on, either way it is pinned."""
-        return self.share_gpu or self.instance_ids[0]
+__all__ = ["BasePolicy", "Option", "Policy", "ScoreMemo", "best_option", "best_option_at", "best_score", "capacity",
+           "gpu_state_after", "left_after", "option_at", "options", "prefer_tight", "share_cost"]
 
 
 def options(nf: NodeFree, ask: AllocAsk) -> Iterator[Option]:
-    """Every GPU-feasible way to host `ask` on `nf` (CPU and memory are checked elsewhere)."""
+    """Every GPU-feasible way to host `ask` on `nf` (CPU and memory are checked elsewhere): its kind's
+    options (`GpuAsk.options`), or the one empty option of CPU-only work."""
     g = ask.gpu
     if g is None:
-        yield Option()
-    elif isinstance(g, WholeGpus):
-        for model, ids in sorted(nf.whole_free().items()):
-            if not g.allows(model) or len(ids) < g.count:
-                continue
-            if g.min_memory_mib and nf.gpus[ids[0]].memory_mib < g.min_memory_mib:
-                continue
-            yield Option(tuple(ids[: g.count]), model)
-    elif isinstance(g, MigSlices):
-        for name, ids in sorted(nf.mig_free.items()):
-            split = split_mig_device_name(name)
-            if split is None or split[1] != g.profile or not g.allows(split[0]) or len(ids) < g.count:
-                continue
-            yield Option(tuple(ids[: g.count]), name)
-    else:
-        for gid, gpu in nf.gpus.items():
-            if not gpu.mode.takes_shares or not g.allows(gpu.model) or nf.gpu_free[gid] < g.milli:
-                continue
-            if gpu.max_tenants is not None and nf.tenants.get(gid, 0) >= gpu.max_tenants:
-                continue
-            if gpu.share_ids:  # the device plugin's share instances: pin the first free ones
-                yield Option(tuple(nf.slot_free[gid][: gpu.instances_for(g.milli)]), gpu.share_device or gpu.model,
-                             g.milli, gid)
-            else:
-                yield Option((gid,), gpu.model, g.milli)
+        return iter((_CPU_ONLY,))
+    return g.options(nf)
 
 
-def share_cost(nf: NodeFree, gid: InstanceId, milli: int) -> int:
-    """Free milli a share of `milli` takes from GPU `gid`: whole slots where it has share instances."""
-    gpu = nf.gpus[gid]
-    if not gpu.share_ids:
-        return milli
-    return nf.gpu_free[gid] - gpu.milli_of(len(nf.slot_free[gid]) - gpu.instances_for(milli))
+_CPU_ONLY = Option()
 
 
 def gpu_state_after(nf: NodeFree, opt: Option) -> GpuState:
@@ -84,16 +44,24 @@ def gpu_state_after(nf: NodeFree, opt: Option) -> GpuState:
 
 
 def left_after(nf: NodeFree, ask: AllocAsk, opt: Option) -> int:
-    """Free capacity of the asked kind left on the node (whole GPUs, MIG instances, share milli)."""
+    """Free capacity of the asked kind left on the node (whole GPUs, MIG instances, share milli; CPU
+    for CPU-only work)."""
     g = ask.gpu
-    if isinstance(g, GpuShare):
-        gid = opt.shared_gpu
-        return nf.gpu_free[gid] - share_cost(nf, gid, g.milli)
-    if isinstance(g, MigSlices):
-        return len(nf.mig_free.get(opt.device_name or "", ())) - g.count
-    if isinstance(g, WholeGpus):
-        return len(nf.whole_free().get(opt.device_name or "", ())) - g.count
-    return nf.cpu_free - ask.cpu_mhz
+    if g is None:
+        return nf.cpu_free - ask.cpu_mhz
+    return g.left_after(nf, opt)
+
+
+def capacity(nf: NodeFree, ask: AllocAsk) -> int:
+    """The node's capacity of the asked kind (CPU for CPU-only work): best fit's denominator."""
+    g = ask.gpu
+    return nf.node.cpu_mhz if g is None else g.capacity(nf)
+
+
+def prefer_tight(nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
+    """The asked kind's preference among a node's equally scored options (`GpuAsk.prefer_tight`)."""
+    g = ask.gpu
+    return 0.0 if g is None else g.prefer_tight(nf, opt)
 
 
 class Policy(Protocol):

@@ -74,7 +74,7 @@ def build_queue(cfg: BenchConfig) -> list[JobRequest]:
             gpu = MigSlices(rng.choice(("1g.10gb", "2g.20gb", "3g.40gb")))
         else:
             gpu = GpuShare(rng.choice((100, 250, 500)))
-        ask = AllocAsk("main", 0, 2000 * (gpu.count if isinstance(gpu, WholeGpus) else 1), 16384, gpu)
+        ask = AllocAsk("main", 0, 2000 * gpu.count, 16384, gpu)
         jobs.append(JobRequest(EntryId(f"j{j:07d}"), Team(f"team-{rng.randrange(cfg.teams)}"), (ask,),
                                priority=rng.choice((30, 50, 50, 50, 70)), submitted_at=float(j) * 0.001))
     return jobs

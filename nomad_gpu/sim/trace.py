@@ -77,7 +77,7 @@ class TracePod:
         g = self.gpu
         if g is None:
             return 0
-        return g.milli if isinstance(g, GpuShare) else self.num_gpu * MILLI_PER_GPU
+        return round(g.gpu_equivalents * MILLI_PER_GPU)
 
     def to_ask(self) -> AllocAsk:
         return AllocAsk("task", 0, self.cpu_milli, self.memory_mib, self.gpu)

@@ -1,0 +1,114 @@
+"""Whole GPUs: `count` GPUs of one model, each taken by one job at a time.
+
+Nomad fills one device request from one device group, so an option is `count` free GPUs of one
+model. Multi-GPU sets are where a topology term belongs: `WholeKind.sets` is the one place that
+turns a model's free GPUs into the candidate sets of an ask (today: the first `count` in device
+order), and `WholeKind.set_term` the term a policy may add for a set (0 today).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
+
+from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.domain.ids import MILLI_PER_GPU, InstanceId
+from nomad_gpu.domain.kinds.base import CountedKind, GpuKind, IndexKey, Option
+from nomad_gpu.domain.placement import AllocPlacement
+
+if TYPE_CHECKING:
+    from nomad_gpu.domain.freeindex import NodeFree
+
+SetsHook = Callable[["NodeFree", str, Sequence[InstanceId], int], Iterator[tuple[InstanceId, ...]]]
+"""(node, model, its free GPUs in device order, count) -> candidate sets of `count` GPUs."""
+
+
+class WholeKind(CountedKind):
+    name = "whole"
+    unit = "GPUs"
+
+    def __init__(self) -> None:
+        self.sets: SetsHook | None = None
+        """Candidate sets of a multi-GPU ask on one model; None: the first `count` free GPUs."""
+        self.set_term: Callable[[NodeFree, Option], float] | None = None
+        """A policy's term for a set (a topology score); None: every set scores alike."""
+
+    def free_keys(self, nf: NodeFree) -> Iterable[IndexKey]:
+        return [("whole", m, len(ids)) for m, ids in nf.whole_free().items()]
+
+    def static_keys(self, nf: NodeFree) -> Iterable[IndexKey]:
+        counts: dict[str, int] = {}
+        for g in nf.gpus.values():
+            if g.mode.takes_whole:
+                counts[g.model] = counts.get(g.model, 0) + 1
+        return [("whole", m, c) for m, c in counts.items()]
+
+    def claims(self, p: AllocPlacement) -> bool:
+        return not p.is_share and bool(p.instance_ids) and " MIG " not in (p.device_name or "")
+
+
+WHOLE = WholeKind()
+
+
+@dataclass(frozen=True)
+class WholeGpus:
+    """`count` whole GPUs of one model (Nomad fills one request from one device group)."""
+
+    count: int
+    models: frozenset[str] = frozenset()
+    """Allowed models; empty = any."""
+    min_memory_mib: int = 0
+
+    kind: ClassVar[GpuKind] = WHOLE
+
+    def __post_init__(self) -> None:
+        if self.count < 1:
+            raise InvalidRequest("gpu.count must be >= 1")
+        if self.min_memory_mib < 0:
+            raise InvalidRequest("gpu.min_memory_mib must be >= 0")
+
+    def allows(self, model: str) -> bool:
+        return not self.models or model in self.models
+
+    @property
+    def gpu_equivalents(self) -> float:
+        return float(self.count)
+
+    def need(self) -> int:
+        return self.count
+
+    def allows_name(self, name: str) -> bool:
+        return self.allows(name)
+
+    def options(self, nf: NodeFree) -> Iterator[Option]:
+        count, memory, sets = self.count, self.min_memory_mib, WHOLE.sets
+        for model, ids in sorted(nf.whole_free().items()):
+            if not self.allows(model) or len(ids) < count:
+                continue
+            if memory and nf.gpus[ids[0]].memory_mib < memory:
+                continue
+            if sets is None:
+                yield Option(tuple(ids[:count]), model)
+            else:
+                for chosen in sets(nf, model, ids, count):
+                    yield Option(chosen, model)
+
+    def left_after(self, nf: NodeFree, opt: Option) -> int:
+        return len(nf.whole_free().get(opt.device_name or "", ())) - self.count
+
+    def capacity(self, nf: NodeFree) -> int:
+        return sum(1 for gpu in nf.gpus.values() if gpu.mode.takes_whole)
+
+    def prefer_tight(self, nf: NodeFree, opt: Option) -> float:
+        return 0.0
+
+    def fragment_shape(self) -> tuple[int, int] | None:
+        return (self.count, MILLI_PER_GPU)
+
+    def describe(self) -> str:
+        models = "/".join(sorted(self.models)) if self.models else "GPU"
+        return f"{self.count} x {models}"
+
+    def limits(self) -> list[str]:
+        return [f"it needs {self.min_memory_mib} MiB per GPU"] if self.min_memory_mib else []
