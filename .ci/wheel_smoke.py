@@ -65,6 +65,16 @@ def check_render(source: Path) -> None:
         fail(f"render: unexpected output: {hcl[:300]!r}")
 
 
+def check_example() -> None:
+    """The dev banner's first step, from the empty directory: an example spec out of the wheel, rendered."""
+    spec = run("example train", [str(BIN / "nomad-gpu"), "example", "train"], 30)
+    Path("train.yaml").write_text(spec, encoding="utf-8")
+    hcl = run("render the example", [str(BIN / "nomad-gpu"), "render", "train.yaml"], 60)
+    Path("train.yaml").unlink()
+    if 'job "ngpu-preview-0"' not in hcl:
+        fail(f"render of the example: unexpected output: {hcl[:300]!r}")
+
+
 def check_simulate() -> None:
     out = run("simulate packing (one seed)", [str(BIN / "nomad-gpu"), "simulate", "packing", "--seeds", "42",
                                               "--workers", "1", "--tune", "0.3", "--json"], 120)
@@ -140,6 +150,7 @@ def main() -> None:
         fail(f"run from an empty directory, not {Path.cwd()}")
     check_installed_from_the_wheel()
     check_render(source)
+    check_example()
     check_simulate()
     check_demo()
     check_dev_cluster()

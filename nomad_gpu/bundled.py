@@ -1,10 +1,12 @@
-"""Where the files nomad-gpu ships with live: the default job templates and the bundled dev clusters.
+"""Where the files nomad-gpu ships with live: the default job templates, the bundled dev clusters and
+the example job specs.
 
-The top-level ``templates/`` and ``clusters/`` of the source tree are the one copy people read and
-edit. The build maps them into the package as ``nomad_gpu._templates`` and ``nomad_gpu._clusters``
-(``setup.py``), so the same files are found here through :mod:`importlib.resources` in a built wheel
-and in an editable install alike, whatever the working directory. Nothing else in the code locates
-them: callers ask this module, and flags (``--templates``, ``--cluster``) point elsewhere.
+The top-level ``templates/``, ``clusters/`` and ``jobspecs/`` of the source tree are the one copy people
+read and edit. The build maps them into the package as ``nomad_gpu._templates``, ``nomad_gpu._clusters``
+and ``nomad_gpu._jobspecs`` (``setup.py``), so the same files are found here through
+:mod:`importlib.resources` in a built wheel and in an editable install alike, whatever the working
+directory. Nothing else in the code locates them: callers ask this module, and flags (``--templates``,
+``--cluster``) point elsewhere.
 
 This module imports nothing of ours, so any layer may use it.
 """
@@ -14,10 +16,12 @@ from __future__ import annotations
 import importlib.resources
 from pathlib import Path
 
-__all__ = ["bundled_cluster", "bundled_clusters", "clusters_dir", "resolve_cluster", "templates_dir"]
+__all__ = ["bundled_cluster", "bundled_clusters", "clusters_dir", "example", "examples", "jobspecs_dir",
+           "resolve_cluster", "templates_dir"]
 
 _TEMPLATES_PACKAGE = "nomad_gpu._templates"
 _CLUSTERS_PACKAGE = "nomad_gpu._clusters"
+_JOBSPECS_PACKAGE = "nomad_gpu._jobspecs"
 _CLUSTER_SUFFIX = ".yaml"
 
 
@@ -46,6 +50,25 @@ def templates_dir() -> Path:
 def clusters_dir() -> Path:
     """The bundled dev-cluster files (``<name>.yaml``)."""
     return _package_dir(_CLUSTERS_PACKAGE, "clusters")
+
+
+def jobspecs_dir() -> Path:
+    """The example job specs (``<name>.yaml``): what ``nomad-gpu example NAME`` prints."""
+    return _package_dir(_JOBSPECS_PACKAGE, "jobspecs")
+
+
+def examples() -> list[str]:
+    """Names of the example specs, e.g. ``train``, sorted."""
+    return sorted(p.name.removesuffix(_CLUSTER_SUFFIX) for p in jobspecs_dir().glob(f"*{_CLUSTER_SUFFIX}"))
+
+
+def example(name: str) -> str:
+    """The text of the example spec ``name`` (``train`` or ``train.yaml``); ValueError naming the others."""
+    stem = name.removesuffix(_CLUSTER_SUFFIX)
+    known = examples()
+    if stem not in known:
+        raise ValueError(f"no example {name!r} (examples: {', '.join(known) or 'none'})")
+    return (jobspecs_dir() / f"{stem}{_CLUSTER_SUFFIX}").read_text(encoding="utf-8")
 
 
 def bundled_clusters() -> list[str]:

@@ -74,7 +74,8 @@ def test_the_bundled_directories_are_the_top_level_ones() -> None:
 
 
 @pytest.mark.parametrize(("package", "directory"), [("nomad_gpu._templates", "templates"),
-                                                    ("nomad_gpu._clusters", "clusters")])
+                                                    ("nomad_gpu._clusters", "clusters"),
+                                                    ("nomad_gpu._jobspecs", "jobspecs")])
 def test_every_bundled_file_is_package_data(package: str, directory: str) -> None:
     """A file the package-data globs miss would be in a checkout but not in the wheel."""
     globs = PYPROJECT["tool"]["setuptools"]["package-data"][package]
@@ -111,13 +112,14 @@ def test_a_source_tree_on_the_path_finds_the_one_copy_too(monkeypatch: pytest.Mo
     real = bundled.importlib.resources.files
 
     def files(package: str) -> Any:
-        if package in ("nomad_gpu._templates", "nomad_gpu._clusters"):
+        if package in ("nomad_gpu._templates", "nomad_gpu._clusters", "nomad_gpu._jobspecs"):
             raise ModuleNotFoundError(package)
         return real(package)
 
     monkeypatch.setattr(bundled.importlib.resources, "files", files)
     assert bundled.templates_dir() == REPO / "templates"
     assert bundled.resolve_cluster("mig-h100") == REPO / "clusters" / "mig-h100.yaml"
+    assert bundled.jobspecs_dir() == REPO / "jobspecs"
 
 
 def test_the_license_is_an_spdx_expression_for_a_setuptools_that_reads_it() -> None:

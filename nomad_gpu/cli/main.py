@@ -1,5 +1,5 @@
-"""`nomad-gpu`: submit, sweep, queue, status, cancel, hold, release, requeue, update, logs, inventory, render, serve,
-dev, demo, bench, simulate, backup.
+"""`nomad-gpu`: submit, sweep, queue, status, cancel, hold, release, requeue, update, logs, inventory, render, example,
+serve, dev, demo, bench, simulate, backup.
 
 Every command turns bad input into one line on stderr and exit code 2 (an unreachable service or
 Nomad: exit code 1), never a traceback. Settings come from flags and the environment here, once.
@@ -371,7 +371,8 @@ def dev(cluster_path: str, speed: float, db_path: str | None, config_path: str |
     addr = runtime.start(wait_ready_s=10)
     click.echo(f"dev cluster (Nomad API): {nomad_url}\nnomad-gpu:               {addr}\ndashboard:               "
                f"{addr}/ui\nqueue:                   {db}\n\nexport NOMAD_GPU_ADDR={addr}\n"
-               "nomad-gpu submit jobspecs/train.yaml\nnomad-gpu queue\n\nCtrl-C stops both.")
+               "nomad-gpu example train > train.yaml   # nomad-gpu example: all the examples\n"
+               "nomad-gpu submit train.yaml\nnomad-gpu queue\n\nCtrl-C stops both.")
     try:
         _wait_for_signal()
     finally:
@@ -435,12 +436,13 @@ def _register_optional_groups() -> None:
 
 from nomad_gpu.cli.backup import backup  # noqa: E402
 from nomad_gpu.cli.control import hold, logs, release, requeue, update  # noqa: E402
+from nomad_gpu.cli.examples import example  # noqa: E402
 from nomad_gpu.cli.node import node  # noqa: E402
 from nomad_gpu.cli.sweeps import sweep  # noqa: E402
 
 main.add_command(node)
 main.add_command(backup)
-for _command in (sweep, hold, release, requeue, update, logs):
+for _command in (sweep, hold, release, requeue, update, logs, example):
     main.add_command(_command)
 
 
