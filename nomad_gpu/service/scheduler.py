@@ -82,6 +82,8 @@ class SchedulerService:
         self.reconciler = Reconciler(self.life, self.ledger)
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
+        self.stream_state: Callable[[], str] = lambda: "unknown"
+        """The watcher's: connecting, following or forbidden (set by the runtime that wires them)."""
         """Set after the first reconcile: nothing is admitted before Nomad's state is known."""
         self.cycles = 0
         self._last_cycle = 0.0
@@ -379,6 +381,7 @@ class SchedulerService:
                 "team_usage_gpu": dict(self.ledger.team_usage()),
                 "holds": {e: sorted(n) for e, n in self.holds.items()},
                 "nomad_reachable": not self.outage.down, "draining": len(self.life.draining),
+                "event_stream": self.stream_state(),
                 "instance": self.store.instance,
             }
 
