@@ -71,6 +71,9 @@ class Placement(Payload):
     share_milli: int = 0
     gpu_equivalents: float = 0.0
     share_gpu: str | None = doc("The GPU a time-slice share is on.", default=None)
+    link: str | None = doc("How the GPUs of a multi-GPU placement reach each other: `NVLink`, `PCIe, one switch`, "
+                           "`PCIe, one NUMA node`, `PCIe across NUMA nodes`, or `PCIe` where the node's device plugin "
+                           "publishes no topology; null for one GPU.", default=None)
 
 
 @dataclass(frozen=True)
@@ -277,6 +280,8 @@ class Status(Payload):
     nomad_reachable: bool = True
     draining: int = 0
     instance: str = ""
+    event_stream: str = doc("The watcher's state: connecting, following, or forbidden (Nomad refuses the "
+                            "token the event stream: see docs/nomad-acl.md).", default="")
     nomad_address: str | Unset = doc("Nomad's address, when the service knows it.", default=UNSET)
 
 

@@ -6,7 +6,9 @@
 - reconnects with capped exponential backoff when the stream breaks or the server closes it. From
   1.11.2 an error after the 200 (token expired, ACL denied) is a plain end of the body, so an end is
   no sign of health: the backoff resets only once a data frame arrived, never on a heartbeat or a
-  clean end, and a stream that answers 200 and closes at once is retried ever more slowly;
+  clean end, and a stream that answers 200 and closes at once is retried ever more slowly; three such
+  closes in a row (or a 403) are Nomad refusing the token: state `forbidden`, one ERROR line naming
+  the capability, a retry a minute;
 - a watchdog gives up on a connection that delivered no bytes at all (not even the `{}` heartbeat
   Nomad sends every 30 s) for two heartbeat periods: a half-open TCP connection or a stuck proxy
   would otherwise hold the watcher forever;
@@ -35,7 +37,7 @@ import requests
 
 from nomad_gpu.domain.errors import InvalidInventory
 from nomad_gpu.domain.inventory import Node
-from nomad_gpu.nomad.client import NomadClient, NomadError
+from nomad_gpu.nomad.client import NomadClient, NomadError, NomadForbidden
 from nomad_gpu.nomad.decode import AllocInfo, EvalInfo, SharingConfig, decode_alloc, decode_eval, decode_node
 
 logger = logging.getLogger(__name__)
@@ -44,6 +46,9 @@ TOPICS = ("Allocation:*", "Node:*", "Job:*", "Evaluation:*")
 HEARTBEAT_S = 30.0
 NAMESPACE_CHECK_S = 10.0
 """How often the namespaces are listed while a stream subscribed to `*` is up (one small GET)."""
+SILENT_ENDS_FORBIDDEN = 3
+"""Streams in a row that close before their first heartbeat: Nomad 1.11.2+ refusing the token."""
+FORBIDDEN_RETRY_S = 60.0
 NODE_TYPES = frozenset({"NodeRegistration", "NodeStreamEvent", "NodeDrain", "NodeEligibility", "NodeEvent"})
 ALLOC_TYPES = frozenset({"PlanResult", "AllocationUpdated", "AllocationUpdateDesiredStatus"})
 
@@ -109,6 +114,11 @@ class Watcher:
         self._namespaces_checked = 0.0
         self._resubscribe = False
         self.namespace_resubscribes = 0
+        self.stream_state = "connecting"
+        """connecting, following, or forbidden (Nomad refuses the token: see `_silent_end`)."""
+        self.forbidden_since: float | None = None
+        self.forbidden_retry_s = FORBIDDEN_RETRY_S
+        self._silent_ends = 0
 
     # ---- life cycle --------------------------------------------------------------------------
     def start(self) -> None:
@@ -128,9 +138,16 @@ class Watcher:
             try:
                 self._track_namespaces()  # before the resync: what it lists, the stream then covers
                 self.resync()
-                self._follow()
+                heard = self._follow()
                 if not self._stop.is_set() and not self._resubscribe:
-                    logger.info("event stream ended at index %d; reconnecting", self.last_index)
+                    if heard:
+                        logger.info("event stream ended at index %d; reconnecting", self.last_index)
+                    else:
+                        self._silent_end()
+            except NomadForbidden as exc:
+                if self._stop.is_set():
+                    break
+                self._forbidden(str(exc))
             except NomadError as exc:
                 if self._stop.is_set():
                     break
@@ -144,9 +161,35 @@ class Watcher:
                 self._resubscribe = False
                 continue
             self.reconnects += 1
-            delay = self.backoff.next()
+            delay = self.forbidden_retry_s if self.stream_state == "forbidden" else self.backoff.next()
             logger.debug("event stream: reconnect %d in %.2f s", self.reconnects, delay)
             self._sleep(delay)
+
+    # ---- refusals ----------------------------------------------------------------------------
+    def _silent_end(self) -> None:
+        """The stream answered and closed before its first heartbeat. From 1.11.2 that is how Nomad refuses
+        the token (`200 OK` is written before `Event.stream` checks the ACL: command/agent/event_endpoint.go
+        `EventStream`, nomad/event_endpoint.go `validateNsOp`, v2.0.5); a few in a row are a refusal."""
+        self._silent_ends += 1
+        if self._silent_ends >= SILENT_ENDS_FORBIDDEN:
+            self._forbidden(f"the event stream closed before its first heartbeat {self._silent_ends} times in a row")
+        else:
+            logger.info("event stream closed before its first heartbeat; reconnecting")
+
+    def _forbidden(self, why: str) -> None:
+        if self.stream_state != "forbidden":
+            namespaces = self.client.settings.watch_namespace
+            scope = "every namespace (namespace=*)" if namespaces == "*" else f"namespace(s) {namespaces}"
+            logger.error("Nomad refuses the service's token (%s): it needs read-job in %s and node read "
+                         "(docs/nomad-acl.md), or set the watched namespaces to those it may read; retrying "
+                         "every %g s", why, scope, self.forbidden_retry_s)
+        self.stream_state = "forbidden"
+        self.forbidden_since = self.forbidden_since or self._clock()
+
+    def _accepted(self) -> None:
+        if self.stream_state == "forbidden":
+            logger.info("Nomad accepts the event stream again")
+        self.stream_state, self.forbidden_since, self._silent_ends = "following", None, 0
 
     # ---- one connection ----------------------------------------------------------------------
     def resync(self) -> None:
@@ -160,20 +203,26 @@ class Watcher:
         self.last_index = max(self.last_index, index)
         self.synced.set()
 
-    def _follow(self) -> None:
+    def _follow(self) -> bool:
+        """Follow one connection until it ends; whether anything (a heartbeat at least) arrived."""
         # the index is inclusive: ask for the next one and still dedupe (a too-new index replays)
         frames = self.client.event_stream(self.last_index + 1 if self.last_index else 0, TOPICS,
                                           read_timeout_s=self.silence_limit_s, opened=self._opened)
+        heard = False
         for frame in frames:
+            if not heard:
+                heard = True
+                self._accepted()
             self.connected.set()
             if self._stop.is_set():
-                return
+                return heard
             heartbeat = not frame or (not frame.get("Index") and not frame.get("Events"))
             if not heartbeat:  # a heartbeat (`api/event_stream.go`) has no index and no events
                 self.handle_frame(frame)
                 self.backoff.reset()  # only data shows the stream works: 1.11.2+ sends a heartbeat, then EOF on error
             if self._new_namespaces():
-                return
+                return heard
+        return heard
 
     def _track_namespaces(self) -> None:
         """Before subscribing to `*`: the namespaces it will be expanded to (at least these)."""

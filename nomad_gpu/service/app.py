@@ -39,6 +39,7 @@ class ServiceRuntime:
         self.actuator = Actuator(self.client, settings.templates_dir)
         self.scheduler = SchedulerService(self.store, self.actuator, settings.scheduling, self.metrics)
         self.watcher = Watcher(self.client, self.scheduler, settings.scheduling.sharing)
+        self.scheduler.stream_state = lambda: self.watcher.stream_state
         install_live_metrics(self.metrics, self.scheduler, self.watcher)
         self.history = History()
         self.usage = UsagePoller(self.client, self.scheduler, settings.scheduling.usage, self.metrics)

@@ -6,6 +6,7 @@
 - `nomad_gpu_entries{state}`: the entries the scheduler tracks (queued, held, admitted, running); how
   entries ended is `nomad_gpu_finished_total{outcome}`.
 - `nomad_gpu_event_stream_reconnects_total`: how often the watcher had to reopen Nomad's event stream.
+- `nomad_gpu_event_stream_forbidden`: 1 while Nomad refuses the service's token the event stream.
 - `nomad_gpu_wait_seconds` is observed by the life cycle as each admission is committed.
 """
 
@@ -92,6 +93,14 @@ def reconnects_reader(count: Callable[[], int]) -> Callable[[], Iterator[Metric]
     return read
 
 
+def forbidden_reader(state: Callable[[], str]) -> Callable[[], Iterator[Metric]]:
+    def read() -> Iterator[Metric]:
+        yield GaugeMetricFamily("nomad_gpu_event_stream_forbidden", "1 while Nomad refuses the service's token "
+                                "the event stream (a missing read-job or node read capability)",
+                                value=1.0 if state() == "forbidden" else 0.0)
+    return read
+
+
 def install(metrics: Metrics, scheduler: SchedulerService, watcher: Watcher) -> None:
     """Read capacity, entries and reconnects from this service at each scrape."""
 
@@ -102,3 +111,4 @@ def install(metrics: Metrics, scheduler: SchedulerService, watcher: Watcher) -> 
     metrics.read_at_scrape(capacity_reader(scheduler.inventory))
     metrics.read_at_scrape(entries_reader(tracked))
     metrics.read_at_scrape(reconnects_reader(lambda: watcher.reconnects))
+    metrics.read_at_scrape(forbidden_reader(lambda: watcher.stream_state))
