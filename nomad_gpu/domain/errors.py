@@ -28,6 +28,11 @@ class NotAllowed(NomadGpuError):
     """A request this caller may not make (a driver, a namespace, another team's spec)."""
 
 
+class OverLimit(NomadGpuError):
+    """A caller over a configured limit of what it may hold at once (a team's live entries or stored bytes):
+    the request is fine, and will be once some of what is held ends."""
+
+
 class StateConflict(NomadGpuError):
     """A request the entry's current state does not allow (hold a running entry, HCL of a queued one)."""
 

@@ -57,6 +57,9 @@ __all__ = [
 
 RESERVED_META_PREFIX = "nomad_gpu_"
 """Meta keys with this prefix are written by nomad-gpu, never by a user spec."""
+MAX_ENV_ENTRIES = 1000
+"""Env variables (and command-line arguments) of one task at most: a task needs tens, and each entry held
+for a queued spec costs the service memory (60,000 of them made one entry cost 15 MB)."""
 RESERVED_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES"})
 """Env a user may not set: nomad-gpu (or the device plugin) decides which GPUs a task sees."""
 SHORTHAND_GROUP = "main"
@@ -189,8 +192,8 @@ class TaskSpec(_Model):
     driver: Annotated[str, Field(strict=True), _matching(r"[a-z0-9_-]{1,64}", "a Nomad driver name")] = "docker"
     image: NonEmptyText | None = Field(default=None, validate_default=True)
     command: NonEmptyText | None = None
-    args: list[Text] = Field(default_factory=list)
-    env: dict[EnvKey, Text] = Field(default_factory=dict)
+    args: list[Text] = Field(default_factory=list, max_length=MAX_ENV_ENTRIES)
+    env: dict[EnvKey, Text] = Field(default_factory=dict, max_length=MAX_ENV_ENTRIES)
 
     @field_validator("image")
     @classmethod

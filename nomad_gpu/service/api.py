@@ -57,10 +57,13 @@ from nomad_gpu.service.ui import ui_routes
 from nomad_gpu.service.usage import UsagePoller
 from nomad_gpu.service.views import capacity_gpu, inventory_for, teams_for, teams_view
 from nomad_gpu.store import EntryState, QueueEntry
+from nomad_gpu.store.sqlite import TeamQuota
 
 logger = logging.getLogger(__name__)
 
 MAX_BODY = MAX_SPEC_BYTES
+MAX_STORED_SPEC_BYTES = 256 << 10
+"""One job's (or one sweep's shared) spec as stored, at most: held in memory while it is queued."""
 MAX_SWEEP_STORED_BYTES = 64 << 20
 """Each trial is stored with a full copy of the sweep's spec, so a sweep's trial count times its spec size
 is what it writes to the queue: bounded here, before expanding, until trials share one stored spec."""
@@ -78,6 +81,7 @@ def create_app(service: SchedulerService, token: str | None = None,
     answers what is read from Nomad for one entry (allocations, registered HCL, logs).
     """
     rules = (access or AccessSettings()).with_admin(token)
+    quota = TeamQuota(rules.team_limits.max_entries, rules.team_limits.max_stored_bytes)
     past = history or History()
 
     def entry_payload(e: QueueEntry) -> Entry:
@@ -93,7 +97,7 @@ def create_app(service: SchedulerService, token: str | None = None,
 
         def store() -> Response:  # one hop to a worker thread for the checks and the store
             data, spec = check_submission(body, content_type, rules, caller)
-            entries = service.submit(data, idempotency_key=key, spec=spec)
+            entries = service.submit(data, idempotency_key=key, spec=spec, quota=quota)
             if len(caller.visible(entries)) != len(entries):  # a key an admin used for another team
                 raise StateConflict("this Idempotency-Key was already used for another team's submission")
             return answer(Entries(tuple(entry_payload(e) for e in entries)), status=201)
@@ -266,6 +270,7 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings,
     spec = document.parse(max_trials=rules.max_trials)
     check_drivers(spec, rules)
     check_namespace(spec, rules)
+    check_spec_size(spec)
     if isinstance(spec, SweepSpec):
         check_sweep_size(spec)
     data = dict(document.data)
@@ -293,6 +298,13 @@ def check_drivers(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:
             raise NotAllowed(f"groups[{i}].task.driver: {group.task.driver!r} is not allowed here (allowed: "
                                 f"{', '.join(sorted(rules.allowed_drivers))}; see allowed_drivers in the service "
                                 "config)")
+
+
+def check_spec_size(spec: JobSpec | SweepSpec) -> None:
+    size = len(json.dumps(spec.model_dump(mode="json", exclude={"kind", "sweep"})).encode())
+    if size > MAX_STORED_SPEC_BYTES:
+        raise TooLarge(f"the spec takes {size >> 10} KiB stored, more than {MAX_STORED_SPEC_BYTES >> 10} KiB: keep "
+                       "large data out of env and args (mount it, or fetch it in the task)")
 
 
 def check_sweep_size(spec: SweepSpec) -> None:

@@ -16,6 +16,7 @@ from nomad_gpu.api.payloads import ErrorReply
 from nomad_gpu.domain.errors import (
     InvalidRequest,
     NotAllowed,
+    OverLimit,
     StateConflict,
     TooLarge,
     Unavailable,
@@ -36,6 +37,7 @@ STATUSES: tuple[tuple[type[Exception], int], ...] = (
     (StateConflict, 409),
     (StaleTransition, 409),  # another request moved the entry first
     (TooLarge, 413),
+    (OverLimit, 429),
     (Unschedulable, 422),  # well-formed, but no node of the fleet could ever run it
     (InvalidRequest, 400),  # SpecError and RenderError too
     (Unavailable, 503),

@@ -41,7 +41,7 @@ from nomad_gpu.service.translate import check_supported
 from nomad_gpu.service.views import inventory_view
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.entries import parse_job_id
-from nomad_gpu.store.sqlite import SqliteStore
+from nomad_gpu.store.sqlite import SqliteStore, TeamQuota
 
 logger = logging.getLogger(__name__)
 
@@ -117,7 +117,7 @@ class SchedulerService:
 
     # ---- submissions -------------------------------------------------------------------------
     def submit(self, data: Any, *, idempotency_key: str | None = None,
-               spec: JobSpec | SweepSpec | None = None) -> list[QueueEntry]:
+               spec: JobSpec | SweepSpec | None = None, quota: TeamQuota | None = None) -> list[QueueEntry]:
         """Validate and store a job or a sweep (all trials or none). SpecError/InvalidRequest on bad input.
         `spec`: `data` already validated (the API's checks did it), so it is not validated again."""
         if spec is None:
@@ -144,7 +144,7 @@ class SchedulerService:
             if isinstance(spec, SweepSpec) and sweep_id and spec.sweep.max_parallel:
                 self._sweep_limits[sweep_id] = spec.sweep.max_parallel
                 self.store.set_meta("sweep_limits", json.dumps(self._sweep_limits))
-            stored = self.store.add(entries)
+            stored = self.store.add(entries, quota)  # OverLimit: the team holds too much already
             validated = {id(e.spec): s for e, (s, _) in zip(entries, specs, strict=True)}
             for e in stored:
                 if e.state is EntryState.QUEUED:

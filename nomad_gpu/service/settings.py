@@ -133,6 +133,33 @@ def http_limits_from_mapping(raw: Any, where: str = "api: http") -> HttpLimits:
 
 
 @dataclass(frozen=True)
+class TeamLimits:
+    """What one team may hold at once: past either, a submission is answered 429 until some of it ends."""
+
+    max_entries: int = 20_000
+    """Live entries (queued, admitted, running; a sweep's trials each count)."""
+    max_stored_bytes: int = 64 << 20
+    """Bytes of the team's live specs as stored (a sweep's shared spec once)."""
+
+
+def team_limits_from_mapping(raw: Any, where: str = "api: team_limits") -> TeamLimits:
+    """``api: {team_limits: {max_entries, max_stored_bytes}}``."""
+    if not isinstance(raw, Mapping):
+        raise InvalidRequest(f"{where}: must be a mapping")
+    unknown = sorted(set(raw) - {"max_entries", "max_stored_bytes"})
+    if unknown:
+        raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
+    base = TeamLimits()
+    values: dict[str, int] = {}
+    for key in ("max_entries", "max_stored_bytes"):
+        value = raw.get(key, getattr(base, key))
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise InvalidRequest(f"{where}: {key}: must be a whole number of at least 1")
+        values[key] = value
+    return TeamLimits(values["max_entries"], values["max_stored_bytes"])
+
+
+@dataclass(frozen=True)
 class AccessSettings:
     """Who may do what through the API (DESIGN 12), and how much one submission may ask for.
 
@@ -153,6 +180,8 @@ class AccessSettings:
     (:mod:`nomad_gpu.service.browser`): the names clients reach the service by."""
     http: HttpLimits = field(default_factory=HttpLimits)
     """Connection timeouts and the connection cap."""
+    team_limits: TeamLimits = field(default_factory=TeamLimits)
+    """What each team may hold at once (entries, stored bytes)."""
 
     @property
     def required(self) -> bool:
@@ -219,7 +248,7 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
     if not isinstance(raw, Mapping):
         raise InvalidRequest(f"{where}: must be a mapping")
     unknown = sorted(set(raw) - {"tokens", "allowed_drivers", "max_trials", "metrics_open", "namespaces", "hosts",
-                                 "http"})
+                                 "http", "team_limits"})
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
     tokens: dict[str, str | None] = {}
@@ -259,7 +288,8 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
         raise InvalidRequest(f"{where}: hosts: must be a list of host names or IP addresses (no port, no scheme)")
     return AccessSettings(types.MappingProxyType(tokens), frozenset(drivers), max_trials, metrics_open,
                           frozenset(namespaces), frozenset(h.lower().strip("[]") for h in hosts),
-                          http_limits_from_mapping(raw.get("http") or {}, f"{where}: http"))
+                          http_limits_from_mapping(raw.get("http") or {}, f"{where}: http"),
+                          team_limits_from_mapping(raw.get("team_limits") or {}, f"{where}: team_limits"))
 
 
 def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> SchedulingSettings:

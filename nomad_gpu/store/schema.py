@@ -64,7 +64,12 @@ CREATE TABLE IF NOT EXISTS stops (
 );
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2)
+# v3: a team's live entries counted and listed without reading other teams' rows
+_V3 = """
+CREATE INDEX IF NOT EXISTS entries_team ON entries(team, state);
+"""
+
+MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
 VERSION = len(MIGRATIONS)
 
 

@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, cast
 
-from nomad_gpu.domain.errors import NomadGpuError, UnknownEntry
+from nomad_gpu.domain.errors import NomadGpuError, OverLimit, UnknownEntry
 from nomad_gpu.store import specdiff
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps
 from nomad_gpu.store.lock import DatabaseLock
@@ -44,13 +44,28 @@ class StopIntent:
 
 
 @dataclass(frozen=True)
+class TeamQuota:
+    """What one team may hold at once: live entries, and bytes of their stored specs."""
+
+    max_entries: int
+    max_stored_bytes: int
+
+
+@dataclass(frozen=True)
+class _NewRow:
+    entry: QueueEntry
+    base_id: str | None
+    stored: str
+
+
+@dataclass(frozen=True)
 class Admission:
     entry_id: str
     placements: tuple[Mapping[str, Any], ...]
 
 
 class Store(Protocol):
-    def add(self, entries: Sequence[QueueEntry]) -> list[QueueEntry]: ...
+    def add(self, entries: Sequence[QueueEntry], quota: TeamQuota | None = None) -> list[QueueEntry]: ...
     def get(self, entry_id: str) -> QueueEntry: ...
     def list(self, states: Iterable[EntryState] | None = None, sweep: str | None = None,
              limit: int | None = None, offset: int = 0, *, team: str | None = None) -> list[QueueEntry]: ...
@@ -130,27 +145,39 @@ class SqliteStore:
         return _Transaction(self._db)
 
     # ---- entries -----------------------------------------------------------------------------
-    def add(self, entries: Sequence[QueueEntry]) -> list[QueueEntry]:
+    def add(self, entries: Sequence[QueueEntry], quota: TeamQuota | None = None) -> list[QueueEntry]:
         """Store all or nothing. Entries with an empty id get a fresh, sortable one (`q000123`) and this
-        database's job prefix. An entry whose idempotency key is already stored returns the stored one."""
+        database's job prefix. An entry whose idempotency key is already stored returns the stored one.
+        With ``quota``, OverLimit (and nothing stored) when a team would hold more than it allows."""
         out: list[QueueEntry] = []
-        bases = _sweep_bases(entries)
+        shared = _sweep_bases(entries)
+        bases = {sweep_id: dumps(base) for sweep_id, base in shared.items()}
         with self._lock, self._tx():
-            for sweep_id, base in bases.items():
-                # a plain INSERT: a sweep ID already stored is an error, never another sweep's spec reused
-                self._db.execute("INSERT INTO spec_bases (id, spec) VALUES (?, ?)", (sweep_id, dumps(base)))
+            plan: list[QueueEntry | _NewRow] = []
             for e in entries:
                 if e.idempotency_key:
                     found = self._db.execute("SELECT * FROM entries WHERE idempotency_key = ?",
                                              (e.idempotency_key,)).fetchone()
                     if found is not None:
-                        out.append(self._row(found))
+                        plan.append(self._row(found))
                         continue
+                base_id = e.sweep if e.sweep in bases else None
+                stored = dumps(specdiff.diff(shared[base_id], e.spec)) if base_id else dumps(e.spec)
+                plan.append(_NewRow(e, base_id, stored))
+            fresh = [p for p in plan if isinstance(p, _NewRow)]
+            if quota is not None:
+                self._check_quota(quota, fresh, bases)
+            for sweep_id in sorted({p.base_id for p in fresh if p.base_id}):
+                # a plain INSERT: a sweep ID already stored is an error, never another sweep's spec reused
+                self._db.execute("INSERT INTO spec_bases (id, spec) VALUES (?, ?)", (sweep_id, bases[sweep_id]))
+            for p in plan:
+                if not isinstance(p, _NewRow):
+                    out.append(p)
+                    continue
+                e, base_id, stored_spec = p.entry, p.base_id, p.stored
                 if not e.id:
                     seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM entries").fetchone()[0]
                     e = replace(e, id=f"q{int(seq):06d}", job_prefix=e.job_prefix or self.instance)
-                base_id = e.sweep if e.sweep in bases else None
-                stored_spec = dumps(specdiff.diff(bases[base_id], e.spec)) if base_id else dumps(e.spec)
                 self._db.execute(
                     "INSERT INTO entries (id, name, team, priority, spec, submitted_at, state, attempts,"
                     " max_retries, reason, placements, sweep, idempotency_key, history, job_prefix, namespace,"
@@ -161,6 +188,36 @@ class SqliteStore:
                 )
                 out.append(e)
         return out
+
+    def _check_quota(self, quota: TeamQuota, fresh: Sequence[_NewRow], bases: Mapping[str, str]) -> None:
+        """OverLimit when a team's live entries or stored bytes, with ``fresh`` added, pass ``quota``."""
+        adding: dict[str, list[int]] = {}
+        counted: set[str] = set()
+        for p in fresh:
+            n = adding.setdefault(p.entry.team, [0, 0])
+            n[0] += 1
+            n[1] += len(p.stored.encode())
+            if p.base_id and p.base_id not in counted:
+                counted.add(p.base_id)
+                n[1] += len(bases[p.base_id].encode())
+        live = [s.value for s in EntryState if not s.is_terminal()]
+        marks = ",".join("?" * len(live))
+        for team, (count, size) in adding.items():
+            held, held_bytes = self._db.execute(
+                f"SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(spec AS BLOB))), 0) FROM entries WHERE team = ? AND state"
+                f" IN ({marks})", (team, *live)).fetchone()
+            held_bytes += self._db.execute(
+                "SELECT COALESCE(SUM(LENGTH(CAST(spec AS BLOB))), 0) FROM spec_bases WHERE id IN (SELECT spec_base FROM"
+                f" entries WHERE team = ? AND state IN ({marks}) AND spec_base IS NOT NULL)",
+                (team, *live)).fetchone()[0]
+            if held + count > quota.max_entries:
+                raise OverLimit(f"team {team!r} holds {held} live entries; {count} more would pass its limit of "
+                                f"{quota.max_entries} (api.team_limits.max_entries): wait for some to end, or cancel "
+                                "some")
+            if held_bytes + size > quota.max_stored_bytes:
+                raise OverLimit(f"team {team!r} holds {held_bytes} bytes of live specs; {size} more would pass its "
+                                f"limit of {quota.max_stored_bytes} (api.team_limits.max_stored_bytes): wait for some "
+                                "to end, or cancel some")
 
     def get(self, entry_id: str) -> QueueEntry:
         with self._lock:

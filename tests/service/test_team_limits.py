@@ -1,0 +1,79 @@
+"""How much one team may hold (issue 26, item 4): 100 queued specs of 0.9 MB (60,000 env entries each)
+took the service from 57 MB to 1.5 GB and another team's list to 7.6 s. A spec's env and size are capped
+(an oversize spec: 413), and each team's live entries and stored bytes are limited (429)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from starlette.testclient import TestClient
+
+from nomad_gpu.service.api import create_app
+from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.settings import AccessSettings, TeamLimits, access_from_mapping
+
+VISION = "vision-0123456789abcdef"
+NLP = "nlp-0123456789abcdef0000"
+TOKENS = {VISION: "vision", NLP: "nlp"}
+
+
+def post(client: TestClient, token: str, text: str) -> Any:
+    return client.post("/v1/jobs", content=text, headers={"Authorization": f"Bearer {token}",
+                                                          "Content-Type": "application/yaml"})
+
+
+def job(name: str, env: int = 1, value: str = "v") -> str:
+    pairs = ", ".join(f"K{i}: {value}" for i in range(env))
+    return f"name: {name}\ntask: {{image: i, env: {{{pairs}}}}}\n"
+
+
+def test_more_env_entries_than_any_task_needs_are_refused(service: SchedulerService) -> None:
+    client = TestClient(create_app(service, access=AccessSettings(tokens=TOKENS)))
+    assert post(client, VISION, job("ok", env=1000)).status_code == 201
+    r = post(client, VISION, job("many", env=1001))
+    assert r.status_code == 400 and "1000" in r.json()["error"]
+
+
+def test_a_spec_over_the_stored_size_is_413(service: SchedulerService) -> None:
+    client = TestClient(create_app(service, access=AccessSettings(tokens=TOKENS)))
+    r = post(client, VISION, job("big", env=600, value="x" * 500))  # ~300 KB under the 1 MiB body limit
+    assert r.status_code == 413 and "KiB" in r.json()["error"]
+    assert service.store.list() == []
+
+
+def test_a_team_over_its_entries_is_429_and_the_other_team_is_not(service: SchedulerService) -> None:
+    access = AccessSettings(tokens=TOKENS, team_limits=TeamLimits(max_entries=3, max_stored_bytes=1 << 20))
+    client = TestClient(create_app(service, access=access))
+    for i in range(3):
+        assert post(client, VISION, job(f"j{i}")).status_code == 201
+    r = post(client, VISION, job("j3"))
+    assert r.status_code == 429 and "3 live entries" in r.json()["error"] and "max_entries" in r.json()["error"]
+    sweep = "kind: sweep\nname: hp\ntask: {image: i}\nsweep: {parameters: {lr: [1, 2, 3, 4]}}\n"
+    assert post(client, NLP, sweep).status_code == 429  # four trials are four entries
+    assert post(client, NLP, job("theirs")).status_code == 201
+    first = service.store.list(team="vision")[0].id
+    assert client.delete(f"/v1/jobs/{first}", headers={"Authorization": f"Bearer {VISION}"}).status_code == 200
+    assert post(client, VISION, job("j3")).status_code == 201  # an ended entry frees its place
+
+
+def test_a_team_over_its_stored_bytes_is_429(service: SchedulerService) -> None:
+    access = AccessSettings(tokens=TOKENS, team_limits=TeamLimits(max_entries=100, max_stored_bytes=20_000))
+    client = TestClient(create_app(service, access=access))
+    assert post(client, VISION, job("a", env=200, value="x" * 40)).status_code == 201
+    r = post(client, VISION, job("b", env=200, value="x" * 40))
+    assert r.status_code == 429 and "max_stored_bytes" in r.json()["error"]
+    assert post(client, NLP, job("c", env=200, value="x" * 40)).status_code == 201
+
+
+def test_the_limits_come_from_the_config_with_defaults() -> None:
+    assert access_from_mapping({}).team_limits == TeamLimits()
+    got = access_from_mapping({"team_limits": {"max_entries": 50, "max_stored_bytes": 1000000}}).team_limits
+    assert got == TeamLimits(max_entries=50, max_stored_bytes=1000000)
+
+
+@pytest.mark.parametrize("raw", [{"max_entries": 0}, {"max_stored_bytes": "1G"}, {"other": 1}])
+def test_bad_limits_are_one_line(raw: dict[str, Any]) -> None:
+    from nomad_gpu.domain.errors import InvalidRequest
+    with pytest.raises(InvalidRequest, match="team_limits"):
+        access_from_mapping({"team_limits": raw})
