@@ -9,10 +9,15 @@ that the class will not take ("serving: no isolated option with >= 14 GiB free; 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from nomad_gpu.domain.classes import GIB, ClassRule, KindName, Size, WorkloadClass
+from nomad_gpu.domain.classes import GIB, ClassRule, KindName, OptionFact, Size, WorkloadClass, share_milli
+from nomad_gpu.domain.ids import MILLI_PER_GPU
+
+if TYPE_CHECKING:
+    from nomad_gpu.domain.freeindex import NodeFree
 
 _NOUN: Mapping[KindName, tuple[str, str]] = {
     "mig": ("MIG instance", "MIG instances"),
@@ -85,3 +90,52 @@ def wait_text(cls: WorkloadClass, rule: ClassRule, size: Size, fitting_free: Map
                for k in kinds if free.get(k, 0) > fitting_free.get(k, 0) and k != "share"]
     tail = [f"{', '.join(others)} free" if others else "", "; ".join(smaller)]
     return "; ".join([head, *[t for t in tail if t]])
+
+
+@dataclass(frozen=True)
+class FreeCounts:
+    """What a waiting class's line counts, per kind: free options that hold the size, free options of any
+    size, and the fleet's device kinds (free or not) that hold it."""
+
+    fitting_free: Mapping[KindName, int]
+    free: Mapping[KindName, int]
+    in_fleet: Mapping[KindName, int]
+
+
+def free_counts(nodes: Iterable[NodeFree], size: Size, facts: Iterable[OptionFact]) -> FreeCounts:
+    """Count over the schedulable nodes' free state: whole GPUs fully free, MIG instances free, and share
+    room (free share instances of the device plugin's GPUs, else shared GPUs with room and a tenant slot)."""
+    fitting: dict[KindName, int] = {}
+    free: dict[KindName, int] = {}
+
+    def add(kind: KindName, n: int, fits: bool) -> None:
+        free[kind] = free.get(kind, 0) + n
+        if fits:
+            fitting[kind] = fitting.get(kind, 0) + n
+
+    for nf in nodes:
+        if not nf.offered:
+            continue
+        for model, ids in nf.whole_free().items():
+            for gid in ids:
+                add("gpu", 1, size.allows(model) and size.holds(nf.gpus[gid].memory_mib))
+        memory = {m.id: m for m in nf.node.migs}
+        for ids in nf.mig_free.values():
+            for mid in ids:
+                mig = memory[mid]
+                add("mig", 1, size.allows(mig.model) and size.holds(mig.memory_mib))
+        for gid, gpu in nf.gpus.items():
+            if not gpu.mode.takes_shares or nf.gpu_free[gid] <= 0:
+                continue
+            if gpu.max_tenants is not None and nf.tenants.get(gid, 0) >= gpu.max_tenants:
+                continue
+            room = len(nf.slot_free.get(gid, ())) or 1
+            slots = len(gpu.share_ids) or (gpu.max_tenants or 0)
+            milli = MILLI_PER_GPU if size.need is None else share_milli(size.need, gpu.memory_mib, slots)
+            add("share", room, size.count == 1 and size.allows(gpu.model) and milli is not None
+                and milli <= nf.gpu_free[gid])
+    in_fleet: dict[KindName, int] = {}
+    for f in facts:
+        if size.allows(f.model) and size.holds(f.memory_mib):
+            in_fleet[f.kind] = in_fleet.get(f.kind, 0) + 1
+    return FreeCounts(fitting, free, in_fleet)

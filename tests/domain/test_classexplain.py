@@ -55,3 +55,30 @@ def test_a_wait_says_why_no_tier_fits(cls: WorkloadClass, size: Size, fitting_fr
                                       free: dict[str, int], in_fleet: dict[str, int], text: str) -> None:
     rule = DEFAULT_CLASS_POLICY.rule(cls)
     assert wait_text(cls, rule, size, fitting_free, free, in_fleet) == text  # type: ignore[arg-type]
+
+
+def test_free_counts_read_the_nodes_free_state() -> None:
+    from nomad_gpu.domain.classes import fleet_facts
+    from nomad_gpu.domain.classexplain import free_counts
+    from nomad_gpu.domain.freeindex import NodeFree
+    from nomad_gpu.domain.ids import InstanceId, NodeId
+    from nomad_gpu.domain.inventory import Inventory
+    from nomad_gpu.domain.placement import AllocPlacement
+
+    from .builders import L40S, make_node, mig_slices, plugin_shared_gpus, whole_gpus
+
+    whole = make_node("w", gpus=whole_gpus("w", 2, memory_mib=81920))
+    migs = make_node("m", migs=mig_slices("m", "3g.40gb", 1) + mig_slices("m", "1g.10gb", 2))
+    shared = make_node("s", gpus=plugin_shared_gpus("s", 1, 4, L40S))
+    busy = AllocPlacement("g", 0, NodeId("w"), 0, 0, (InstanceId("GPU-w-0"),), "x", gpu_equivalents=1.0)
+    half = AllocPlacement("g", 0, NodeId("s"), 0, 0, (InstanceId("GPU-s-s0-share-0"), InstanceId("GPU-s-s0-share-1")),
+                          L40S, share_milli=500, gpu_equivalents=0.5, share_gpu=InstanceId("GPU-s-s0"))
+    nodes = [NodeFree.of(whole, [busy]), NodeFree.of(migs, []), NodeFree.of(shared, [half])]
+    facts = fleet_facts(Inventory.of([whole, migs, shared]))
+    counts = free_counts(nodes, Size(14 * GIB), facts)
+    # the builders' 1g.10gb reports 10 GiB, the 3g.40gb 40, the shared GPU 80: 14 GiB takes 1 of its 4 slots
+    assert counts.free == {"gpu": 1, "mig": 3, "share": 2}
+    assert counts.fitting_free == {"gpu": 1, "mig": 1, "share": 2}
+    assert counts.in_fleet == {"gpu": 1, "mig": 1, "share": 1}
+    big = free_counts(nodes, Size(60 * GIB), facts)
+    assert big.fitting_free == {"gpu": 1} and big.in_fleet == {"gpu": 1, "share": 1}  # 60 GiB needs 3 slots
