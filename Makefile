@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: test demo lint bench api-docs clean
+.PHONY: test demo lint bench api-docs spec-docs clean
 
 $(STAMP): pyproject.toml setup.py
 	$(PY) -m venv $(VENV)
@@ -27,6 +27,9 @@ bench: $(STAMP)
 
 api-docs: $(STAMP)
 	$(BIN)/python -m nomad_gpu.service.openapi > docs/api.md
+
+spec-docs: $(STAMP)
+	$(BIN)/python -m nomad_gpu.render.specdocs > docs/spec.md
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
