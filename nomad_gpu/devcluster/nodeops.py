@@ -27,7 +27,7 @@ import functools
 import logging
 from typing import TYPE_CHECKING
 
-from . import evals
+from . import evals, migjobs
 from .allocs import Alloc, ClientStatus
 from .inventory import Node
 
@@ -54,6 +54,8 @@ def set_status(state: ClusterState, id_or_name: str, status: str) -> Node:
         node = state.resolve_node(id_or_name)
         if node.status == status:
             return node
+        if status == "ready":
+            migjobs.catch_up(state, node.id)  # back up: its plugin fingerprints the GPUs as they are now
         index = state._next_index()
         node.status, node.modify_index, node.status_updated_at = status, index, int(state.clock())
         # Status changes are `NodeStreamEvent`, not the documented "NodeEvent" (reference section 1).

@@ -198,6 +198,7 @@ def audit(state: ClusterState) -> JSON:
             "share_oversubscriptions": state.ledger.share_oversubscriptions,
             "shared_gpus": state.ledger.share_sums(),
             "refusals": state.ledger.refusals(),
+            **state.mig_log.audit(),  # mig_changes, mig_destroyed_in_use (migjobs.py)
         }
 
 

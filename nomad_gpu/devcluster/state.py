@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from . import evals, gc, namespaces, nodeops, restarts
+from . import evals, gc, migjobs, namespaces, nodeops, restarts
 from .allocs import Alloc, ClientStatus
 from .config import ClusterSpec
 from .evals import Evaluation
@@ -55,6 +55,7 @@ class ClusterState:
         self.clock = clock
         self.index = 0
         self.ledger = DeviceLedger()
+        self.mig_log = migjobs.MigLog()  # MIG re-layouts run as jobs (migjobs.py)
         self.nodes: dict[str, Node] = {}
         self.jobs: dict[tuple[str, str], JobRecord] = {}
         self.allocs: dict[str, Alloc] = {}
@@ -344,7 +345,7 @@ class ClusterState:
             alloc = self.allocs.get(alloc_id)
             if alloc is None or alloc.client_status is not ClientStatus.RUNNING:
                 return
-            code = 1 if alloc.fails else 0
+            code = migjobs.task_exit(self, alloc, 1 if alloc.fails else 0)  # a `node mig apply` acts here
             now = self.clock()
             decision = restarts.decide(alloc.restart or restarts.RestartPolicy(0, 0.0, 0.0, "fail"), alloc.job_type,
                                        code, alloc.restart_count, alloc.restart_window_start, now * self.speed)
