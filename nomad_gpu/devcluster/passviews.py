@@ -60,12 +60,12 @@ def pinned_node(ask: GroupAsk) -> str | None:
 
 
 def place_in_pass(ask: GroupAsk, views: PassViews, nodes: Mapping[str, Node],
-                  is_free: Callable[[str], bool]) -> Verdict:
+                  is_free: Callable[[str], bool], *, short_offers: bool = False) -> Verdict:
     """`place` over every node, except that a pinned request that fits on its node is placed there
     without scoring the others (they would all be filtered by the pin)."""
     node_id = pinned_node(ask)
     if node_id is not None and node_id in nodes:
-        verdict = place(ask, [views.view(node_id)], is_free)
+        verdict = place(ask, [views.view(node_id)], is_free, short_offers=short_offers)
         if verdict.placement is not None:
             return verdict
-    return place(ask, list(views.all()), is_free)
+    return place(ask, list(views.all()), is_free, short_offers=short_offers)

@@ -126,8 +126,10 @@ class Verdict:
         self.exhausted[dimension] = self.exhausted.get(dimension, 0) + 1
 
 
-def place(ask: GroupAsk, nodes: Sequence[NodeView], is_free: Callable[[str], bool]) -> Verdict:
-    """Choose a node and device instances for one allocation of `ask`."""
+def place(ask: GroupAsk, nodes: Sequence[NodeView], is_free: Callable[[str], bool], *,
+          short_offers: bool = False) -> Verdict:
+    """Choose a node and device instances for one allocation of `ask`; `short_offers`: as Nomad before
+    1.11.1 did (`_choose_group`)."""
     verdict = Verdict()
     best: tuple[float, int, Placement] | None = None
     for position, view in enumerate(nodes):
@@ -144,7 +146,7 @@ def place(ask: GroupAsk, nodes: Sequence[NodeView], is_free: Callable[[str], boo
         if reason is not None:
             verdict.filter_out(reason, constraint=reason not in (FILTER_DRIVERS, constraints.DISTINCT_HOSTS))
             continue
-        devices = _assign_devices(ask, node, is_free, verdict)
+        devices = _assign_devices(ask, node, is_free, verdict, short_offers)
         if devices is None:
             continue
         if view.used_cpu + ask.cpu > node.usable_cpu:
@@ -243,15 +245,15 @@ def _warn_once(target: str, operand: str) -> None:
 
 
 def _assign_devices(ask: GroupAsk, node: Node, is_free: Callable[[str], bool],
-                    verdict: Verdict) -> tuple[DeviceChoice, ...] | None:
+                    verdict: Verdict, short_offers: bool = False) -> tuple[DeviceChoice, ...] | None:
     chosen: list[DeviceChoice] = []
     taken: set[str] = set()
     for task in ask.tasks:
         for request in task.devices:
-            result = _choose_group(request, node, lambda i: is_free(i) and i not in taken)
+            result = _choose_group(request, node, lambda i: is_free(i) and i not in taken, short_offers)
             if isinstance(result, str):
-                if result == "pinned devices held":
-                    verdict.pinned_held = True
+                if result == _PINNED_HELD:  # the pinned instances exist but a live allocation holds them
+                    verdict.pinned_held, result = True, NO_MATCH
                 if result == "missing devices":  # no group can ever serve it: a feasibility filter
                     verdict.filter_out(result)
                 else:
@@ -262,30 +264,42 @@ def _assign_devices(ask: GroupAsk, node: Node, is_free: Callable[[str], bool],
     return tuple(chosen)
 
 
-def _choose_group(request: DeviceAsk, node: Node,
-                  free: Callable[[str], bool]) -> tuple[DeviceGroup, tuple[str, ...]] | str:
-    """The group and instances for one request, or the reason there are none."""
+def _choose_group(request: DeviceAsk, node: Node, free: Callable[[str], bool],
+                  short_offers: bool = False) -> tuple[DeviceGroup, tuple[str, ...]] | str:
+    """The group and instances for one request, or the reason there are none: Nomad's words,
+    "no devices match request" (`deviceAllocator.createOffer`, scheduler/feasible/device.go v2.0.5),
+    which `AllocMetric.ExhaustedNode` records as the `devices: ...` dimension.
+
+    With `short_offers`, as Nomad did before 1.11.1 (#27177, c785f9d50c; `createOffer` in
+    scheduler/device.go v1.9.7 and v1.10.5, scheduler/feasible/device.go v1.11.0): a group is taken
+    when it has `count` free instances of ANY kind and one pinned ID is in it
+    (`nodeDeviceMatches`), and the offer keeps only its free pinned instances, even when that is
+    fewer than `count`, or none (`rank.go` rejects only a nil offer)."""
     candidates: list[tuple[int, int, int, DeviceGroup, tuple[str, ...]]] = []
     reason = "missing devices"
-    pinned = bool(_id_constraints(request))
     for order, group in enumerate(node.groups):
         if not name_matches(request.name, group) or not _group_constraints_hold(request, group):
             continue
         pool = _pinned_pool(request, group)
         available = tuple(i for i in pool if free(i))
-        if len(available) >= request.count:
+        counted = sum(1 for i in group.ids if free(i)) if short_offers else len(available)
+        if counted >= request.count:
             affinity = sum(a.weight for a in request.affinities
                            if _device_check(Constraint(a.ltarget, a.rtarget, a.operand), group))
             # Fewest free instances first: binpack inside a node as across nodes.
-            candidates.append((-affinity, len(available), order, group, available[: request.count]))
-        elif pinned and len(pool) >= request.count:
-            reason = "pinned devices held"
-        elif reason != "pinned devices held":
-            reason = "no devices available"
+            candidates.append((-affinity, counted, order, group, available[: request.count]))
+        elif _id_constraints(request) and len(pool) >= request.count:
+            reason = _PINNED_HELD
+        elif reason != _PINNED_HELD:
+            reason = NO_MATCH
     if not candidates:
         return reason
     _, _, _, group, ids = min(candidates, key=lambda c: c[:3])
     return group, ids
+
+
+NO_MATCH = "no devices match request"
+_PINNED_HELD = "pinned held"  # ours, never shown: Nomad says NO_MATCH, the audit counts a refused double-booking
 
 
 def name_matches(request: str, group: DeviceGroup) -> bool:

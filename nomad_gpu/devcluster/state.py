@@ -48,6 +48,7 @@ class ClusterState:
             raise ValueError("speed must be positive")
         self.lock = threading.RLock()
         self._nomad_version: str | NomadVersion = nomad_version
+        self._short_offers = _short_offers(nomad_version)
         self.cluster = cluster
         self.broker = broker
         self.timers = timers
@@ -96,6 +97,7 @@ class ClusterState:
     def nomad_version(self, version: str | NomadVersion) -> None:
         with self.lock:
             self._nomad_version = version
+            self._short_offers = _short_offers(version)
             for node in self.nodes.values():
                 node.version = str(version)
 
@@ -249,6 +251,7 @@ class ClusterState:
         if not self.pending:
             return
         views = PassViews(self.nodes, self.live_by_node)
+        short_offers = self._short_offers
         plans: dict[tuple[str, str], tuple[int, list[Alloc]]] = {}
         waiting: list[Pending] = []
         for item in self.pending:
@@ -256,7 +259,7 @@ class ClusterState:
             if record is None or record.job["Stop"] or item.group not in record.asks:
                 continue
             ask = record.asks[item.group]
-            verdict = place_in_pass(ask, views, self.nodes, self.ledger.is_free)
+            verdict = place_in_pass(ask, views, self.nodes, self.ledger.is_free, short_offers=short_offers)
             if verdict.placement is None:
                 item.reasons = verdict.reasons
                 item.metric = evals.alloc_metric(verdict.evaluated, verdict.in_pool, verdict.available,
@@ -412,3 +415,6 @@ class ClusterState:
 def _count(job: JSON, group: str) -> int:
     return next((int(g["Count"]) for g in job["TaskGroups"] if g["Name"] == group), 0)
 
+
+def _short_offers(version: str | NomadVersion) -> bool:
+    return (version if isinstance(version, NomadVersion) else NomadVersion.parse(version)).places_short_device_offers

@@ -50,5 +50,12 @@ class NomadVersion:
         (`command/agent/event_endpoint.go`, v1.11.2 and v2.0.5; chunked through net/http in v1.11.1)."""
         return self.at_least(1, 11, 2)
 
+    @property
+    def places_short_device_offers(self) -> bool:
+        """Before 1.11.1 a pinned device ask could be placed with fewer instances than it asked for, or
+        none, when a pinned instance was taken (`deviceAllocator.createOffer`, scheduler/device.go v1.9.7
+        and v1.10.5, scheduler/feasible/device.go v1.11.0; fixed by c785f9d50c, #27177, in v1.11.1)."""
+        return not self.at_least(1, 11, 1)
+
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.patch}"

@@ -32,7 +32,7 @@ def test_placements_in_one_pass_count_on_the_pinned_node(make_cluster: ClusterFa
     placed = job_allocs(cluster.audit(), "trio")
     assert [a["node_id"] for a in placed] == [n2]
     (pending, _) = [p for p in cluster.audit()["pending"] if p["job_id"] == "trio"]
-    assert "devices: no devices available" in pending["reasons"]
+    assert "devices: no devices match request" in pending["reasons"]
 
 
 def test_only_a_literal_equality_on_the_node_id_pins() -> None:

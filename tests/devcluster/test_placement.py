@@ -56,7 +56,7 @@ def test_pin_to_taken_instances_is_refused_counted_and_retried(seed: DevCluster,
     assert audit["double_bookings_refused"] == 1
     assert job_allocs(audit, "intruder") == []
     (pending,) = [p for p in audit["pending"] if p["job_id"] == "intruder"]
-    assert "devices: pinned devices held" in pending["reasons"]
+    assert "devices: no devices match request" in pending["reasons"]
     assert client.job.get_job("intruder")["Status"] == "pending"
     summary = client.job.get_summary("intruder")["Summary"]["main"]
     assert summary["Queued"] == 1
