@@ -74,6 +74,9 @@ class Placement(Payload):
     link: str | None = doc("How the GPUs of a multi-GPU placement reach each other: `NVLink`, `PCIe, one switch`, "
                            "`PCIe, one NUMA node`, `PCIe across NUMA nodes`, or `PCIe` where the node's device plugin "
                            "publishes no topology; null for one GPU.", default=None)
+    choice: str | None = doc("For a group whose workload class chose the kind: what was chosen and why, e.g. "
+                             "`serving -> MIG 3g.40gb on h100-mig-1: needs 14 GiB; isolated; tier 1`; null "
+                             "otherwise.", default=None)
 
 
 @dataclass(frozen=True)

@@ -125,4 +125,5 @@ def test_json_field_names_are_the_stable_ones() -> None:
     assert set(NODE.to_json()) >= {"id", "name", "datacenter", "status", "schedulable", "cpu_mhz", "memory_mb",
                                    "cpu_free", "memory_free", "draining", "eligible", "node_pool", "gpus", "migs"}
     assert set(PLACEMENT.to_json()) == {"group", "index", "node", "cpu_mhz", "memory_mb", "instance_ids",
-                                        "device_name", "share_milli", "gpu_equivalents", "share_gpu"}
+                                        "device_name", "share_milli", "gpu_equivalents", "share_gpu", "link",
+                                        "choice"}
