@@ -98,6 +98,8 @@ class AllocInfo:
     migrate: bool = False
     """`DesiredTransition.Migrate`: a drain asked for this allocation to move."""
     job_version: int = 0
+    resources_known: bool = False
+    """The JSON carried `AllocatedResources`, so `device_ids` are what Nomad granted (service/pins.py)."""
     exited_zero: bool = False
     """Every task's last run ended by itself with exit code 0 (`Terminated`, then nothing but `Not
     Restarting`), read from `TaskStates`."""
@@ -371,6 +373,7 @@ def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
         next_allocation=str(raw.get("NextAllocation") or ""),
         migrate=bool((raw.get("DesiredTransition") or {}).get("Migrate")),
         job_version=int(raw.get("JobVersion") or 0),
+        resources_known=isinstance(raw.get("AllocatedResources"), Mapping),
         exited_zero=_exited_zero(raw.get("TaskStates")),
     )
 
