@@ -45,6 +45,9 @@ from nomad_gpu.store.sqlite import SqliteStore, TeamQuota
 
 logger = logging.getLogger(__name__)
 
+CANCEL_BATCH = 500
+"""Queued trials of a sweep cancelled per commit and per hold of the lock: other requests get it between."""
+
 
 def entry_of_job(job_id: str) -> str | None:
     """`ngpu-<instance>-q000012-3` (or an older `ngpu-q000012`) -> `q000012`; None for jobs not ours."""
@@ -183,16 +186,27 @@ class SchedulerService:
     def cancel_sweep(self, sweep_id: str, team: str | None = None) -> list[QueueEntry]:
         """Drop a sweep's queued trials and stop its running ones; with ``team``, that team's trials only.
         UnknownEntry for an unknown sweep (or one with no trial of ``team``)."""
-        with self._lock:
-            trials = self.store.list(sweep=sweep_id, team=team)
-            if not trials:
-                raise UnknownEntry(f"no sweep {sweep_id!r}")
-            out = []
-            for e in trials:
-                self.holds.pop(EntryId(e.id), None)
-                out.append(e if e.state.is_terminal() else self.life.cancel(e.id))
+        trials = self.store.sweep_states(sweep_id, team)
+        if not trials:
+            raise UnknownEntry(f"no sweep {sweep_id!r}")
+        queued = [entry_id for entry_id, state in trials if state is EntryState.QUEUED]
+        moved: set[str] = set()
+        for start in range(0, len(queued), CANCEL_BATCH):  # the lock is let go between batches
+            with self._lock:
+                # what Lifecycle.cancel does for a queued entry, for a batch in one commit
+                batch = self.store.cancel_queued(queued[start:start + CANCEL_BATCH], self.clock(), "cancelled by user")
+                for entry_id in batch:
+                    self.holds.pop(EntryId(entry_id), None)
+                    self.life.entries.pop(entry_id, None)
+                    self.life.waiting.pop(entry_id, None)
+                moved |= batch
+        with self._lock:  # the live ones (a sweep's parallelism of them), and any that moved on meanwhile
+            for entry_id, state in trials:
+                if entry_id not in moved and not state.is_terminal():
+                    self.holds.pop(EntryId(entry_id), None)
+                    self.life.cancel(entry_id)
         self.wake()
-        return out
+        return self.store.list(sweep=sweep_id, team=team)
 
     # ---- the cycle ---------------------------------------------------------------------------
     def _loop(self) -> None:

@@ -260,6 +260,35 @@ class SqliteStore:
                 self._put_stop(stop)
         return moved
 
+    def sweep_states(self, sweep: str, team: str | None = None) -> builtins.list[tuple[str, EntryState]]:
+        """A sweep's trials as (ID, state), in order, without decoding a spec."""
+        sql, args = "SELECT id, state FROM entries WHERE sweep = ?", [sweep]
+        if team is not None:
+            sql, args = sql + " AND team = ?", [sweep, team]
+        with self._lock:
+            rows = self._db.execute(sql + " ORDER BY seq", args).fetchall()
+        return [(str(r[0]), EntryState(r[1])) for r in rows]
+
+    def cancel_queued(self, entry_ids: Sequence[str], at: float, reason: str) -> set[str]:
+        """Cancel those of ``entry_ids`` still queued, in one durable commit; the IDs moved. Reads only the
+        history of each (never its spec): a sweep's 10,000 trials cost one commit, not 10,000."""
+        moved: set[str] = set()
+        queued, cancelled = EntryState.QUEUED.value, EntryState.CANCELLED.value
+        event = {"from": queued, "to": cancelled, "at": at, "reason": reason}
+        with self._lock, self._tx():
+            for entry_id in entry_ids:
+                row = self._db.execute("SELECT history FROM entries WHERE id = ? AND state = ?",
+                                       (entry_id, queued)).fetchone()
+                if row is None:
+                    continue
+                history = [*json.loads(row[0]), event][-20:]
+                self._db.execute("UPDATE entries SET state=?, finished_at=?, reason=?, history=?"
+                                 " WHERE id=? AND state=?",
+                                 (cancelled, at, reason, dumps(history), entry_id, queued))
+                self._specs.pop(entry_id, None)
+                moved.add(entry_id)
+        return moved
+
     def admit_many(self, admissions: Sequence[Admission], at: float) -> builtins.list[QueueEntry]:
         """A cycle's admissions, all or none: a failure leaves every entry queued (and raises)."""
         with self._lock, self._tx():
