@@ -49,6 +49,9 @@ class Metrics:
         self.nomad_reachable.set(1)
         self.nomad_errors = Counter("nomad_gpu_nomad_errors_total", "Nomad calls that failed, by kind", ["kind"],
                                     registry=r)
+        self.pin_mismatches = Counter("nomad_gpu_pin_mismatches_total", "Allocations Nomad placed on devices other "
+                                      "than the pins booked for them (Nomad before 1.11.1 places a pin short)",
+                                      registry=r)
         self.team_gpu = Gauge("nomad_gpu_team_gpu_in_use", "GPU-equivalents held per team", ["team"], registry=r)
         self.wait_seconds = Histogram("nomad_gpu_wait_seconds", "Time from submission to admission, one "
                                       "observation per admission", registry=r, buckets=WAIT_BUCKETS)
