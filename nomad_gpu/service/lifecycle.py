@@ -45,6 +45,7 @@ from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.foreign import ForeignAllocs
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
+from nomad_gpu.service.pins import pin_mismatch
 from nomad_gpu.service.stops import Stops
 from nomad_gpu.service.timers import Timers
 from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, NotSent, Tracked, backoff_s
@@ -249,6 +250,11 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
                 self._stop_orphan(a)
             return self._foreign_alloc(a)
         t.allocs[a.id] = a
+        short = pin_mismatch(a, t.entry.placements)
+        if short is not None:  # Nomad before 1.11.1 places a taken pin short (pins.py): never run it so
+            self.metrics.pin_mismatches.inc()
+            self._refused(t, short, self.clock())
+            return EntryId(t.entry.id) not in self.ledger
         if not a.is_terminal and t.entry.state is EntryState.ADMITTED:
             t.entry = self.store.transition(t.entry.id, EntryState.RUNNING, expect=(EntryState.ADMITTED,),
                                             at=self.clock(), durable=False)
