@@ -12,12 +12,15 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from nomad_gpu.domain.ids import InstanceId
+from nomad_gpu.domain.ids import InstanceId, NodeId
+from nomad_gpu.domain.miglayout import Placed, geometry_for
+from nomad_gpu.domain.migplanner import MigGpu, MigInstance
 from nomad_gpu.domain.units import split_mig_device_name
+from nomad_gpu.nomad.decode import decode_alloc
 
 logger = logging.getLogger(__name__)
 
@@ -77,3 +80,36 @@ def relayout_opted_in(raw: Mapping[str, Any]) -> bool:
     """The node's meta says `nomad_gpu_mig_relayout = "true"` (case-insensitive, as HCL users write it)."""
     meta = raw.get("Meta")
     return isinstance(meta, Mapping) and str(meta.get(OPT_IN_META, "")).strip().lower() == "true"
+
+
+def busy_instances(allocs: Sequence[Mapping[str, Any]]) -> frozenset[str]:
+    """Device instance IDs held by allocations that are not terminal (ours and foreign alike): an instance
+    a pending allocation holds is as busy as one a running task uses, since its task may start any time."""
+    out: set[str] = set()
+    for raw in allocs:
+        alloc = decode_alloc(raw)
+        if not alloc.is_terminal:
+            out.update(alloc.device_ids)
+    return frozenset(out)
+
+
+def mig_gpus(raw: Mapping[str, Any], busy: frozenset[str], *, opted_in: bool,
+             last_relayout_at: Mapping[str, float] | None = None) -> list[MigGpu]:
+    """The node's MIG-mode GPUs with placements, for the re-layout planner. A GPU whose profile table
+    cannot be told from its instances (an unknown model) is left out: its layout stays as it is."""
+    by_gpu: dict[str, list[MigPlacement]] = {}
+    for p in decode_mig_placements(raw).values():
+        by_gpu.setdefault(p.gpu, []).append(p)
+    node = NodeId(str(raw.get("ID") or ""))
+    out: list[MigGpu] = []
+    for gpu, placed in sorted(by_gpu.items()):
+        model = placed[0].model
+        geometry = geometry_for(model, [(p.profile, p.size) for p in placed])
+        if geometry is None:
+            continue
+        # An unhealthy instance counts as busy: it is no capacity, and nothing should be laid over it.
+        instances = tuple(MigInstance(p.instance, Placed(p.start, p.size, p.profile),
+                                      p.instance in busy or not p.healthy) for p in placed)
+        out.append(MigGpu(node, gpu, model, geometry, instances, opted_in,
+                          (last_relayout_at or {}).get(gpu)))
+    return out
