@@ -1,0 +1,197 @@
+"""How close FGD and our default policy come to what any placement could allocate.
+
+The packing experiment's curves say which policy packs more, not how much more any policy could:
+for each sample (seed) and arrival level this bounds from above the GPU that the tasks arrived so
+far could take if a placement could choose which to run, where and in what order
+(`bound_model.Relaxation`, a linear program solved with HiGHS), and prints per trace and level the
+mean allocation of `fgd` and `frag-aware`, the bound, each as a share of the bound, and the share of
+the gap between FGD and the bound that `frag-aware` closes. Needs the `bound` extra
+(`pip install -e '.[bound]'`). Usage:
+
+    .venv/bin/python benchmarks/packing_bound.py [--seeds 42-51] [--workers 2] \\
+        [--curves dominance.json] [--pods-dir DIR --traces NAME,...] [--json bound.json]
+
+--curves reads the policies' per-seed curves that `packing_dominance.py --json` wrote instead of
+simulating them again. --tightness measures the relaxation against the integer program solved to
+optimality (`bound_model.exact`) on samples of a few nodes, with the same arrival protocol:
+
+    .venv/bin/python benchmarks/packing_bound.py --tightness --sample-nodes 8,32 --seeds 42-51
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import TypeVar
+
+from bound_model import Relaxation, exact, node_classes, task_counts
+from packing_dominance import POINTS, _pods_csv, _seeds
+
+from nomad_gpu.sim.packing import run_seeds
+from nomad_gpu.sim.trace import NODES_CSV, Trace, load_trace
+from nomad_gpu.sim.workload import build_workload
+
+POLICIES = ("fgd", "frag-aware")
+J = TypeVar("J")
+R = TypeVar("R")
+
+
+def level_prefix(arrived: Sequence[int], gpus: int, level: int) -> int:
+    """How many tasks have arrived by the last event that the curve's point at `level` averages:
+    events are binned by arrived % rounded half to even (`sample_percent`); with none at the level
+    the point averages the levels beside it, so the next one is included."""
+    bins = [round(a / gpus / 10) for a in arrived]
+    top = level if level in bins else level + 1
+    return sum(1 for b in bins if b <= top)
+
+
+def seed_bounds(trace: Trace, seed: int, levels: Sequence[int], *, patterns: bool = True,
+                cuts: bool = True) -> dict[int, float]:
+    """The bound (% of the cluster's GPU) at each level for one seed's workload."""
+    tasks = build_workload(trace, seed).tasks
+    arrived, total = [], 0
+    for pod in tasks:
+        total += pod.gpu_milli_total
+        arrived.append(total)
+    lp = Relaxation(node_classes(trace.nodes), task_counts(trace.pods), patterns=patterns, cuts=cuts)
+    return {x: 100.0 * lp.solve(task_counts(tasks[:level_prefix(arrived, trace.gpu_count, x)]))
+            / trace.gpu_milli_capacity for x in sorted(levels)}
+
+
+def _bound_job(args: tuple[Trace, int, tuple[int, ...], bool, bool]) -> dict[int, float]:
+    trace, seed, levels, patterns, cuts = args
+    return seed_bounds(trace, seed, levels, patterns=patterns, cuts=cuts)
+
+
+def _pool_map(fn: Callable[[J], R], jobs: list[J], workers: int) -> list[R]:
+    if workers <= 1:
+        return [fn(j) for j in jobs]
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(fn, jobs))
+
+
+def _curves(args: argparse.Namespace, name: str, trace: Trace, seeds: list[int],
+            workers: int) -> dict[str, dict[int, list[float | None]]]:
+    if args.curves:
+        raw = json.loads(args.curves.read_text())[name]
+        return {p: {s: raw[p][str(s)] for s in seeds} for p in POLICIES}
+    out = {}
+    for policy in POLICIES:
+        runs = run_seeds(trace, policy, seeds, workers=workers)
+        out[policy] = {r.seed: r.sampled() for r in runs}
+    return out
+
+
+def _pct(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def report(args: argparse.Namespace) -> int:
+    seeds = _seeds(args.seeds)
+    levels = tuple(int(x) for x in args.levels.split(","))
+    workers = max(1, min(len(seeds), args.workers or os.cpu_count() or 1))
+    saved: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    print("| trace | arrived % | fgd | frag-aware | bound | fgd of bound | frag-aware of bound "
+          "| gap closed by frag-aware | samples below the bound |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name in args.traces.split(","):
+        trace = load_trace(NODES_CSV, _pods_csv(name, args.pods_dir))
+        t0 = time.monotonic()
+        curves = _curves(args, name, trace, seeds, workers)
+        t1 = time.monotonic()
+        jobs = [(trace, s, levels, not args.pooled, not args.no_cuts) for s in seeds]
+        bounds = dict(zip(seeds, _pool_map(_bound_job, jobs, workers), strict=True))
+        print(f"# {name}: curves {t1 - t0:.0f} s, bounds {time.monotonic() - t1:.0f} s", file=sys.stderr, flush=True)
+        saved[name] = {"bound": {str(s): {str(x): b for x, b in bounds[s].items()} for s in seeds}}
+        for x in levels:
+            b = statistics.fmean(bounds[s][x] for s in seeds)
+            mean = {p: statistics.fmean(float(curves[p][s][x] or 0.0) for s in seeds) for p in POLICIES}
+            # every policy's point is a mean of placements of these tasks: none may exceed the bound
+            # (but for the curve's rounding to 0.01 point)
+            below = sum(1 for s in seeds if all((curves[p][s][x] or 0.0) <= bounds[s][x] + 0.005 for p in POLICIES))
+            base, ours = mean["fgd"], mean["frag-aware"]
+            closed = f"{100 * (ours - base) / (b - base):+.1f} %" if b - base >= 0.005 else "-"
+            print(f"| {name} | {x} | {_pct(base)} | {_pct(ours)} | {_pct(b)} | {100 * base / b:.2f} % "
+                  f"| {100 * ours / b:.2f} % | {closed} | {below} / {len(seeds)} |", flush=True)
+    if args.json:
+        args.json.write_text(json.dumps(saved))
+    return 0
+
+
+def _tightness_job(args: tuple[Trace, int, int, tuple[int, ...], float]) -> list[str]:
+    full, seed, k, levels, limit = args
+    nodes = tuple(sorted(random.Random(seed).sample(full.nodes, k), key=lambda n: n.name))
+    trace = Trace(nodes, full.pods)
+    tasks = build_workload(trace, seed).tasks
+    arrived, total = [], 0
+    for pod in tasks:
+        total += pod.gpu_milli_total
+        arrived.append(total)
+    lp = Relaxation(node_classes(nodes), task_counts(tasks))
+    rows = []
+    unit = trace.gpu_milli_capacity / 100.0
+    for x in levels:
+        counts = task_counts(tasks[:level_prefix(arrived, trace.gpu_count, x)])
+        bound = lp.solve(counts)
+        t0 = time.monotonic()
+        best = exact(nodes, counts, time_limit=limit)
+        took = time.monotonic() - t0
+        proven = "optimal" if best.optimal else f"time limit, gap {(best.bound - best.value) / unit:.2f}"
+        rows.append(f"| {k} | {seed} | {trace.gpu_count} | {x} | {bound / unit:.2f} | {best.value / unit:.2f} "
+                    f"| {(bound - best.value) / unit:+.2f} | {proven} | {took:.1f} s |")
+    return rows
+
+
+def tightness(args: argparse.Namespace) -> int:
+    seeds = _seeds(args.seeds)
+    levels = tuple(int(x) for x in args.levels.split(","))
+    workers = max(1, args.workers or os.cpu_count() or 1)
+    print("| nodes | seed | GPUs | arrived % | LP bound | ILP optimum | LP - ILP (points) | ILP | ILP time |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---|---:|")
+    for name in args.traces.split(","):
+        full = load_trace(NODES_CSV, _pods_csv(name, args.pods_dir))
+        for k in (int(n) for n in args.sample_nodes.split(",")):
+            jobs = [(full, s, k, levels, args.time_limit) for s in seeds]
+            print(f"| {name} | | | | | | | | |")
+            for rows in _pool_map(_tightness_job, jobs, workers):
+                print("\n".join(rows), flush=True)
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--traces", default="default,gpushare100")
+    parser.add_argument("--seeds", default="42-51")
+    parser.add_argument("--levels", default=None, help="arrived %% points (default: the dominance table's)")
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--pods-dir", type=Path, default=None,
+                        help="folder of openb_pod_list_<name>.csv for traces that are not bundled")
+    parser.add_argument("--curves", type=Path, default=None,
+                        help="the policies' curves as packing_dominance.py --json wrote them")
+    parser.add_argument("--json", type=Path, default=None, help="write the per-seed bounds here")
+    parser.add_argument("--pooled", action="store_true", help="weaker bound: shares pooled, no GPU patterns")
+    parser.add_argument("--no-cuts", action="store_true", help="weaker bound: without the per-node cuts")
+    parser.add_argument("--tightness", action="store_true", help="LP against the ILP on samples of a few nodes")
+    parser.add_argument("--sample-nodes", default="8,32")
+    parser.add_argument("--time-limit", type=float, default=120.0, help="seconds per ILP")
+    args = parser.parse_args()
+    try:
+        for name in args.traces.split(","):
+            _pods_csv(name, args.pods_dir)
+    except LookupError as e:
+        parser.error(str(e))
+    if args.levels is None:
+        args.levels = "100,130" if args.tightness else ",".join(str(x) for x in POINTS)
+    return tightness(args) if args.tightness else report(args)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
