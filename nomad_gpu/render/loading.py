@@ -29,6 +29,8 @@ from pydantic_core import ErrorDetails
 from nomad_gpu.render.spec import (
     GROUP_FIELDS,
     MAX_TRIALS_CONTEXT,
+    RANGE_TAG,
+    VALUES_TAG,
     DevSpec,
     GpuSpec,
     GroupSpec,
@@ -302,7 +304,7 @@ def format_location(loc: Sequence[int | str]) -> str:
 
 
 def _message(error: ErrorDetails, source: str, node: yaml.Node | None, shorthand: bool) -> str:
-    loc = [part for part in error["loc"] if part != "[key]"]
+    loc = [part for part in error["loc"] if part not in ("[key]", VALUES_TAG, RANGE_TAG)]
     if shorthand and loc[:2] == ["groups", 0] and (len(loc) == 2 or loc[2] in GROUP_FIELDS):
         loc = loc[2:]  # the user wrote `gpu:` at the top level, so say `gpu`, not `groups[0].gpu`
     where = _where(source, node, loc)

@@ -20,8 +20,10 @@ from pydantic import (
     BaseModel,
     BeforeValidator,
     ConfigDict,
+    Discriminator,
     Field,
     PlainValidator,
+    Tag,
     ValidationInfo,
     field_validator,
     model_validator,
@@ -48,10 +50,13 @@ __all__ = [
     "ShareSpec",
     "SpecError",
     "SweepConfig",
+    "SweepRange",
     "SweepSpec",
     "SweepValue",
+    "RANGE_TAG",
     "TRIALS_CEILING",
     "TaskSpec",
+    "VALUES_TAG",
     "WorkloadClass",
 ]
 
@@ -429,6 +434,53 @@ class JobSpec(_SpecBase):
     kind: Literal["job"] = "job"
 
 
+def _number(value: object) -> object:
+    """YAML reads `1e-5` (no dot) as text: a range bound may be written so, as in Python."""
+    if isinstance(value, str):
+        try:
+            return float(value)
+        except ValueError:
+            return value
+    return value
+
+
+VALUES_TAG, RANGE_TAG = "[values]", "[range]"
+"""The two forms of a sweep parameter. Each is validated alone (a mapping is a range), so a mistake gets
+the errors of the form it is, not both; the loader leaves these tags out of the locations it prints."""
+
+
+def _values_or_range(value: object) -> str:
+    return RANGE_TAG if isinstance(value, dict | SweepRange) else VALUES_TAG
+
+
+class SweepRange(_Model):
+    """A range a random sweep samples from: uniform, log-uniform (``log: true``) or whole numbers (``int: true``)."""
+
+    min: Annotated[float, BeforeValidator(_number), Field(strict=True, allow_inf_nan=False)]
+    """The smallest value drawn."""
+    max: Annotated[float, BeforeValidator(_number), Field(strict=True, allow_inf_nan=False)]
+    """The largest value drawn."""
+    log: Annotated[bool, Field(strict=True)] = False
+    """Draw uniformly in log space (learning rates, weight decay): needs min > 0."""
+    integer: Annotated[bool, Field(strict=True)] = Field(default=False, alias="int")
+    """Draw whole numbers from min to max, both included (batch sizes, layer counts)."""
+
+    @model_validator(mode="after")
+    def _ordered(self) -> SweepRange:
+        if self.min >= self.max:
+            raise ValueError(f"min ({self.min:g}) must be below max ({self.max:g})")
+        if self.log and self.min <= 0:
+            raise ValueError(f"log: true needs min > 0 (got {self.min:g})")
+        if self.integer and not (self.min.is_integer() and self.max.is_integer()):
+            raise ValueError("int: true needs whole-number min and max")
+        return self
+
+    @property
+    def choices(self) -> int | None:
+        """How many distinct values it can give: the integers from min to max, or None (any number)."""
+        return int(self.max - self.min) + 1 if self.integer else None
+
+
 class SweepConfig(_Model):
     """Which parameter combinations a sweep runs, and how many at once."""
 
@@ -438,7 +490,11 @@ class SweepConfig(_Model):
             Field(strict=True),
             _matching(r"[A-Za-z_][A-Za-z0-9_]{0,63}", "a parameter name ([A-Za-z_][A-Za-z0-9_]*)"),
         ],
-        Annotated[list[SweepValue], Field(min_length=1)],
+        Annotated[
+            Annotated[Annotated[list[SweepValue], Field(min_length=1)], Tag(VALUES_TAG)]
+            | Annotated[SweepRange, Tag(RANGE_TAG)],
+            Discriminator(_values_or_range),
+        ],
     ] = Field(min_length=1)
     mode: Literal["grid", "random"] = "grid"
     trials: Annotated[StrictInt, Field(ge=1)] | None = None
@@ -454,6 +510,9 @@ class SweepConfig(_Model):
         limit = min(int(cap), TRIALS_CEILING)
         size = self.grid_size  # a product of list lengths: known before anything is expanded
         if self.mode == "grid":
+            if ranges := [name for name, v in self.parameters.items() if isinstance(v, SweepRange)]:
+                raise ValueError(f"parameter {ranges[0]!r} is a range: ranges are sampled by mode: random "
+                                 "(a grid needs a list of values)")
             if self.trials is not None:
                 raise ValueError("trials is only used with mode: random (a grid runs every combination)")
             if size > limit:
@@ -468,10 +527,14 @@ class SweepConfig(_Model):
 
     @property
     def grid_size(self) -> int:
-        """The number of distinct parameter combinations."""
+        """The number of distinct parameter combinations (a range of any numbers counts as more than any
+        sweep may draw: TRIALS_CEILING + 1)."""
         size = 1
         for values in self.parameters.values():
-            size *= len(values)
+            if isinstance(values, SweepRange):
+                size *= values.choices if values.choices is not None else TRIALS_CEILING + 1
+            else:
+                size *= len(values)
         return size
 
     @property

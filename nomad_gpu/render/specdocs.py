@@ -33,6 +33,7 @@ from nomad_gpu.render.spec import (
     ResourcesSpec,
     ShareSpec,
     SweepConfig,
+    SweepRange,
     SweepSpec,
     TaskSpec,
 )
@@ -43,6 +44,8 @@ SECTIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("A sweep", SweepSpec, "`kind: sweep` with every field of a job, plus `sweep:`. Each trial is a job named "
      "`<name>-t<index>` that sees its parameters as `TRIAL_<NAME>` in its environment."),
     ("sweep", SweepConfig, "Which parameter combinations a sweep runs, and how many at once."),
+    ("sweep.parameters.NAME as a range", SweepRange, "Instead of a list, `mode: random` may sample a parameter "
+     "from a range: `{min: 1e-5, max: 1e-1, log: true}` (log-uniform), `{min: 16, max: 256, int: true}`."),
     ("groups[]", GroupSpec, "One Nomad task group: `count` allocations of one task, with at most one of `gpu`, "
      "`mig`, `share`. Every group of a job is placed on one node, together or not at all."),
     ("task", TaskSpec, "What runs."),
@@ -81,6 +84,10 @@ EXTRA: dict[str, tuple[str, str, str]] = {
     "SweepConfig.trials": ("trials", "20", "How many combinations `mode: random` draws (required there)."),
     "SweepConfig.seed": ("", "7", "The random draw's seed: the same seed gives the same trials."),
     "SweepConfig.max_parallel": ("trials", "4", "At most this many trials queued for admission at once."),
+    "SweepRange.min": ("", "1e-5", ""),
+    "SweepRange.max": ("", "0.1", ""),
+    "SweepRange.log": ("", "true", ""),
+    "SweepRange.integer": ("", "true", ""),
     "GroupSpec.name": ("", "worker", "The group's name (unique in the job)."),
     "GroupSpec.count": ("allocations", "2", "Allocations of this group, all on the job's one node."),
     "GroupSpec.task": ("", "see task", "What each allocation runs."),

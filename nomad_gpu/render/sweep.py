@@ -10,12 +10,22 @@ and deterministic: the same spec always yields the same trials in the same order
 from __future__ import annotations
 
 import itertools
+import math
 import random
 from collections.abc import Iterator, Mapping, Sequence
 
 from pydantic import ValidationError
 
-from nomad_gpu.render.spec import META_SWEEP, META_TRIAL, META_TRIAL_PREFIX, JobSpec, SpecError, SweepSpec, SweepValue
+from nomad_gpu.render.spec import (
+    META_SWEEP,
+    META_TRIAL,
+    META_TRIAL_PREFIX,
+    JobSpec,
+    SpecError,
+    SweepRange,
+    SweepSpec,
+    SweepValue,
+)
 
 __all__ = [
     "META_SWEEP",
@@ -44,15 +54,58 @@ def trial_parameters(spec: SweepSpec) -> list[dict[str, SweepValue]]:
 
     grid: the cartesian product in the order the parameters and values are written
     (the last parameter varies fastest). random: ``trials`` distinct combinations
-    drawn with ``random.Random(seed)``, so a seed always gives the same trials.
+    drawn with ``random.Random(seed)``, so a seed always gives the same trials; a
+    range parameter (``{min, max, log, int}``) is sampled from, uniformly or in log space.
     """
     names = list(spec.sweep.parameters)
-    values = [spec.sweep.parameters[name] for name in names]
+    given = [spec.sweep.parameters[name] for name in names]
+    lists = [v for v in given if not isinstance(v, SweepRange)]
     if spec.sweep.mode == "grid":
-        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values)]
+        return [dict(zip(names, combo, strict=True)) for combo in itertools.product(*lists)]
     rng = random.Random(spec.sweep.seed)
-    picks = rng.sample(range(spec.sweep.grid_size), spec.sweep.trial_count)
-    return [dict(zip(names, _combination(values, pick), strict=True)) for pick in picks]
+    if len(lists) == len(given):  # lists only: distinct combinations, as drawn before ranges existed
+        picks = rng.sample(range(spec.sweep.grid_size), spec.sweep.trial_count)
+        return [dict(zip(names, _combination(lists, pick), strict=True)) for pick in picks]
+    return _sampled(names, given, spec.sweep.trial_count, rng)
+
+
+def _sampled(names: list[str], given: Sequence[Sequence[SweepValue] | SweepRange], trials: int,
+             rng: random.Random) -> list[dict[str, SweepValue]]:
+    """``trials`` distinct combinations, each parameter drawn on its own: a list's values uniformly, a
+    range as it says. A repeat is drawn again (validation ensures there are enough distinct ones; with a
+    small space the tries are bounded, then the rest of the space is walked in a seeded order)."""
+    seen: set[tuple[SweepValue, ...]] = set()
+    out: list[dict[str, SweepValue]] = []
+    tries = 0
+    while len(out) < trials and tries < 20 * trials:
+        tries += 1
+        combo = tuple(_draw(v, rng) for v in given)
+        if combo not in seen:
+            seen.add(combo)
+            out.append(dict(zip(names, combo, strict=True)))
+    if len(out) < trials:  # a nearly exhausted finite space: take what is left, in a seeded order
+        finite = [list(v) if not isinstance(v, SweepRange) else _integers(v) for v in given]
+        rest = [c for c in itertools.product(*finite) if c not in seen]
+        rng.shuffle(rest)
+        out += [dict(zip(names, c, strict=True)) for c in rest[:trials - len(out)]]
+    return out
+
+
+def _draw(values: Sequence[SweepValue] | SweepRange, rng: random.Random) -> SweepValue:
+    if not isinstance(values, SweepRange):
+        return values[rng.randrange(len(values))]
+    low, high = values.min, values.max
+    if values.integer:
+        if values.log:  # log-uniform over [min, max + 1), floored: every integer reachable, small ones likelier
+            return min(int(math.exp(rng.uniform(math.log(low), math.log(high + 1)))), int(high))
+        return rng.randint(int(low), int(high))
+    if values.log:
+        return math.exp(rng.uniform(math.log(low), math.log(high)))
+    return rng.uniform(low, high)
+
+
+def _integers(values: SweepRange) -> list[SweepValue]:
+    return list(range(int(values.min), int(values.max) + 1))
 
 
 def _combination(values: Sequence[Sequence[SweepValue]], index: int) -> Iterator[SweepValue]:
