@@ -17,7 +17,8 @@ import enum
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
-from nomad_gpu.domain.ids import MILLI_PER_GPU, InstanceId, NodeId
+from nomad_gpu import sharecontract
+from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.topology import Topology
 from nomad_gpu.domain.units import MigProfile
 
@@ -66,13 +67,11 @@ class Gpu:
 
     def instances_for(self, milli: int) -> int:
         """Share instances a share of `milli` takes: ceil(milli / (1000 / N)), exactly in integers."""
-        n = len(self.share_ids)
-        return -(-milli * n // MILLI_PER_GPU) if n else 0
+        return sharecontract.instances_for(milli, len(self.share_ids))
 
     def milli_of(self, instances: int) -> int:
         """Milli-GPU that `instances` share instances stand for (the largest share they can hold)."""
-        n = len(self.share_ids)
-        return instances * MILLI_PER_GPU // n if n else 0
+        return sharecontract.milli_of(instances, len(self.share_ids))
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -24,14 +23,10 @@ from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Gpu, GpuMode, MigSlice, Node, NodeStatus
 from nomad_gpu.domain.topology import GpuPlace, Topology
 from nomad_gpu.domain.units import MigProfile, split_mig_device_name
+from nomad_gpu.sharecontract import SHARE_SEP, SHARED_TYPE, SHARED_VENDOR, model_of_group, parse_share_id
 
 logger = logging.getLogger(__name__)
 
-SHARED_VENDOR, SHARED_TYPE = "nomad-gpu", "shared-gpu"
-SHARE_SEP = "-share-"
-"""Share instance IDs are `<GPU uuid>-share-<k>` (docs/node.md, "The share contract")."""
-_SLOTS_SUFFIX = re.compile(r" \(\d+ slots\)$")
-"""A model with GPUs of different slot counts gets one group per count, named `<model> (<N> slots)`."""
 
 
 @dataclass(frozen=True)
@@ -282,12 +277,13 @@ def _decode_shares(name: str, memory: int, instances: Sequence[Mapping[str, Any]
     bus_of: dict[str, str | None] = {}
     for inst in instances:
         iid = _instance_id(inst, name)
-        uuid, sep, k = iid.rpartition(SHARE_SEP)
-        if not sep or not uuid or not k.isdigit():
+        parsed = parse_share_id(iid)
+        if parsed is None:
             raise InvalidInventory(f"device {name!r}: share instance ID {iid!r} is not <GPU uuid>{SHARE_SEP}<k>")
-        by_gpu.setdefault(uuid, []).append((int(k), iid, bool(inst.get("Healthy", True))))
+        uuid, k = parsed
+        by_gpu.setdefault(uuid, []).append((k, iid, bool(inst.get("Healthy", True))))
         bus_of.setdefault(uuid, _pci_bus_id(inst))
-    model = _SLOTS_SUFFIX.sub("", name)
+    model = model_of_group(name)
     out = []
     for uuid, found in by_gpu.items():
         found.sort()

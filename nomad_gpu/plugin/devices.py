@@ -15,15 +15,15 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
 
+from nomad_gpu import sharecontract
 from nomad_gpu.nvml import Gpu, Inventory, NvmlUnavailable
 from nomad_gpu.plugin.config import PluginConfig
 from nomad_gpu.plugin.migplacement import placement_attribute
 from nomad_gpu.plugin.topology import ATTRIBUTE as TOPOLOGY
 from nomad_gpu.plugin.topology import topology_attribute
+from nomad_gpu.sharecontract import SHARED_TYPE, SHARED_VENDOR, group_name, share_id
 
 NVIDIA_VENDOR, GPU_TYPE = "nvidia", "gpu"
-SHARED_VENDOR, SHARED_TYPE = "nomad-gpu", "shared-gpu"
-SHARE_SEP = "-share-"
 
 AttrValue = int | float | str | bool
 
@@ -34,16 +34,10 @@ class Kind(StrEnum):
     SHARE = "share"
 
 
-def share_id(gpu_uuid: str, k: int) -> str:
-    return f"{gpu_uuid}{SHARE_SEP}{k}"
-
-
 def parse_share_id(device_id: str) -> tuple[str, int] | None:
     """`GPU-…-share-3` -> (`GPU-…`, 3); anything else -> None. The GPU UUID is what the ID maps back to."""
-    uuid, sep, k = device_id.rpartition(SHARE_SEP)
-    if not sep or not uuid.startswith("GPU-") or not k.isdigit():
-        return None
-    return uuid, int(k)
+    parsed = sharecontract.parse_share_id(device_id)
+    return parsed if parsed is not None and parsed[0].startswith("GPU-") else None
 
 
 @dataclass(frozen=True)
@@ -125,7 +119,7 @@ def build_groups(inventory: Inventory | NvmlUnavailable, config: PluginConfig,
             continue
         slots = config.slots_for(gpu.uuid, gpu.index)
         if slots:
-            name = gpu.name if len(shared_models[gpu.name]) == 1 else f"{gpu.name} ({slots} slots)"
+            name = group_name(gpu.name, slots, mixed=len(shared_models[gpu.name]) > 1)
             key = (SHARED_VENDOR, SHARED_TYPE, name)
             slots_of[key] = slots
             for k in range(slots):

@@ -13,11 +13,10 @@ from dataclasses import dataclass
 
 from nomad_gpu.render.hcl import RenderError
 from nomad_gpu.render.spec import GroupSpec, JobSpec
+from nomad_gpu.sharecontract import SHARE_DEVICE_PREFIX
 
 __all__ = ["SHARE_DEVICE_PREFIX", "GroupPlacement", "RenderPlacement", "check_placement"]
 
-SHARE_DEVICE_PREFIX = "nomad-gpu/shared-gpu/"
-"""The device plugin's share instances (docs/node.md, "The share contract")."""
 
 
 @dataclass(frozen=True)

@@ -32,13 +32,13 @@ from nomad_gpu.nomad.decode import AllocStatus
 from nomad_gpu.nomad.stats import DeviceUsage, decode_alloc_stats
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.settings import UsageSettings
+from nomad_gpu.sharecontract import SHARE_SEP
 
 if TYPE_CHECKING:
     from nomad_gpu.service.scheduler import SchedulerService
 
 logger = logging.getLogger(__name__)
 
-SHARE_SEP = "-share-"
 IDLE_KINDS = ("gpu", "mig")
 
 
