@@ -24,6 +24,11 @@ It ranks a placement by four keys, most significant first:
    CPU-only work), so that with no demand to go on (or for MIG, which F does not model) the
    policy still packs; then the fitter's node priority.
 
+Above all four, for a multi-GPU set on a node that publishes its topology, the set's tier: an
+NVLink-connected set first, then one under one PCIe switch or on one NUMA node, then anything
+(`topochoice.topology_term`; which GPUs of a node form the set is `topochoice.choose`). Where no
+topology is published the term is 0 and nothing is added, so such fleets place exactly as before.
+
 Inside a node, the GPU with the least room that the share fits is preferred among equals.
 The keys are folded into one float, each bounded below the resolution of the one above it (see
 the scales below); with large shapes the primary is scaled down to make room for key 2 within
@@ -34,6 +39,7 @@ from __future__ import annotations
 
 import math
 
+from nomad_gpu.domain import topochoice  # noqa: F401  (installs the whole-GPU kind's topology hooks)
 from nomad_gpu.domain.baselines import fgd_delta, fgd_int_score
 from nomad_gpu.domain.fragmentation import Demand, gpu_state
 from nomad_gpu.domain.freeindex import NodeFree
@@ -64,6 +70,22 @@ _FILL_FINE = 5e-15
 """Best fit within [-5e-15, 0], above double precision at 1 (20 steps of it)."""
 
 
+_TIER_BARE = 1e-11
+"""A topology tier (0-2, `_set_term`) above every key: without a demand scores lie in [-1e-12, 0]."""
+_TIER_PLAIN = 128.0
+"""... without large shapes in [-0.07, 100.07] (FGD's integer score and the stranded key)."""
+_TIER_LARGE = 2.0
+"""... with large shapes in [-0.011, 1.0001] (`fold_large`); at 2 to 6 a double still resolves 1e-15."""
+
+
+def _set_term(nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
+    """The asked kind's term for the set an option takes (`WholeKind.set_term`: a multi-GPU set's topology
+    tier, NVLink 2, one PCIe switch or NUMA node 1, anything 0); 0 for kinds without one, and wherever
+    no topology is published, so that such fleets score exactly as before."""
+    term = getattr(ask.gpu.kind, "set_term", None) if ask.gpu is not None else None
+    return float(term(nf, opt)) if term is not None else 0.0
+
+
 def _large_level(lost: float) -> int:
     """Lost room for large shapes (`Demand.large_capacity` before minus after) as a level."""
     if lost <= 0.0:
@@ -91,17 +113,21 @@ class FragAware(BasePolicy):
 
     def score(self, nf: NodeFree, ask: AllocAsk, opt: Option, demand: Demand | None) -> float:
         fill = _fill(nf, ask, opt)
+        tier = _set_term(nf, ask, opt)
         if demand is None or not demand.shapes:
-            return -fill * _TERTIARY_SCALE
+            score = -fill * _TERTIARY_SCALE
+            return score + tier * _TIER_BARE if tier else score
         primary = fgd_int_score(fgd_delta(nf, ask, opt, demand))
         state, cpu = gpu_state(nf), nf.cpu_free
         state_after, cpu_after = gpu_state_after(nf, opt), nf.cpu_free - ask.cpu_mhz
         stranded = demand.stranded(state, cpu) - demand.stranded(state_after, cpu_after)
         stranded = max(-_STRANDED_CAP, min(_STRANDED_CAP, stranded))
         if not demand.large:
-            return primary + stranded * _SECONDARY_SCALE - fill * _TERTIARY_SCALE
+            score = primary + stranded * _SECONDARY_SCALE - fill * _TERTIARY_SCALE
+            return score + tier * _TIER_PLAIN if tier else score
         level = _large_level(demand.large_capacity(state, cpu) - demand.large_capacity(state_after, cpu_after))
-        return fold_large(primary, level, stranded, fill)
+        score = fold_large(primary, level, stranded, fill)
+        return score + tier * _TIER_LARGE if tier else score
 
     def prefer(self, nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
         return prefer_tight(nf, ask, opt)

@@ -183,8 +183,14 @@ class NodeFree:
     def _sig_parts(self) -> tuple[tuple[InstanceId, str, str], ...]:
         """The fixed text around each GPU's free milli and tenants in `signature`, once per node."""
         if self._sig_fixed is None:
-            self._sig_fixed = tuple((gid, f"{g.model},{g.mode.value},{g.max_tenants},{g.memory_mib},",
-                                     f",{len(g.share_ids)},{g.share_device}") for gid, g in self.gpus.items())
+            # A node whose plugin publishes its topology offers different GPU sets (domain/topochoice.py)
+            # from a node in the same free state that sits otherwise: its layout joins the first part.
+            topology = self.node.topology
+            first = f"{topology.layout_key(list(self.gpus))}#" if topology is not None else ""
+            self._sig_fixed = tuple((gid, f"{first if k == 0 else ''}{g.model},{g.mode.value},{g.max_tenants},"
+                                          f"{g.memory_mib},",
+                                     f",{len(g.share_ids)},{g.share_device}")
+                                    for k, (gid, g) in enumerate(self.gpus.items()))
         return self._sig_fixed
 
     # ---- shapes offered ----------------------------------------------------------------------

@@ -13,15 +13,24 @@ unchanged. With a topology, a multi-GPU ask takes, in this order of preference:
 Outside an NVLink set, and for single-GPU asks, GPUs whose NVLink partners are already taken go first:
 a 1-GPU job should not break a free pair that a 4-GPU job needs later. That is the cost this module
 pays in packing, and benchmarks/topology.py measures it.
+
+Importing this module installs both hooks of the whole-GPU kind (`WHOLE.sets`, `WHOLE.set_term`);
+the default policy imports it, so every fitter that can run it has them.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from itertools import product
+from typing import TYPE_CHECKING
 
 from nomad_gpu.domain.ids import InstanceId
+from nomad_gpu.domain.kinds.base import Option
+from nomad_gpu.domain.kinds.whole import WHOLE
 from nomad_gpu.domain.topology import Topology
+
+if TYPE_CHECKING:
+    from nomad_gpu.domain.freeindex import NodeFree
 
 MAX_COMBINATIONS = 4096
 """Bound on the NVLink part combinations tried per node and ask (pairs of a 16-GPU node: 256)."""
@@ -50,6 +59,22 @@ def choose(topology: Topology | None, free: Sequence[InstanceId], count: int) ->
             best = min(fits, key=lambda g: (len(g), free.index(g[0])))
             return _in_device_order(free, best[:count])
     return _in_device_order(free, ordered[:count])
+
+
+def topology_sets(nf: NodeFree, model: str, free: Sequence[InstanceId], count: int
+                  ) -> Iterator[tuple[InstanceId, ...]]:
+    """`WHOLE.sets`: the one set `choose` takes on the node (today's first `count` without topology)."""
+    yield choose(nf.node.topology, free, count)
+
+
+def topology_term(nf: NodeFree, opt: Option) -> float:
+    """`WHOLE.set_term`: the tier of a multi-GPU set's link class (2 NVLink, 1 one switch or NUMA node,
+    0 anything); 0 for one GPU and on nodes that publish no topology, so that such fleets score as before."""
+    topology = nf.node.topology
+    if topology is None or len(opt.instance_ids) < 2:
+        return 0.0
+    found = topology.link_class(opt.instance_ids)
+    return float(found.tier) if found is not None else 0.0
 
 
 def lone_first(topology: Topology, free: Sequence[InstanceId]) -> list[InstanceId]:
@@ -130,3 +155,7 @@ def _numa(topology: Topology, gpu: InstanceId) -> int | None:
 def _in_device_order(free: Sequence[InstanceId], chosen: Sequence[InstanceId]) -> tuple[InstanceId, ...]:
     picked = set(chosen)
     return tuple(g for g in free if g in picked)
+
+
+WHOLE.sets = topology_sets
+WHOLE.set_term = topology_term

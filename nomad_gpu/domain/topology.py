@@ -112,6 +112,20 @@ class Topology:
             return LinkClass.NUMA
         return LinkClass.SYSTEM
 
+    def layout_key(self, order: Sequence[InstanceId]) -> str:
+        """The topology by position in `order` (the node's GPUs in device order), not by ID: two nodes
+        whose GPUs sit alike get the same key (the free-capacity index keys score memos by it)."""
+        position = {gpu: k for k, gpu in enumerate(order)}
+        parts = []
+        for gpu in order:
+            p = self._by_id.get(gpu)
+            if p is None:
+                parts.append("?")
+                continue
+            peers = ",".join(f"{position[i]}*{n}" for i, n in p.peers if i in position)
+            parts.append(f"{_text(p.numa)}.{_text(p.switch)}.{'S' if p.nvswitch else ''}.{peers}")
+        return " ".join(parts)
+
     def nvlink_groups(self) -> list[tuple[InstanceId, ...]]:
         """The node's NVLink-connected groups (two GPUs or more each), sorted, for display."""
         ids = [i for i, _ in self.places]
@@ -146,6 +160,10 @@ def link_class(topology: Topology | None, gpus: Sequence[InstanceId]) -> LinkCla
     if len(set(gpus)) < 2:
         return None
     return LinkClass.PCIE if topology is None else topology.link_class(gpus)
+
+
+def _text(value: int | None) -> str:
+    return "-" if value is None else str(value)
 
 
 def _same(values: Iterable[int | None]) -> bool:
