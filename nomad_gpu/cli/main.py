@@ -234,6 +234,7 @@ def inventory(as_json: bool, devices: bool) -> None:
 @friendly
 def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path | None, share_slots: int) -> None:
     """Render a spec to HCL with a placeholder placement (every trial, for a sweep)."""
+    from nomad_gpu import sharecontract
     from nomad_gpu.render import GroupPlacement, JobRenderer, RenderPlacement, SweepSpec, load_spec
     from nomad_gpu.render.sweep import expand_sweep
 
@@ -244,9 +245,9 @@ def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path |
         groups = []
         for g in s.groups:
             if g.share is not None and share_slots:
-                k = -(-g.share.milli * share_slots // 1000)  # ceil(milli / slot)
-                groups.append(GroupPlacement(g.name, "nomad-gpu/shared-gpu/<model>",
-                                             tuple(f"GPU-<shared>-share-{i}" for i in range(k)),
+                k = sharecontract.instances_for(g.share.milli, share_slots)
+                groups.append(GroupPlacement(g.name, f"{sharecontract.SHARE_DEVICE_PREFIX}<model>",
+                                             tuple(sharecontract.share_id("GPU-<shared>", i) for i in range(k)),
                                              share_gpu="GPU-<shared>", share_milli=g.share.milli))
             elif g.share is not None:
                 groups.append(GroupPlacement(g.name, None, (), share_gpu="GPU-<shared>", share_milli=g.share.milli))
