@@ -23,7 +23,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nomad_gpu.domain.ids import NodeId
+from nomad_gpu.domain.kinds.mig import MigSlices
 from nomad_gpu.domain.miglayout import MigGeometry, Placed, arrangements, check_layout, fill, format_layout
+from nomad_gpu.domain.requests import JobRequest
 
 
 @dataclass(frozen=True)
@@ -187,3 +189,20 @@ def _plan_gpu(gpu: MigGpu, node_gpus: Sequence[MigGpu], waiting: Sequence[MigAsk
     kept_ids = {i.id for i in kept}
     destroy = tuple(i.id for i in idle if i.id not in kept_ids)
     return Relayout(gpu.node, gpu.uuid, before, after, destroy, create, tuple(admits))
+
+
+def waiting_mig_asks(waiting: Sequence[JobRequest]) -> list[MigAsk]:
+    """The MIG asks of jobs the cycle left waiting, in the order given (the cycle's): an explicit `mig:`
+    ask, or a MIG alternative of a tiered ask (a serving class's MIG tier). One ask per job: a job of
+    several groups needs several GPUs re-laid, which one re-layout per node cannot promise."""
+    out: list[MigAsk] = []
+    for request in waiting:
+        if len(request.asks) != 1:
+            continue
+        (ask,) = request.asks
+        for option in ask.alternatives():
+            gpu = option.gpu
+            if isinstance(gpu, MigSlices):
+                out.append(MigAsk(str(request.entry), gpu.profile, gpu.count, gpu.models))
+                break
+    return out

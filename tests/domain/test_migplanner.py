@@ -161,3 +161,20 @@ def test_plans_never_touch_busy_instances_and_every_layout_is_valid(case: tuple[
 def test_same_input_same_plan(case: tuple[list[MigGpu], list[MigAsk]]) -> None:
     gpus, asks = case
     assert plan(gpus, asks, now=0.0) == plan(list(gpus), list(asks), now=0.0)
+
+
+def test_waiting_mig_asks_come_from_plain_and_tiered_asks_in_order() -> None:
+    from nomad_gpu.domain.ids import EntryId, Team
+    from nomad_gpu.domain.requests import AllocAsk, JobRequest, MigSlices, WholeGpus
+
+    def job(entry: str, *asks: AllocAsk) -> JobRequest:
+        return JobRequest(EntryId(entry), Team("t"), asks)
+
+    waiting = [
+        job("whole", AllocAsk("g", gpu=WholeGpus(1))),
+        job("serving", AllocAsk("g", tiers=((WholeGpus(1),), (MigSlices("3g.40gb"), MigSlices("4g.40gb"))))),
+        job("plain", AllocAsk("g", gpu=MigSlices("1g.10gb", 2))),
+        job("two-groups", AllocAsk("a", gpu=MigSlices("1g.10gb")), AllocAsk("b", gpu=MigSlices("1g.10gb"))),
+    ]
+    from nomad_gpu.domain.migplanner import waiting_mig_asks
+    assert waiting_mig_asks(waiting) == [MigAsk("serving", "3g.40gb"), MigAsk("plain", "1g.10gb", 2)]
