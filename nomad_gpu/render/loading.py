@@ -116,21 +116,29 @@ if _CLoader is not None:
             return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
 
 
+SLOW_PATH_CHARS = 32 << 10
+"""Text up to this long that libyaml refuses is parsed again by the pure-Python loader, for its message.
+Longer text is refused on libyaml's own error: the second parse of a 949 KB spec cost ~9 s of CPU."""
+
+
 def _fast_compose(text: str) -> tuple[yaml.Node | None, Any] | None:
-    """The document through libyaml, or None when the strict pure-Python loader must decide: libyaml
-    is missing, or the text has an alias, an anchor, too deep a nesting or any error (so every refusal
-    and error message is the one the pure-Python loader gives)."""
+    """The document through libyaml, or None when the strict pure-Python loader must decide: libyaml is
+    missing, or it refused a short text (so the message is the pure-Python loader's). Aliases, anchors and
+    too deep a nesting are refused here with the pure-Python loader's words; a long text libyaml refuses is
+    refused with libyaml's error (a yaml.YAMLError; ValueError or RecursionError as the slow loader's)."""
     if _CLoader is None:
         return None
     try:
         depth = 0
         for event in yaml.parse(text, Loader=_CLoader):
-            if isinstance(event, yaml.AliasEvent) or (isinstance(event, yaml.NodeEvent) and event.anchor is not None):
-                return None
+            if isinstance(event, yaml.AliasEvent):
+                raise _refused(f"aliases (*{event.anchor}) are not allowed in a spec", event)
+            if isinstance(event, yaml.NodeEvent) and event.anchor is not None:
+                raise _refused(f"anchors (&{event.anchor}) are not allowed in a spec", event)
             if isinstance(event, yaml.CollectionStartEvent):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    return None
+                    raise _refused(f"nested deeper than {MAX_DEPTH} levels", event)
             elif isinstance(event, yaml.CollectionEndEvent):
                 depth -= 1
         loader = _FastStrictLoader(text)
@@ -139,7 +147,15 @@ def _fast_compose(text: str) -> tuple[yaml.Node | None, Any] | None:
             return node, loader.construct_document(node) if node is not None else None
         finally:
             loader.dispose()
+    except yaml.composer.ComposerError as exc:
+        if str(exc.problem or "").endswith(("are not allowed in a spec", "levels")):
+            raise
+        if len(text) > SLOW_PATH_CHARS:
+            raise
+        return None
     except (yaml.YAMLError, ValueError, RecursionError):
+        if len(text) > SLOW_PATH_CHARS:
+            raise
         return None
 
 
@@ -171,7 +187,12 @@ def decode_spec(text: str, *, source: str = "", json_text: bool = False) -> Spec
         raise SpecError(f"{prefix}the spec is larger than {MAX_SPEC_BYTES} bytes")
     if json_text:
         return SpecDocument(_decode_json(text, prefix), None, source)
-    fast = _fast_compose(text)
+    try:
+        fast = _fast_compose(text)
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{prefix}{_yaml_message(exc)}") from exc
+    except (ValueError, RecursionError) as exc:
+        raise SpecError(f"{prefix}invalid YAML: {str(exc).split(';')[0]}") from exc
     if fast is not None:
         node, data = fast
     else:
