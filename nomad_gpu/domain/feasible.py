@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from itertools import islice, product
 
 from nomad_gpu.domain.ids import MILLI_PER_GPU
 from nomad_gpu.domain.inventory import GpuMode, Node
@@ -35,6 +36,10 @@ class Never:
 def never_runs(job: JobRequest, fleet: Iterable[Node]) -> Never | None:
     """None when some node of the fleet, empty and at full size, could hold the whole job; else why not."""
     nodes = list(fleet)
+    if any(a.tiers for a in job.asks):  # asks with alternatives: it runs if some choice of them does
+        choices = list(islice(product(*(a.alternatives() for a in job.asks)), 256))
+        whys = [never_runs(replace(job, asks=tuple(choice)), nodes) for choice in choices]
+        return None if any(why is None for why in whys) else whys[0]
     anywhere = replace(job, avoid_nodes=frozenset(), drivers=frozenset())
     scope = [n for n in nodes if anywhere.places_on(n)]
     if not scope:

@@ -76,7 +76,9 @@ class NomadSettings:
     timeout_s: float = 10.0
     watch_namespace: str = "*"
     """The namespace(s) the event stream and the allocation list cover: `*`, every namespace (so GPUs held
-    in any of them count, and every namespace the service submits to is seen), or one name."""
+    in any of them count, and every namespace the service submits to is seen), one name, or several,
+    comma-separated (one stream each: for a token that may not read every namespace, as Nomad checks
+    `read-job` in every namespace `*` expands to, `nomad/event_endpoint.go` `validateACL`, v2.0.5)."""
 
     @staticmethod
     def from_env(env: Mapping[str, str]) -> NomadSettings:
@@ -91,7 +93,14 @@ class NomadSettings:
             client_key=env.get("NOMAD_CLIENT_KEY") or None,
             skip_verify=(env.get("NOMAD_SKIP_VERIFY") or "").strip().lower() in _TRUE,
             tls_server_name=env.get("NOMAD_TLS_SERVER_NAME") or None,
+            watch_namespace=(env.get("NOMAD_GPU_WATCH_NAMESPACES") or "*").strip() or "*",
         )
+
+    @property
+    def watched(self) -> tuple[str, ...]:
+        """`watch_namespace` as a list: ("*",), or the names, each once."""
+        names = tuple(dict.fromkeys(n.strip() for n in self.watch_namespace.split(",") if n.strip()))
+        return ("*",) if not names or "*" in names else names
 
     @property
     def verify(self) -> bool | str:
@@ -232,10 +241,14 @@ class NomadClient:
         of the two lists' `X-Nomad-Index`. A stream resumed after it misses nothing the lists lack, and
         never replays the buffer's older events (`index=0` replays all of it, reference section 1), whose
         allocations may have been garbage-collected since."""
-        nodes, node_index = self._list_indexed(self.api.nodes, "list nodes", {})
-        allocs, alloc_index = self._list_indexed(self.api.allocations, "list allocations",
-                                                 {"namespace": self.settings.watch_namespace})
-        return nodes, allocs, min(node_index, alloc_index)
+        nodes, index = self._list_indexed(self.api.nodes, "list nodes", {})
+        allocs: list[dict[str, Any]] = []
+        for namespace in self.settings.watched:  # one list per watched namespace (`*` is one)
+            listed, alloc_index = self._list_indexed(self.api.allocations, "list allocations",
+                                                     {"namespace": namespace})
+            allocs.extend(listed)
+            index = min(index, alloc_index)
+        return nodes, allocs, index
 
     def _list_indexed(self, endpoint: Any, what: str, params: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
         query = {"resources": "true", **params}
@@ -342,7 +355,8 @@ class NomadClient:
 
     # ---- the event stream --------------------------------------------------------------------
     def event_stream(self, index: int, topics: Sequence[str], read_timeout_s: float = 60.0,
-                     opened: Callable[[requests.Response], None] | None = None) -> Iterator[dict[str, Any]]:
+                     opened: Callable[[requests.Response], None] | None = None,
+                     namespace: str | None = None) -> Iterator[dict[str, Any]]:
         """Frames of `/v1/event/stream` the moment each line arrives (heartbeats included, as `{}`).
 
         Written on the session rather than python-nomad's `get_stream`, which replays from the first
@@ -357,7 +371,7 @@ class NomadClient:
         even a heartbeat; beyond it NomadUnavailable is raised. Raises NomadError on anything else.
         """
         params: list[tuple[str, str | int]] = [("index", index), *(("topic", t) for t in topics)]
-        params.append(("namespace", self.settings.watch_namespace))
+        params.append(("namespace", namespace or self.settings.watch_namespace))
         if self.settings.region:
             params.append(("region", self.settings.region))
         headers = {"X-Nomad-Token": self.settings.token} if self.settings.token else {}

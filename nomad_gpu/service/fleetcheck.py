@@ -26,6 +26,8 @@ from nomad_gpu.domain.modelnames import resolve
 from nomad_gpu.domain.placement import WaitReason
 from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.render import JobSpec, SweepSpec
+from nomad_gpu.render.spec import META_SWEEP
+from nomad_gpu.service.classes import ClassBook
 from nomad_gpu.service.translate import job_request
 from nomad_gpu.store import QueueEntry
 
@@ -68,20 +70,22 @@ def resolve_models(spec: S, fleet: Sequence[Node]) -> S:
     return spec.model_copy(update={"groups": groups}) if changed else spec
 
 
-def request_of(spec: JobSpec | SweepSpec) -> JobRequest:
-    """What the core would be asked for one job (one trial of a sweep: every trial asks the same)."""
+def request_of(spec: JobSpec | SweepSpec, classes: ClassBook | None = None) -> JobRequest:
+    """What the core would be asked for one job (one trial of a sweep: every trial asks the same; it carries
+    the sweep's meta, so its implicit class is the sweep's). `classes`: for groups whose class chooses."""
     job = spec if isinstance(spec, JobSpec) else JobSpec.model_construct(
-        **{name: getattr(spec, name) for name in JobSpec.model_fields if name != "kind"})
+        **{name: getattr(spec, name) for name in JobSpec.model_fields if name not in ("kind", "meta")},
+        meta={**spec.meta, META_SWEEP: spec.name})
     probe = QueueEntry(id="q000000", name=spec.name, team=spec.team, priority=spec.priority, spec={},
                        submitted_at=0.0)
-    return job_request(probe, job)
+    return job_request(probe, job, classes)
 
 
-def check_fleet(spec: S, fleet: Sequence[Node]) -> S:
+def check_fleet(spec: S, fleet: Sequence[Node], classes: ClassBook | None = None) -> S:
     """Resolve model names, then refuse a job no node could run (unless the spec opts in)."""
     spec = resolve_models(spec, fleet)
     if not spec.allow_unschedulable:
-        why = never_runs(request_of(spec), fleet)
+        why = never_runs(request_of(spec, classes), fleet)
         if why is not None:
             raise Unschedulable(f"{UNSCHEDULABLE}: {why}; {OPT_IN}")
     return spec

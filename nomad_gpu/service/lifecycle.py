@@ -42,6 +42,7 @@ from nomad_gpu.nomad.client import NomadError, NomadForbidden
 from nomad_gpu.nomad.decode import AllocInfo, AllocStatus, EvalInfo
 from nomad_gpu.render import JobSpec, RenderError
 from nomad_gpu.service.actuator import NomadActuator
+from nomad_gpu.service.classes import ClassBook, resolved
 from nomad_gpu.service.foreign import ForeignAllocs
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
@@ -64,8 +65,10 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
     def __init__(self, store: SqliteStore, ledger: Ledger, actuator: NomadActuator, *, lock: threading.RLock,
                  executor: Executor, clock: Callable[[], float], metrics: Metrics, outage: Outage,
                  wake: Callable[[], None], refusal_avoid_s: float = 300.0,
-                 admission_deadline_s: float = 300.0) -> None:
+                 admission_deadline_s: float = 300.0, classes: ClassBook | None = None) -> None:
         self.store, self.ledger, self.actuator = store, ledger, actuator
+        self.classes = classes or ClassBook()
+        """Workload classes: their policy and the fleet's facts a class entry's tiers are built over."""
         self.refusal_avoid_s, self.admission_deadline_s = refusal_avoid_s, admission_deadline_s
         self.lock, self.executor, self.clock, self.metrics = lock, executor, clock, metrics
         self.outage, self.wake = outage, wake
@@ -95,7 +98,8 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
             return
         try:
             spec = spec if spec is not None else spec_of(e)
-            t = self.entries[e.id] = Tracked(e, spec, job_request(e, spec) if e.state is EntryState.QUEUED else None)
+            request = job_request(e, spec, self.classes) if e.state is EntryState.QUEUED else None
+            t = self.entries[e.id] = Tracked(e, spec, request)
             if e.state in LIVE:
                 self.live[e.id] = t
                 if e.registered_at is not None:
@@ -121,13 +125,15 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
             if t.avoid and min(t.avoid.values()) <= now:
                 t.avoid = {n: until for n, until in t.avoid.items() if until > now}
                 t.request = self._request(t)
+            elif self.classes.stale(t.entry.id, t.spec):  # tiers over the fleet as it now is
+                t.request = self._request(t)
             out.append(t)
         return out
 
     def _request(self, t: Tracked) -> JobRequest | None:
         if t.spec is None:
             return None
-        return replace(job_request(t.entry, t.spec), avoid_nodes=frozenset(t.avoid))
+        return replace(job_request(t.entry, t.spec, self.classes), avoid_nodes=frozenset(t.avoid))
 
     # ---- admit -------------------------------------------------------------------------------
     def admit(self, admits: Iterable[Admit], now: float) -> int:
@@ -137,8 +143,7 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
         if not admits:
             return 0
         try:
-            moved = self.store.admit_many([Admission(a.entry, tuple(placement_json(p) for p in a.placements))
-                                           for a in admits], at=now)
+            moved = self.store.admit_many([Admission(a.entry, self._placements_json(a)) for a in admits], at=now)
         except Exception as exc:
             for a in admits:
                 self.ledger.release(EntryId(a.entry))
@@ -152,6 +157,12 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
             self.metrics.observe_wait(now - e.submitted_at)  # after the commit: a rolled-back cycle waits on
             self.start_register(t)
         return len(moved)
+
+    def _placements_json(self, a: Admit) -> tuple[dict[str, Any], ...]:
+        """An admission's placements as stored, each with what a workload class chose and why."""
+        t = self.entries.get(a.entry)
+        spec = t.spec if t is not None else None
+        return tuple(placement_json(p, self.classes.choice_in(spec, p, self.ledger)) for p in a.placements)
 
     def start_register(self, t: Tracked) -> None:
         key = f"register:{t.entry.id}"
@@ -180,6 +191,7 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
         failure: Exception | None = None
         try:
             placements = [placement_from_json(p) for p in entry.placements]
+            spec = resolved(spec, placements)  # a class's choice written in as the kind it chose
             self.actuator.submit(entry, spec, render_placement(spec, placements, pool, vendor))
         except (NomadError, RenderError, InvalidRequest) as exc:
             failure = exc

@@ -29,7 +29,7 @@ from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
 from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.render.sweep import expand_sweep
 from nomad_gpu.service.actuator import NomadActuator
-from nomad_gpu.service.classes import check_classes
+from nomad_gpu.service.classes import ClassBook, check_classes
 from nomad_gpu.service.fleetcheck import NeverCache, check_fleet
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
@@ -78,10 +78,11 @@ class SchedulerService:
             self._pool = ThreadPoolExecutor(max_workers=settings.actuator_workers, thread_name_prefix="actuator")
             executor = self._pool
         self.outage = Outage(clock, self.metrics)
+        self.classes = ClassBook(settings.classes)
         self.life = Lifecycle(store, self.ledger, actuator, lock=self._lock, executor=executor, clock=clock,
                               metrics=self.metrics, outage=self.outage, wake=self.wake_now,
                               refusal_avoid_s=settings.refusal_avoid_s,
-                              admission_deadline_s=settings.admission_deadline_s)
+                              admission_deadline_s=settings.admission_deadline_s, classes=self.classes)
         self.reconciler = Reconciler(self.life, self.ledger)
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
@@ -129,7 +130,9 @@ class SchedulerService:
         if self.ready.is_set():  # the fleet is known: model names resolved, what no node could run refused
             with self._lock:
                 fleet = list(self.ledger.inventory)
-            spec = check_fleet(spec, fleet)
+                self.classes.observe(self.ledger.inventory)
+            self.classes.check_fleet(spec)
+            spec = check_fleet(spec, fleet, self.classes)
         now = self.clock()
         if isinstance(spec, SweepSpec):
             trials = expand_sweep(spec)
@@ -240,6 +243,7 @@ class SchedulerService:
                     self.life.executor.submit(self._probe)
                 return []
             self.usage = self.usage.advance(now, self.ledger.team_usage(), self.settings.fair.half_life_s)
+            self.classes.observe(self.ledger.inventory)  # a class's tiers are built over the fleet's facts
             queue = self._eligible()
             config = CycleConfig(policy=self.settings.policy, hol_threshold_s=self.settings.hol_threshold_s,
                                  fair=self.settings.fair)
@@ -249,10 +253,12 @@ class SchedulerService:
             self.life.admit([d for d in result.decisions if isinstance(d, Admit)], now)
             reasons: dict[str, str] = {}
             never = NeverCache(self.ledger.inventory)
+            waits: dict[object, Any] = {}
             for d in result.decisions:
                 if isinstance(d, Wait):
                     t = self.life.entries.get(d.entry)
-                    text = never.reason(d, t.request if t is not None else None) or str(d)
+                    text = (self.classes.wait_line(t.spec if t is not None else None, d.reason, self.ledger, waits)
+                            or never.reason(d, t.request if t is not None else None) or str(d))
                     if t is not None and t.entry.reason != text:
                         reasons[d.entry] = text
                         t.entry = replace(t.entry, reason=text)
