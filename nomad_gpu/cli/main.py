@@ -80,28 +80,11 @@ def submit(spec_file: Path, idempotency_key: str | None, allow_unschedulable: bo
     if as_json:
         emit_json([e.to_json() for e in entries])
         return
+    if entries and entries[0].sweep:
+        click.echo(f"sweep {entries[0].sweep}: {len(entries)} trials queued "
+                   f"(nomad-gpu sweep status {entries[0].sweep})")
     for e in entries:
         click.echo(f"{e.id}  {e.name}  {e.state}  (nomad job {e.nomad_job_id})")
-
-
-@main.command()
-@click.option("--state", help="Comma-separated states: queued,admitted,running,complete,failed,cancelled.")
-@click.option("--sweep", "sweep_id", help="Only the trials of this sweep.")
-@click.option("--wide", is_flag=True, help="More columns: namespace, sweep, attempts, Nomad job, exact device IDs.")
-@click.option("--json", "as_json", is_flag=True)
-@friendly
-def queue(state: str | None, sweep_id: str | None, wide: bool, as_json: bool) -> None:
-    """List queue entries: what each asks for, how long it waited, and why it waits or where it runs."""
-    from nomad_gpu.cli.queueview import QUEUE_COLUMNS, QUEUE_WIDE_COLUMNS, queue_row
-
-    client = _client()
-    entries = client.jobs(state, sweep_id, eta=True)
-    if as_json:
-        emit_json([e.to_json() for e in entries])
-        return
-    names = _node_names(client) if any(e.placements for e in entries) else {}
-    now = time.time()
-    table(None, QUEUE_WIDE_COLUMNS if wide else QUEUE_COLUMNS, [queue_row(e, names, now, wide) for e in entries])
 
 
 def _node_names(client: ApiClient) -> dict[str, str]:
@@ -120,14 +103,21 @@ def _node_names(client: ApiClient) -> dict[str, str]:
 @click.option("--json", "as_json", is_flag=True)
 @friendly
 def status(entry_id: str | None, hcl: bool, as_json: bool) -> None:
-    """The service's status, or one entry's: its times, its Nomad job and allocations, where to see it."""
+    """The service's status (a table on a terminal, JSON with --json or when piped), or one entry's: its
+    times, its Nomad job and allocations, where to see it."""
     from nomad_gpu.cli.api_client import ServiceError
 
     client = _client()
     if not entry_id:
         if hcl:
             raise ValueError("--hcl needs an entry ID: nomad-gpu status ID --hcl")
-        emit_json(client.status().to_json())
+        info = client.status()
+        if as_json or not sys.stdout.isatty():  # a script reads JSON; a person reads the table
+            emit_json(info.to_json())
+            return
+        from nomad_gpu.cli.serviceview import service_rows
+
+        table("nomad-gpu", ["", ""], service_rows(info))
         return
     if hcl:
         click.echo(client.hcl(entry_id).hcl, nl=False)
@@ -152,35 +142,6 @@ def status(entry_id: str | None, hcl: bool, as_json: bool) -> None:
         click.echo(f"{label:13} {value}")
     if note := usage_note(info, time.time()):
         click.echo(f"{'gpu usage':13} {note}")
-
-
-@main.command()
-@click.argument("entry_id")
-@click.option("--json", "as_json", is_flag=True)
-@friendly
-def cancel(entry_id: str, as_json: bool) -> None:
-    """Cancel a queued or running entry (its Nomad job is stopped), or every trial of a sweep."""
-    from nomad_gpu.cli.api_client import ServiceError
-    from nomad_gpu.cli.sweeps import print_cancelled_sweep
-
-    client = _client()
-    try:
-        e = client.cancel(entry_id)
-    except ServiceError as exc:
-        if exc.status != 404:
-            raise
-        try:
-            sweep_info = client.cancel_sweep(entry_id)
-        except ServiceError as again:
-            if again.status != 404:
-                raise
-            raise ServiceError(f"no queue entry or sweep {entry_id!r}", 404) from exc
-        print_cancelled_sweep(sweep_info, as_json)
-        return
-    if as_json:
-        emit_json(e.to_json())
-        return
-    click.echo(f"{e.id}  {e.state}")
 
 
 @main.command()
@@ -439,11 +400,12 @@ from nomad_gpu.cli.backup import backup  # noqa: E402
 from nomad_gpu.cli.control import hold, logs, release, requeue, update  # noqa: E402
 from nomad_gpu.cli.examples import example  # noqa: E402
 from nomad_gpu.cli.node import node  # noqa: E402
+from nomad_gpu.cli.queuecmds import cancel, queue  # noqa: E402
 from nomad_gpu.cli.sweeps import sweep  # noqa: E402
 
 main.add_command(node)
 main.add_command(backup)
-for _command in (sweep, hold, release, requeue, update, logs, example):
+for _command in (queue, cancel, sweep, hold, release, requeue, update, logs, example):
     main.add_command(_command)
 
 
