@@ -203,12 +203,26 @@ def environment_read_once(address: str) -> requests.Session:
     return session
 
 
+def refuse_redirects(resp: requests.Response, *args: Any, **kwargs: Any) -> requests.Response:
+    """A response hook: Nomad's API never redirects, and requests would follow one carrying the
+    `X-Nomad-Token` header to wherever it points (it strips only `Authorization` across hosts). Runs
+    before requests resolves redirects, so nothing is sent to the new location."""
+    if resp.is_redirect:
+        resp.close()
+        where = resp.headers.get("location", "")[:200]
+        raise NomadUnavailable(f"Nomad answered HTTP {resp.status_code}, a redirect to {where!r}: not followed "
+                               "(the token would go with it); point NOMAD_ADDR at Nomad itself")
+    return resp
+
+
 class NomadClient:
     """The calls the service makes, each returning plain JSON and raising only NomadError."""
 
     def __init__(self, settings: NomadSettings, session: requests.Session | None = None) -> None:
         self.settings = settings
         self.session = session or environment_read_once(settings.address)
+        if refuse_redirects not in self.session.hooks.setdefault("response", []):
+            self.session.hooks["response"].append(refuse_redirects)
         if settings.tls_server_name:
             self.session.mount("https://", _ServerNameAdapter(settings.tls_server_name))
         cert = (settings.client_cert or "", settings.client_key or "")
