@@ -29,7 +29,7 @@ import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -39,6 +39,7 @@ from nomad_gpu.domain.errors import InvalidInventory
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.nomad.client import NomadClient, NomadError, NomadForbidden
 from nomad_gpu.nomad.decode import AllocInfo, EvalInfo, SharingConfig, decode_alloc, decode_eval, decode_node
+from nomad_gpu.nomad.fanin import FanIn
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +107,8 @@ class Watcher:
         self.connected = threading.Event()
         self.synced = threading.Event()
         self._thread: threading.Thread | None = None
-        self._response: requests.Response | None = None
+        self._responses: list[requests.Response] = []  # the open streams (one per watched namespace)
+        self._stream_index: dict[str, int] = {}
         self.namespace_check_s = namespace_check_s
         self._clock = clock
         self._subscribed: frozenset[str] | None = None
@@ -127,9 +129,7 @@ class Watcher:
 
     def stop(self) -> None:
         self._stop.set()
-        resp = self._response
-        if resp is not None:
-            _interrupt(resp)  # unblocks a read that would otherwise wait for the next heartbeat
+        self._interrupt_all()  # unblocks a read that would otherwise wait for the next heartbeat
         if self._thread is not None:
             self._thread.join(timeout=5)
 
@@ -204,25 +204,43 @@ class Watcher:
         self.synced.set()
 
     def _follow(self) -> bool:
-        """Follow one connection until it ends; whether anything (a heartbeat at least) arrived."""
+        """Follow the stream (one per watched namespace, fanin.py) until one ends; whether the one that
+        ended delivered anything (a heartbeat at least) before it did."""
         # the index is inclusive: ask for the next one and still dedupe (a too-new index replays)
-        frames = self.client.event_stream(self.last_index + 1 if self.last_index else 0, TOPICS,
-                                          read_timeout_s=self.silence_limit_s, opened=self._opened)
-        heard = False
-        for frame in frames:
-            if not heard:
+        start = self.last_index + 1 if self.last_index else 0
+        self._responses = []
+        watched = self.client.settings.watched
+        fan: FanIn | None = None
+        if len(watched) == 1:
+            frames: Iterator[tuple[str | None, dict[str, Any]]] = (
+                (None, f) for f in self.client.event_stream(start, TOPICS, read_timeout_s=self.silence_limit_s,
+                                                            opened=self._opened))
+        else:
+            self._stream_index = dict.fromkeys(watched, self.last_index)
+            fan = FanIn(lambda ns: self.client.event_stream(start, TOPICS, read_timeout_s=self.silence_limit_s,
+                                                            opened=self._opened, namespace=ns),
+                        watched, self._interrupt_all)
+            frames = iter(fan)
+        heard = accepted = False
+        try:
+            for stream, frame in frames:
                 heard = True
-                self._accepted()
-            self.connected.set()
-            if self._stop.is_set():
-                return heard
-            heartbeat = not frame or (not frame.get("Index") and not frame.get("Events"))
-            if not heartbeat:  # a heartbeat (`api/event_stream.go`) has no index and no events
-                self.handle_frame(frame)
-                self.backoff.reset()  # only data shows the stream works: 1.11.2+ sends a heartbeat, then EOF on error
-            if self._new_namespaces():
-                return heard
-        return heard
+                if not accepted and (fan is None or len(fan.heard) == len(watched)):
+                    accepted = True  # every stream answered: the token may read what is watched
+                    self._accepted()
+                self.connected.set()
+                if self._stop.is_set():
+                    break
+                heartbeat = not frame or (not frame.get("Index") and not frame.get("Events"))
+                if not heartbeat:  # a heartbeat (`api/event_stream.go`) has no index and no events
+                    self.handle_frame(frame, stream)
+                    self.backoff.reset()  # only data shows it works: 1.11.2+ sends a heartbeat, then EOF on error
+                if self._new_namespaces():
+                    break
+        finally:
+            if fan is not None:
+                fan.close()
+        return heard if fan is None else fan.ended in fan.heard or fan.ended is None
 
     def _track_namespaces(self) -> None:
         """Before subscribing to `*`: the namespaces it will be expanded to (at least these)."""
@@ -254,14 +272,31 @@ class Watcher:
         return True
 
     def _opened(self, resp: requests.Response) -> None:
-        self._response = resp
+        self._responses.append(resp)
         if self._stop.is_set():
             _interrupt(resp)
 
-    def handle_frame(self, frame: Mapping[str, Any]) -> None:
+    def _interrupt_all(self) -> None:
+        for resp in list(self._responses):
+            _interrupt(resp)
+
+    def handle_frame(self, frame: Mapping[str, Any], stream: str | None = None) -> None:
+        """`stream`: the namespace of the stream it came on, when there are several (each has its own
+        order; events on two of them, a node's, are handled once)."""
         index = int(frame.get("Index") or 0)
+        if stream is not None:
+            if index and index <= self._stream_index.get(stream, self.last_index):
+                return
+            self._handle_events(frame, index)
+            self._stream_index[stream] = max(self._stream_index.get(stream, 0), index)
+            self.last_index = max(self.last_index, min(self._stream_index.values()))
+            return
         if index and index <= self.last_index:
             return  # handled already, or reflected in the last resync (an index too new replays the newest frame)
+        self._handle_events(frame, index)
+        self.last_index = max(self.last_index, index)
+
+    def _handle_events(self, frame: Mapping[str, Any], index: int) -> None:
         for event in frame.get("Events") or []:
             key = (int(event.get("Index") or index), str(event.get("Topic")), str(event.get("Key")),
                    str(event.get("Type")))
@@ -269,7 +304,6 @@ class Watcher:
                 continue
             self._remember(key)
             self._dispatch(event)
-        self.last_index = max(self.last_index, index)
 
     def _remember(self, key: tuple[int, str, str, str]) -> None:
         if len(self._seen) == self._seen.maxlen:
