@@ -111,13 +111,13 @@ def status(entry_id: str | None, hcl: bool, as_json: bool) -> None:
     if not entry_id:
         if hcl:
             raise ValueError("--hcl needs an entry ID: nomad-gpu status ID --hcl")
-        info = client.status()
+        health = client.status()
         if as_json or not sys.stdout.isatty():  # a script reads JSON; a person reads the table
-            emit_json(info.to_json())
+            emit_json(health.to_json())
             return
         from nomad_gpu.cli.serviceview import service_rows
 
-        table("nomad-gpu", ["", ""], service_rows(info))
+        table("nomad-gpu", ["", ""], service_rows(health))
         return
     if hcl:
         click.echo(client.hcl(entry_id).hcl, nl=False)
