@@ -9,12 +9,32 @@ allows it.
 
 from __future__ import annotations
 
-from nomad_gpu.domain.classes import ClassPolicy, Size, WorkloadClass
-from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.render import JobSpec, SweepSpec
-from nomad_gpu.render.spec import GroupSpec
+from collections.abc import Sequence
+from typing import Any
 
-__all__ = ["check_classes", "class_of", "size_of"]
+from nomad_gpu.domain.classes import (
+    ClassPolicy,
+    KindName,
+    OptionFact,
+    Size,
+    Tier,
+    WorkloadClass,
+    fleet_facts,
+    tiers_for,
+)
+from nomad_gpu.domain.classexplain import Choice, device_text, free_counts, wait_text
+from nomad_gpu.domain.errors import InvalidRequest, Unschedulable
+from nomad_gpu.domain.freeindex import NodeFree
+from nomad_gpu.domain.inventory import Inventory
+from nomad_gpu.domain.kinds import kind_of
+from nomad_gpu.domain.ledger import Ledger
+from nomad_gpu.domain.placement import AllocPlacement, WaitReason
+from nomad_gpu.domain.requests import GpuAsk, WholeGpus
+from nomad_gpu.domain.units import split_mig_device_name
+from nomad_gpu.render import JobSpec, SweepSpec
+from nomad_gpu.render.spec import GpuSpec, GroupSpec, MigSpec, ShareSpec
+
+__all__ = ["NO_OPTION", "ClassBook", "check_classes", "class_of", "resolved", "size_of"]
 
 
 def class_of(spec: JobSpec | SweepSpec, group: GroupSpec) -> WorkloadClass | None:
@@ -37,7 +57,7 @@ def check_classes(spec: JobSpec | SweepSpec, policy: ClassPolicy) -> None:
             raise InvalidRequest(f"groups[{group.name}]: {exc}") from None
 
 
-def size_of(spec: JobSpec, group: GroupSpec, policy: ClassPolicy) -> Size:
+def size_of(spec: JobSpec | SweepSpec, group: GroupSpec, policy: ClassPolicy) -> Size:
     """The group's size for its class's tiers: its `gpu_memory` (else the class's default), its `gpu.count`
     (else the class's default count) and its `gpu.models`."""
     cls = class_of(spec, group)
@@ -50,3 +70,170 @@ def size_of(spec: JobSpec, group: GroupSpec, policy: ClassPolicy) -> Size:
     count = group.gpu.count if group.gpu is not None else rule.default_count
     models = frozenset(group.gpu.models or ()) if group.gpu is not None else frozenset()
     return Size(need, count, models)
+
+
+KIND_OF_PLACEMENT: dict[str, KindName] = {"whole": "gpu", "mig": "mig", "share": "share"}
+"""The core's kind names (`domain.kinds`) as the policy and the spec name them."""
+
+
+class ClassBook:
+    """The operator's policy and the fleet's device facts as last seen: a class's tiers are built over the
+    facts, so `version` moves whenever they change (a node joins, a MIG layout changes) and the requests of
+    waiting class entries are built again."""
+
+    def __init__(self, policy: ClassPolicy | None = None) -> None:
+        self.policy = policy or ClassPolicy()
+        self.facts: tuple[OptionFact, ...] = ()
+        self.version = 0
+        self._seen: Inventory | None = None
+        self._built: dict[str, int] = {}
+        """Entry -> the version of the facts its request's tiers were last built over."""
+
+    def observe(self, inventory: Inventory) -> bool:
+        """Take the fleet's facts from `inventory`; True when they changed."""
+        if inventory is self._seen:
+            return False
+        self._seen = inventory
+        facts = fleet_facts(inventory)
+        if facts == self.facts:
+            return False
+        self.facts, self.version = facts, self.version + 1
+        self._built.clear()
+        return True
+
+    def stale(self, entry_id: str, spec: JobSpec | None) -> bool:
+        """Whether a waiting entry's class tiers must be built again (the facts moved since); records that
+        they are being built now."""
+        if spec is None or not any(spec.chooses_kind(g) for g in spec.groups):
+            return False
+        if self._built.get(entry_id) == self.version:
+            return False
+        if len(self._built) > 100_000:
+            self._built.clear()
+        self._built[entry_id] = self.version
+        return True
+
+    def check_fleet(self, spec: JobSpec | SweepSpec) -> None:
+        """Refuse (`Unschedulable`) a spec with a class group that no tier can ever serve in this fleet."""
+        if spec.allow_unschedulable or not self.facts:
+            return
+        for group in spec.groups:
+            if not spec.chooses_kind(group) or any(t.alternatives for t in self.tiers(spec, group)):
+                continue
+            cls = class_of(spec, group)
+            assert cls is not None
+            size = size_of(spec, group, self.policy)
+            text = wait_text(cls, self.policy.rule(cls), size, {}, {}, {})
+            raise Unschedulable(f"unschedulable: groups[{group.name}]: {text}; submit with --allow-unschedulable "
+                                "(allow_unschedulable: true) to queue it anyway")
+
+    def tiers(self, spec: JobSpec | SweepSpec, group: GroupSpec) -> tuple[Tier, ...]:
+        cls = class_of(spec, group)
+        if cls is None:
+            raise InvalidRequest(f"groups[{group.name}]: no class to choose a kind by")
+        return tiers_for(cls, size_of(spec, group, self.policy), self.policy, self.facts)
+
+    def gpu_ask(self, spec: JobSpec, group: GroupSpec) -> tuple[GpuAsk | None, tuple[tuple[GpuAsk, ...], ...]]:
+        """(gpu, tiers) for `AllocAsk`: the class's tiers that have an alternative in the fleet; when none
+        has, a request nothing can hold, so the entry waits (its reason says that nothing in the fleet
+        fits) instead of running without a GPU."""
+        tiers = tuple(t.alternatives for t in self.tiers(spec, group) if t.alternatives)
+        if tiers:
+            return None, tiers
+        return WholeGpus(1, frozenset({NO_OPTION})), ()
+
+    def choice_in(self, spec: JobSpec | None, p: AllocPlacement, ledger: Ledger) -> str | None:
+        """`choice`, naming the node as the ledger knows it."""
+        if spec is None:
+            return None
+        nf = ledger.node_free(p.node)
+        return self.choice(spec, p, (nf.node.name if nf is not None else "") or str(p.node))
+
+    def choice(self, spec: JobSpec, p: AllocPlacement, node_name: str) -> str | None:
+        """The explanation stored with a placement of a group whose class chose its kind; None otherwise."""
+        group = next((g for g in spec.groups if g.name == p.group), None)
+        if group is None or not spec.chooses_kind(group):
+            return None
+        cls = class_of(spec, group)
+        kind = kind_of(p)
+        if cls is None or kind is None:
+            return None
+        mine = KIND_OF_PLACEMENT.get(kind.name)
+        if mine is None:
+            return None
+        rule = self.policy.rule(cls)
+        tier = next((n for n, kinds in enumerate(rule.tiers, start=1) if mine in kinds), 0)
+        size = size_of(spec, group, self.policy)
+        device = p.device_name or ""
+        split = split_mig_device_name(device)
+        text = device_text(mine, split[0] if split else device, count=max(len(p.instance_ids), 1) if mine != "share"
+                           else 1, profile=split[1] if split else "", milli=p.share_milli)
+        return Choice(cls, size, mine, text, node_name, tier).text()
+
+    def wait_line(self, spec: JobSpec | None, reason: WaitReason, ledger: Ledger,
+                  memo: dict[object, Any]) -> str | None:
+        """A waiting entry's reason when a class chose its kind and capacity is what it waits for (a quota,
+        a hold or room kept for another job are said as the core says them); `memo`: one cycle's."""
+        if spec is None or reason in _NOT_CAPACITY or not any(spec.chooses_kind(g) for g in spec.groups):
+            return None
+        nodes = memo.get(_NODES)
+        if nodes is None:
+            nodes = memo[_NODES] = list(ledger.index.nodes())
+        return self.waiting(spec, nodes, memo)
+
+    def waiting(self, spec: JobSpec, nodes: Sequence[NodeFree],
+                memo: dict[object, Any] | None = None) -> str | None:
+        """Why a waiting entry's class-chosen groups find no tier (the first such group); None when it has
+        none. `memo`: one cycle's lines by class and size (many entries ask alike)."""
+        for group in spec.groups:
+            if not spec.chooses_kind(group):
+                continue
+            cls = class_of(spec, group)
+            if cls is None:
+                continue
+            size = size_of(spec, group, self.policy)
+            key = (cls, size)
+            text = memo.get(key) if memo is not None else None
+            assert text is None or isinstance(text, str)
+            if text is None:
+                counts = free_counts(nodes, size, self.facts)
+                text = wait_text(cls, self.policy.rule(cls), size, counts.fitting_free, counts.free, counts.in_fleet)
+                if memo is not None:
+                    memo[key] = text
+            return text if len(spec.groups) == 1 else f"group {group.name!r}: {text}"
+        return None
+
+
+_NOT_CAPACITY = frozenset({WaitReason.QUOTA, WaitReason.RESERVED, WaitReason.HELD})
+_NODES = "nodes"
+
+
+NO_OPTION = "(no option of its class fits in the fleet)"
+"""The model of the request a class group waits on when no tier has an alternative: no GPU is named so."""
+
+
+def resolved(spec: JobSpec, placements: Sequence[AllocPlacement]) -> JobSpec:
+    """The spec with each class-chosen group's kind written in, as the placement chose it, so that it renders
+    exactly as a spec naming that kind does (`mig: {profile: 3g.40gb}`, `share: {milli: 250}`, `gpu:`)."""
+    if not any(spec.chooses_kind(g) for g in spec.groups):
+        return spec
+    groups = []
+    for group in spec.groups:
+        mine = [p for p in placements if p.group == group.name]
+        kind = kind_of(mine[0]) if mine and spec.chooses_kind(group) else None
+        if kind is None:
+            groups.append(group)
+            continue
+        p = mine[0]
+        update: dict[str, object] = {"gpu_memory": None}
+        if kind.name == "mig":
+            split = split_mig_device_name(p.device_name or "")
+            if split is None:
+                raise InvalidRequest(f"groups[{group.name}]: a MIG placement without a MIG device name")
+            update["mig"] = MigSpec.model_construct(profile=split[1], count=len(p.instance_ids))
+        elif kind.name == "share":
+            update["share"] = ShareSpec.model_construct(milli=p.share_milli)
+        else:
+            update["gpu"] = GpuSpec.model_construct(count=len(p.instance_ids), models=None, min_memory_mib=None)
+        groups.append(group.model_copy(update=update))
+    return spec.model_copy(update={"groups": groups})

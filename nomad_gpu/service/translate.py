@@ -16,25 +16,32 @@ from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import AllocAsk, GpuAsk, GpuShare, JobRequest, MigSlices, WholeGpus
 from nomad_gpu.render import GroupPlacement, JobSpec, RenderPlacement, parse_spec
 from nomad_gpu.render.placement import SHARE_DEVICE_PREFIX
+from nomad_gpu.service.classes import ClassBook
 from nomad_gpu.store import QueueEntry
 
 
 def check_supported(spec: JobSpec) -> None:
     """What the service cannot pin yet fails at submission, with the reason, not later."""
     for group in spec.groups:
-        if spec.chooses_kind(group):  # until the class's tiers reach the core, refuse rather than run CPU-only
-            raise InvalidRequest(f"groups[{group.name}]: choosing the GPU kind from a class is not available yet; "
-                                 "give gpu:, mig: or share:")
+        if spec.chooses_kind(group) and group.count > 1:  # one device block per group: one choice for all
+            raise InvalidRequest(f"groups[{group.name}]: a group whose class chooses the GPU kind must have count 1 "
+                                 "(each instance could get another kind); split it, or give gpu:, mig: or share:")
         if group.share is not None and group.count > 1:
             raise InvalidRequest(f"groups[{group.name}]: a time-slice share group must have count 1 "
                                  "(each instance would need its own shared GPU)")
 
 
-def job_request(entry: QueueEntry, spec: JobSpec) -> JobRequest:
+def job_request(entry: QueueEntry, spec: JobSpec, classes: ClassBook | None = None) -> JobRequest:
+    """`classes`: the policy and fleet facts a group whose class chooses its kind is asked by (its tiers)."""
     asks: list[AllocAsk] = []
     for group in spec.groups:
         gpu: GpuAsk | None = None
-        if group.gpu is not None:
+        tiers: tuple[tuple[GpuAsk, ...], ...] = ()
+        if spec.chooses_kind(group):
+            if classes is None:
+                raise InvalidRequest(f"groups[{group.name}]: its class chooses the GPU kind; no class policy here")
+            gpu, tiers = classes.gpu_ask(spec, group)
+        elif group.gpu is not None:
             need = group.gpu_memory_bytes  # `gpu_memory` beside `gpu:`: whole GPUs whose memory holds it
             floor = group.gpu.min_memory_mib or (-(-need // (1 << 20)) if need is not None else 0)
             gpu = WholeGpus(group.gpu.count, frozenset(group.gpu.models or ()), floor)
@@ -43,7 +50,7 @@ def job_request(entry: QueueEntry, spec: JobSpec) -> JobRequest:
         elif group.share is not None:
             gpu = GpuShare(group.share.milli)
         for i in range(group.count):
-            asks.append(AllocAsk(group.name, i, group.resources.cpu, group.resources.memory, gpu))
+            asks.append(AllocAsk(group.name, i, group.resources.cpu, group.resources.memory, gpu, tiers))
     return JobRequest(
         entry=EntryId(entry.id), team=Team(entry.team), asks=tuple(asks), priority=entry.priority,
         submitted_at=entry.submitted_at, datacenters=frozenset(spec.datacenters), node_pool=spec.node_pool,
@@ -77,11 +84,12 @@ def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement],
     return RenderPlacement(node_id=next(iter(nodes)), groups=tuple(groups), node_pool=node_pool)
 
 
-def placement_json(p: AllocPlacement) -> dict[str, Any]:
-    """The stored (and sent: an entry's `placements`) form of a placement, `nomad_gpu.api.payloads.Placement`."""
+def placement_json(p: AllocPlacement, choice: str | None = None) -> dict[str, Any]:
+    """The stored (and sent: an entry's `placements`) form of a placement, `nomad_gpu.api.payloads.Placement`;
+    `choice`: what a workload class chose and why (`ClassBook.choice`), stored with the attempt."""
     return Placement(group=p.group, index=p.index, node=p.node, cpu_mhz=p.cpu_mhz, memory_mb=p.memory_mb,
                      instance_ids=tuple(p.instance_ids), device_name=p.device_name, share_milli=p.share_milli,
-                     gpu_equivalents=p.gpu_equivalents, share_gpu=p.share_gpu).to_json()
+                     gpu_equivalents=p.gpu_equivalents, share_gpu=p.share_gpu, choice=choice).to_json()
 
 
 def placement_from_json(d: Mapping[str, Any]) -> AllocPlacement:
