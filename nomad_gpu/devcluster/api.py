@@ -216,7 +216,8 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         return JSONResponse(None, headers=_index_headers(index))
 
     def leader(request: Request) -> Response:
-        return reply("127.0.0.1:4647")
+        """`Status.Leader` (nomad/status_endpoint.go, v2.0.5): `""` while the servers have no leader."""
+        return reply("127.0.0.1:4647" if state.has_leader else "")
 
     # -- /_dev -------------------------------------------------------------------------------------
 

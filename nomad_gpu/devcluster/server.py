@@ -145,6 +145,10 @@ class DevCluster:
     def audit(self) -> dict[str, Any]:
         return queries.audit(self.state)
 
+    def set_leader(self, present: bool) -> None:
+        """Lose (or regain) the servers' leader: `/v1/status/leader` then answers `""`."""
+        self.state.has_leader = present
+
     def drop_streams(self) -> int:
         """Close every open event stream; returns how many there were."""
         return self.broker.drop_all()

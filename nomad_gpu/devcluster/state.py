@@ -73,6 +73,7 @@ class ClusterState:
         self.namespaces = frozenset({"default", *cluster.namespaces})  # the names of `namespace_records`
         self.namespace_records = namespaces.initial(self.namespaces)  # created at run time too (namespaces.py)
         self.namespace_index = 1
+        self.has_leader = True  # False: `/v1/status/leader` answers "" (fault injection: DevCluster.set_leader)
         # "default" and "all" always exist; a node's pool is created when the node registers.
         self.node_pools = frozenset({"default", "all", *(node.node_pool for node in cluster.nodes)})
         self.faults = Faults(clock)  # network faults in front of the HTTP app (faults.py)

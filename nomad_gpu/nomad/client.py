@@ -236,7 +236,10 @@ class NomadClient:
     def leader(self) -> str:
         """The region's leader: the cheapest call that proves Nomad answers (`/v1/status/leader` needs no
         ACL token)."""
-        return str(_translate(lambda: self.api.status.leader.get_leader(), "read the leader"))
+        leader = _translate(lambda: self.api.status.leader.get_leader(), "read the leader")
+        if not leader:  # `Status.Leader` answers "" while the servers have no leader (nomad/status_endpoint.go, v2.0.5)
+            raise NomadUnavailable("Nomad answers but its servers have no leader (GET /v1/status/leader is \"\")")
+        return str(leader)
 
     def nodes(self) -> list[dict[str, Any]]:
         """Node stubs with NodeResources (and so devices)."""

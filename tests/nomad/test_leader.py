@@ -1,0 +1,24 @@
+"""`GET /v1/status/leader` answers `200 ""` while Nomad's servers have no leader
+(`Status.Leader`, nomad/status_endpoint.go, v2.0.5): that is not "Nomad answers"."""
+
+from __future__ import annotations
+
+import pytest
+
+from nomad_gpu.devcluster import DevCluster
+from nomad_gpu.nomad.client import NomadClient, NomadSettings, NomadUnavailable
+
+CLUSTER = {"name": "leader", "nodes": [{"name": "n1", "gpus": [
+    {"model": "NVIDIA A100-SXM4-80GB", "count": 1, "memory_mib": 81920}]}]}
+
+
+@pytest.mark.e2e
+def test_no_leader_is_not_reachable() -> None:
+    with DevCluster(CLUSTER) as dc:
+        client = NomadClient(NomadSettings(address=dc.url))
+        assert client.leader() == "127.0.0.1:4647"
+        dc.set_leader(False)
+        with pytest.raises(NomadUnavailable, match="no leader"):
+            client.leader()
+        dc.set_leader(True)
+        assert client.leader()
