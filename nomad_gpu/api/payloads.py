@@ -17,7 +17,7 @@ from nomad_gpu.api.codec import UNSET, Unset, doc, from_json, to_json
 __all__ = [
     "UNSET", "Allocation", "Allocations", "Entries", "Entry", "ErrorReply", "GpuView", "Hcl", "History", "Holder",
     "Inventory", "MigGpu", "MigView", "Minute", "NodeView", "Patch", "Payload", "Placement", "Status", "Sweep",
-    "TeamRow", "Teams", "Unset", "Usage", "read",
+    "SweepRow", "Sweeps", "TeamRow", "Teams", "Unset", "Usage", "UsageReport", "UsageRow", "read",
 ]
 
 P = TypeVar("P", bound="Payload")
@@ -323,3 +323,45 @@ class History(Payload):
     window_s: int = 86400
     now: float = 0.0
     minutes: tuple[Minute, ...] = ()
+
+
+@dataclass(frozen=True)
+class SweepRow(Payload):
+    """One sweep in a list: whose, how many trials, how far along."""
+
+    id: str = ""
+    name: str = ""
+    team: str = ""
+    trials: int = 0
+    states: dict[str, int] = doc("Trials per state.", default_factory=dict)
+    submitted_at: float = 0.0
+
+
+@dataclass(frozen=True)
+class Sweeps(Payload):
+    sweeps: tuple[SweepRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class UsageRow(Payload):
+    """What one group (a team, class, kind or model) used over the report's window."""
+
+    key: str = ""
+    gpu_hours: float = doc("GPU-equivalents held x hours, summed over every attempt's time in the window.",
+                           default=0.0)
+    jobs: int = doc("Entries with any part of their life in the window.", default=0)
+    attempts: int = 0
+    mean_wait_s: float | None = doc("Mean time from submission to first admission (null: none admitted).",
+                                    default=None)
+    p95_wait_s: float | None = None
+    failures: int = doc("Entries that ended failed (or dependency-failed) in the window.", default=0)
+
+
+@dataclass(frozen=True)
+class UsageReport(Payload):
+    """GPU accounting over a window (`nomad-gpu report`), by one key; not an entry's live `usage`."""
+
+    since: float = 0.0
+    until: float = 0.0
+    by: str = "team"
+    rows: tuple[UsageRow, ...] = ()
