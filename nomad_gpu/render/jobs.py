@@ -22,6 +22,14 @@ from typing import Any
 import jinja2
 
 from nomad_gpu.bundled import templates_dir as bundled_templates_dir
+from nomad_gpu.render.devices import (
+    ENV_VISIBLE_DEVICES,
+    META_SHARE_GPU,
+    META_SHARE_MILLI,
+    NO_GPU,
+    GroupContext,
+    adapter_for,
+)
 from nomad_gpu.render.hcl import RenderError, hcl_ident, make_environment
 from nomad_gpu.render.placement import RenderPlacement, check_placement
 from nomad_gpu.render.spec import GroupSpec, JobSpec, SweepSpec
@@ -62,16 +70,6 @@ META_DEV_EXIT = "nomad_gpu_dev_exit"
 """Job meta for the embedded dev cluster: ``fail`` makes the tasks fail at the end."""
 META_DEV_GPU_UTIL = "nomad_gpu_dev_gpu_util"
 """Job meta for the embedded dev cluster: the GPU utilisation (%) its devices report."""
-META_SHARE_GPU = "nomad_gpu_share_gpu"
-"""Group meta of a time-slice share: the ``GPU-...`` ID it runs on."""
-META_SHARE_MILLI = "nomad_gpu_share_milli"
-"""Group meta of a time-slice share: its milli-GPU."""
-
-ENV_VISIBLE_DEVICES = "NVIDIA_VISIBLE_DEVICES"
-"""What the NVIDIA container runtime reads to decide which GPUs a container sees."""
-NO_GPU = "void"
-"""``NVIDIA_VISIBLE_DEVICES`` of a group that holds no GPU: many CUDA images default it to ``all``, and on a
-node whose default Docker runtime is nvidia that would hand every GPU to a job that booked none."""
 
 _NO_META: Mapping[str, str] = types.MappingProxyType({})
 
@@ -217,32 +215,9 @@ def _group_context(group: GroupSpec, placement: RenderPlacement) -> dict[str, An
         config["command"] = task.command
     if task.args:
         config["args"] = list(task.args)
-    env = dict(task.env)
-    meta: dict[str, str] = {}
-    device: dict[str, Any] | None = None
-    if group.share is not None and placed.device_name is not None:
-        # The device plugin's share instances: Nomad reserves them (the plugin's Reserve sets
-        # NVIDIA_VISIBLE_DEVICES to the GPU), like any device, so the count is the instances pinned.
-        device = {"name": placed.device_name, "count": len(placed.device_ids), "ids": ",".join(placed.device_ids)}
-        meta[META_SHARE_GPU] = placed.share_gpu or ""
-        meta[META_SHARE_MILLI] = str(placed.share_milli or group.share.milli)
-    elif group.share is not None and placed.share_gpu is not None:
-        # Advisory sharing (no plugin): not a Nomad device, so the job names the GPU itself.
-        env[ENV_VISIBLE_DEVICES] = placed.share_gpu
-        if task.driver == "docker":
-            # Nomad's docker driver picks the nvidia runtime only for devices it
-            # reserved itself; a share is not a Nomad device, so ask for it here.
-            config["runtime"] = "nvidia"
-        meta[META_SHARE_GPU] = placed.share_gpu
-        meta[META_SHARE_MILLI] = str(placed.share_milli or group.share.milli)
-    elif placed.device_name is not None:
-        device = {
-            "name": placed.device_name,
-            "count": group.device_count,
-            "ids": ",".join(placed.device_ids),
-        }
-    elif group.capacity_kind is None:
-        env[ENV_VISIBLE_DEVICES] = NO_GPU
+    ctx = GroupContext(task.driver, dict(task.env), config)
+    adapter_for(group, placed).render(group, placed, ctx)
+    env, meta, device = ctx.env, ctx.meta, ctx.device
     return {
         "name": group.name,
         "count": group.count,
