@@ -31,9 +31,13 @@ from nomad_gpu.api.payloads import (
     Placement,
     Status,
     Sweep,
+    SweepRow,
+    Sweeps,
     TeamRow,
     Teams,
     Usage,
+    UsageReport,
+    UsageRow,
 )
 from nomad_gpu.domain.errors import UnreadableReply
 
@@ -58,6 +62,10 @@ SAMPLES: list[Payload] = [
     Status(True, 3, 1, 2, 1, 8, {"vision": 2.0}, {"q1": ["n1"]}, True, 0, "ab12cd", "http://nomad:4646"),
     TeamRow("vision", 2.0, 16.0, 2.0, 4.0, 1, 2), Teams(8.0, (TeamRow("vision", 2.0, None, None, 4.0, 1, 2),)),
     Minute(960, 1.5, 1, 2), History(60, 86400, 1000.0, (Minute(960, 1.5, 1, 2),)),
+    SweepRow("lr-s1", "lr", "vision", 3, {"running": 1, "queued": 2}, 900.0),
+    Sweeps((SweepRow("lr-s1", "lr", "vision", 3, {"queued": 3}, 900.0),)),
+    UsageRow("vision", 12.5, 3, 4, 60.0, 120.0, 1),
+    UsageReport(0.0, 86400.0, "team", (UsageRow("vision", 12.5, 3, 4, None, None, 0),)),
 ]
 
 
