@@ -295,11 +295,15 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
     def on_eval(self, ev: EvalInfo) -> None:
         """Nomad could not place an admitted job (a blocked evaluation, FailedTGAllocs): its constraint,
         driver or CPU the core did not know about. Stop it, give the capacity back, and queue it again
-        with Nomad's reason, away from that node for a while; this does not use up a retry."""
+        with Nomad's reason, away from that node for a while; this does not use up a retry.
+
+        The refusal may come before the register's reply (the evaluation is processed while the reply
+        is on its way): the attempt ends all the same, and its job is stopped after the reply (`end`).
+        The job ID names the attempt, so the evaluation cannot be an older attempt's."""
         ref = parse_job_id(ev.job_id)
         t = self.entries.get(ref.entry) if ref is not None and ref.instance in ("", self.instance) else None
         if (t is None or t.entry.nomad_job_id != ev.job_id or t.entry.state is not EntryState.ADMITTED
-                or t.registering or not ev.refused):
+                or not ev.refused):
             return
         self._refused(t, f"Nomad could not place it: {ev.failures or ev.status}", self.clock())
 
