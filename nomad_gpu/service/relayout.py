@@ -103,6 +103,9 @@ class RelayoutSettings:
     """Nomad's node must show the new layout this long after the job ended (plugin period + node update)."""
     backoff_s: float = 60.0
     backoff_max_s: float = 3600.0
+    admit_grace_s: float = 60.0
+    """After a re-layout is done, its asks are left to the cycle this long (it admits them onto the new
+    instances) before another re-layout may be planned for them."""
     default_profiles: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
 
@@ -162,14 +165,19 @@ class RelayoutController:
              names: dict[str, str] | None = None) -> list[Record]:
         """Advance the re-layouts in flight, then start the ones the planner chooses. Returns those started."""
         changed = False
+        touched: set[NodeId] = set()
         for k, r in enumerate(self.records):
             if not r.phase.is_terminal():
                 moved = self._advance(r, now)
                 if moved != r:
                     self.records[k], changed = moved, True
+                    touched.add(NodeId(r.node))  # the view of it the caller read predates this
+        served = {a for r in self.records if r.phase is Phase.DONE
+                  and now - (r.ended_at or now) < self.settings.admit_grace_s for a in r.admits}
+        asks = [a for a in asks if a.key not in served]
         started: list[Record] = []
         if self.settings.enabled and asks:
-            busy_nodes = {NodeId(r.node) for r in self.in_flight()}
+            busy_nodes = {NodeId(r.node) for r in self.in_flight()} | touched
             usable = [replace(g, last_relayout_at=self.last_relayout_at.get(g.uuid)) for g in gpus
                       if self.backoff_until.get(g.uuid, 0.0) <= now]
             settings = PlanSettings(cool_down_s=self.settings.cool_down_s,

@@ -88,6 +88,8 @@ def test_a_relayout_is_done_only_once_nomads_node_shows_it() -> None:
     ctl.step(3.0, gpus, [])
     assert ctl.in_flight() == [] and ctl.held() == {} and ctl.records[-1].phase is Phase.DONE
     assert ctl.counts.done == 1 and nomad.stopped == [rec.job_id]
+    # The ask is the cycle's now (it admits it onto the new 3g); a stale view plans nothing more for it.
+    assert ctl.step(4.0, gpus, asks) == [] and ctl.step(64.0, gpus, asks) != []
 
 
 @pytest.mark.parametrize(("event", "reason"), [
