@@ -65,6 +65,8 @@ def status_lines(entry: Entry, nomad: Allocations | None, nomad_error: str | Non
         node = node_names.get(p.node, p.node)
         lines.append(("placement", f"{p.group}[{p.index}] on {node}: {','.join(p.instance_ids) or '-'}"
                                    + (f" share={p.share_milli}m" if p.share_milli else "")))
+        if p.choice:  # what a workload class chose for the group, and why
+            lines.append(("choice", p.choice))
     return lines
 
 

@@ -34,7 +34,8 @@ def _model_of(device_name: str | None) -> str | None:
     return device_name.split(" MIG ", 1)[0].removeprefix("nvidia/gpu/")
 
 
-def _group_request(group: Mapping[str, Any], placed_model: str | None, wide: bool) -> str | None:
+def _group_request(group: Mapping[str, Any], placed_model: str | None, wide: bool,
+                   job_class: str | None = None) -> str | None:
     count = int(group.get("count") or 1)
     times = f"{count} x " if count > 1 else ""
     if gpu := group.get("gpu"):
@@ -49,6 +50,9 @@ def _group_request(group: Mapping[str, Any], placed_model: str | None, wide: boo
         return f"{n} x mig {mig.get('profile')}" if n > 1 else f"mig {mig.get('profile')}"
     if share := group.get("share"):
         return f"{times}share {int(share.get('milli') or 0)}m"
+    if cls := group.get("class") or job_class or ("hpo" if group.get("gpu_memory") is not None else None):
+        memory = group.get("gpu_memory")  # the kind is the class's choice: `serving 14GiB`
+        return f"{times}{cls}" + (f" {memory}" if memory is not None else "")
     return None
 
 
@@ -61,7 +65,7 @@ def request_of(entry: Entry, wide: bool = False) -> str:
         if model:
             placed.setdefault(p.group, model)
     parts = [part for g in spec.get("groups") or []
-             if (part := _group_request(g, placed.get(str(g.get("name"))), wide)) is not None]
+             if (part := _group_request(g, placed.get(str(g.get("name"))), wide, spec.get("class"))) is not None]
     return " + ".join(parts) if parts else "cpu only"
 
 
@@ -137,6 +141,9 @@ def eta_of(entry: Entry, now: float) -> str:
 
 def queue_row(entry: Entry, node_names: Mapping[str, str], now: float, wide: bool = False) -> tuple[Any, ...]:
     why = entry.reason or where(entry, node_names, wide)
+    choices = list(dict.fromkeys(p.choice for p in entry.placements if p.choice))
+    if wide and choices and not entry.reason:  # what a workload class chose, and why
+        why = f"{'; '.join(choices)} [{why}]"
     if note := usage_note(entry, now):
         why = f"{why} ({note})" if why else note
     base = (entry.id, entry.name, entry.team, entry.priority, entry.state, request_of(entry, wide),

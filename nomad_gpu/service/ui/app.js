@@ -93,6 +93,8 @@ function requestOf(entry) {
       parts.push(`${Number(g.mig.count || 1) * count} x mig ${g.mig.profile}`);
     } else if (g.share) {
       parts.push(`${count > 1 ? count + " x " : ""}share ${Number(g.share.milli || 0)}m`);
+    } else if (g.class || entry.spec.class || g.gpu_memory) {  // a workload class chooses the kind
+      parts.push(`${g.class || entry.spec.class || "hpo"}${g.gpu_memory ? " " + g.gpu_memory : ""}`);
     }
   }
   return parts.length ? parts.join(" + ") : "cpu only";
@@ -145,6 +147,9 @@ function renderQueue() {
       where = [...byNode].map(([node, ids]) => el("div", {},
         el("span", {}, `on ${nodeName(node)}`), " ", el("span", { class: "devices" }, ids.join(", "))));
       if (!where.length) where = ["admitted, being placed"];
+      for (const c of new Set((e.placements || []).map((p) => p.choice).filter(Boolean))) {
+        where.push(el("div", { class: "choice" }, c));  // what a workload class chose, and why
+      }
       const u = e.usage;  // the device plugin's figures, where the node reports them
       if (u && (u.gpu_util_pct !== null || u.gpu_memory_used_mib !== null)) {
         const parts = [];
