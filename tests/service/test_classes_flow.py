@@ -146,3 +146,31 @@ def test_a_class_no_tier_can_ever_serve_is_refused_at_submission() -> None:
         svc.submit(job("big", "class: serving\ngpu_memory: 60GiB\n"))
     assert str(info.value).startswith("unschedulable: groups[main]: serving: no isolated option with >= 60 GiB "
                                       "in the fleet; submit with --allow-unschedulable")
+
+
+def test_an_option_past_the_teams_quota_is_not_offered() -> None:
+    from nomad_gpu.domain.fairshare import FairShareConfig, TeamPolicy
+    from nomad_gpu.domain.ids import Team
+
+    nomad, ex = RecordingNomad(), ManualExecutor()
+    fair = FairShareConfig(teams={Team("t"): TeamPolicy(quota_gpu=0.5)})
+    svc = SchedulerService(SqliteStore(), nomad, SchedulingSettings(tick_s=0.01, fair=fair), clock=Clock(),
+                           executor=ex)
+    svc.on_resync([mig_node(), whole_node()], [])
+    (a,) = svc.submit(job("serve-a", "class: serving\ngpu_memory: 14GiB\n"))
+    run(svc, ex)
+    (b,) = svc.submit(job("serve-b", "class: serving\ngpu_memory: 14GiB\n"))
+    run(svc, ex)
+    assert svc.store.get(a.id).placements[0]["instance_ids"] == ["MIG-m-3g"]  # 3/7 of a GPU: within 0.5
+    waiting = svc.store.get(b.id)  # tier 2's whole GPU (1.0) would break the quota: not offered
+    assert waiting.state is EntryState.QUEUED and waiting.placements == ()
+
+
+def test_a_sweeps_trials_are_hpo_and_take_shares() -> None:
+    svc, nomad, ex = started(mig_node(), whole_node(), shared_node())
+    trials = svc.submit({"kind": "sweep", "name": "s", "team": "t", "task": {"image": "busybox"},
+                         "gpu_memory": "10GiB", "sweep": {"parameters": {"lr": [1, 2]}}})
+    run(svc, ex)
+    placed = [svc.store.get(t.id).placements[0] for t in trials]
+    assert [p["share_milli"] for p in placed] == [250, 250]
+    assert all(p["choice"].startswith("hpo -> share 250/1000 of NVIDIA L40S on l40s-1") for p in placed)
