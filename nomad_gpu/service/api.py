@@ -6,6 +6,7 @@
     GET    /v1/jobs/{id}       one entry, with its wait reason and placements
     DELETE /v1/jobs/{id}       cancel
     GET    /v1/sweeps/{id}     a sweep's progress
+    GET    /v1/sweeps, /v1/usage  the caller's sweeps, GPU accounting: see :mod:`nomad_gpu.service.listroutes`
     ...                        hold, release, requeue, priority, allocations, HCL, logs, sweep cancel:
                                see :mod:`nomad_gpu.service.entryroutes`
     GET    /v1/inventory       nodes with GPU, MIG and share capacity, free and total
@@ -50,6 +51,7 @@ from nomad_gpu.service.entryroutes import entry_routes
 from nomad_gpu.service.history import History
 from nomad_gpu.service.httpkit import error, read_body, status_of, visible_entry
 from nomad_gpu.service.jobdetail import NomadReads
+from nomad_gpu.service.listroutes import list_routes
 from nomad_gpu.service.openapi import document
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
@@ -232,6 +234,7 @@ def create_app(service: SchedulerService, token: str | None = None,
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         *entry_routes(service, entry_payload, nomad=nomad, nomad_address=nomad_address),
+        *list_routes(service),
         *ui_routes(),
     ]
     handlers = {NomadGpuError: refused, 404: not_found, 405: bad_method, Exception: crashed}

@@ -100,6 +100,15 @@ OPERATIONS: tuple[Operation, ...] = (
                Param("group", "query", "Task group (default: the first)."),
                Param("index", "query", "Group member (default: the first).", "integer"),
                Param("task", "query", "Task, when the group runs several.")), tags=("nomad",)),
+    Operation("get", "/v1/sweeps", "The caller's team's sweeps (an admin's: all), newest first.",
+              {200: "Sweeps.", 400: "An unknown state."}, "Sweeps",
+              (Param("state", "query", "Comma-separated states: only sweeps with a trial in one of them."),),
+              tags=("sweeps",)),
+    Operation("get", "/v1/usage", "GPU accounting over a window: GPU-hours (GPU-equivalents x time held, per attempt), "
+              "jobs, attempts, mean and p95 wait, failures, by team, class, kind or model (a team's token: its team).",
+              {200: "The report.", 400: "A bad `since` or `by`."}, "UsageReport",
+              (Param("since", "query", "How far back: `30d` (default), `12h`, `90m`, seconds, or an epoch time."),
+               Param("by", "query", "`team` (default), `class`, `kind` or `model`.")), tags=("accounting",)),
     Operation("get", "/v1/sweeps/{id}", "A sweep's trials and their counts by state.",
               {200: "The sweep.", 404: "No such sweep (for this team)."}, "Sweep", (SWEEP_ID,), tags=("sweeps",)),
     Operation("delete", "/v1/sweeps/{id}", "Cancel a sweep: queued trials dropped, running ones stopped.",
@@ -128,7 +137,8 @@ _REF = "#/components/schemas/"
 _S = {"type": "string"}
 PAYLOADS: tuple[type[payloads.Payload], ...] = (
     payloads.ErrorReply, payloads.Patch, payloads.Entry, payloads.Entries, payloads.Allocations, payloads.Hcl,
-    payloads.Sweep, payloads.Inventory, payloads.Status, payloads.Teams, payloads.History,
+    payloads.Sweep, payloads.Inventory, payloads.Status, payloads.Teams, payloads.History, payloads.Sweeps,
+    payloads.UsageReport,
 )
 """The answers' (and the PATCH body's) schemas come from their payload types: one definition of each shape."""
 
