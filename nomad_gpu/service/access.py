@@ -22,7 +22,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.samples import Sample
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from nomad_gpu.service.settings import AccessSettings
+from nomad_gpu.service.settings import OPEN_GRANT, AccessSettings, Grant
 from nomad_gpu.service.ui import is_ui_path
 from nomad_gpu.store import QueueEntry
 
@@ -37,6 +37,8 @@ class Caller:
     """The caller of one request: ``team`` None is the admin (or no token is configured)."""
 
     team: str | None = None
+    grant: Grant = OPEN_GRANT
+    """Where this token's submissions may go, within the service-wide lists."""
 
     @property
     def admin(self) -> bool:
@@ -70,7 +72,8 @@ class TokenGate:
         self.app = app
         self.access = access
         # compare digests, not tokens: equal lengths, and every token is compared on every request
-        self._grants = [(hashlib.sha256(t.encode()).digest(), team) for t, team in access.tokens.items()]
+        self._grants = [(hashlib.sha256(t.encode()).digest(), team, access.grants.get(t, OPEN_GRANT))
+                        for t, team in access.tokens.items()]
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -96,9 +99,9 @@ class TokenGate:
             return None
         given = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         found: Caller | None = None
-        for digest, team in self._grants:
+        for digest, team, grant in self._grants:
             if hmac.compare_digest(given, digest):
-                found = Caller(team)
+                found = Caller(team, grant)
         return found
 
 

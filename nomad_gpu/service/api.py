@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -74,13 +74,14 @@ is what it writes to the queue: bounded here, before expanding, until trials sha
 def create_app(service: SchedulerService, token: str | None = None,
                access: AccessSettings | None = None, *, nomad_address: str | None = None,
                history: History | None = None, usage: UsagePoller | None = None,
-               nomad: NomadReads | None = None) -> Starlette:
+               nomad: NomadReads | None = None, templates: Collection[str] | None = None) -> Starlette:
     """The API over ``service``; ``token`` (NOMAD_GPU_TOKEN) is an admin token added to ``access``.
 
     ``nomad_address`` is shown in the status (the dashboard links each job to Nomad's UI there);
     ``history`` is what ``/v1/history`` answers from (empty without one); ``usage`` adds each running
     entry's GPU utilisation and memory (``usage``, null while unknown) to the entry JSON; ``nomad``
-    answers what is read from Nomad for one entry (allocations, registered HCL, logs).
+    answers what is read from Nomad for one entry (allocations, registered HCL, logs); ``templates``, the
+    job templates a spec may name (checked at submit when given).
     """
     rules = (access or AccessSettings()).with_admin(token)
     quota = TeamQuota(rules.team_limits.max_entries, rules.team_limits.max_stored_bytes)
@@ -98,7 +99,7 @@ def create_app(service: SchedulerService, token: str | None = None,
             key = f"{caller.team}/{key}"  # one team's key never answers with another team's entries
 
         def store() -> Response:  # one hop to a worker thread for the checks and the store
-            data, spec = check_submission(body, content_type, rules, caller)
+            data, spec = check_submission(body, content_type, rules, caller, templates)
             entries = service.submit(data, idempotency_key=key, spec=spec, quota=quota)
             if len(caller.visible(entries)) != len(entries):  # a key an admin used for another team
                 raise StateConflict("this Idempotency-Key was already used for another team's submission")
@@ -254,8 +255,8 @@ def sweep_payload(sweep_id: str, trials: list[Entry]) -> Sweep:
     return Sweep(sweep_id, len(trials), counts, tuple(trials))
 
 
-def check_submission(body: bytes, content_type: str, rules: AccessSettings,
-                     caller: Caller) -> tuple[dict[str, Any], JobSpec | SweepSpec | None]:
+def check_submission(body: bytes, content_type: str, rules: AccessSettings, caller: Caller,
+                     templates: Collection[str] | None = None) -> tuple[dict[str, Any], JobSpec | SweepSpec | None]:
     """Decode and validate a submitted spec for ``caller``: the data to store and, when the data is what
     was validated, its model (None when the caller's team was bound into it); or an error of the tree.
 
@@ -271,12 +272,21 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings,
     as_json = "json" in content_type.lower()
     document = decode_spec(text, json_text=as_json)  # SpecError: a 400 like every InvalidRequest
     spec = document.parse(max_trials=rules.max_trials)
+    rules = rules.narrowed(caller.grant)
     check_drivers(spec, rules)
     check_namespace(spec, rules)
+    check_node_pool(spec, rules)
+    datacenters = check_datacenters(spec, rules)
+    if templates is not None and spec.template not in templates:
+        raise InvalidRequest(f"template: no template {spec.template!r} here (known: {', '.join(sorted(templates))})")
     check_spec_size(spec)
     if isinstance(spec, SweepSpec):
         check_sweep_size(spec)
     data = dict(document.data)
+    validated: JobSpec | SweepSpec | None = spec
+    if datacenters is not None:  # "any" given as the datacenters this service allows
+        data["datacenters"] = datacenters
+        validated = None  # the data is no longer what was validated
     if caller.team is not None:
         if "team" in data and data["team"] != caller.team:
             raise NotAllowed(f"this token submits for team {caller.team!r}; the spec names team "
@@ -284,7 +294,28 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings,
         if data.get("team") != caller.team:
             data["team"] = caller.team
             return data, None
-    return data, spec
+    return data, validated
+
+
+def check_node_pool(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:
+    pool = spec.node_pool or "default"  # none named: Nomad's `default` (job_endpoint_hook_node_pool_ce.go)
+    if "*" not in rules.node_pools and pool not in rules.node_pools:
+        raise NotAllowed(f"node_pool: {pool!r} is not open to these submissions (allowed: "
+                         f"{', '.join(sorted(rules.node_pools))}; see node_pools in the service config)")
+
+
+def check_datacenters(spec: JobSpec | SweepSpec, rules: AccessSettings) -> list[str] | None:
+    """NotAllowed for a datacenter outside the allowlist (named literally: a glob could reach others); the
+    allowed list when the spec leaves them out (any) and the list is not ``*``; else None."""
+    if "*" in rules.datacenters:
+        return None
+    if list(spec.datacenters) == ["*"]:
+        return sorted(rules.datacenters)
+    outside = [dc for dc in spec.datacenters if dc not in rules.datacenters]
+    if outside:
+        raise NotAllowed(f"datacenters: {', '.join(map(repr, outside))} not open to these submissions (allowed: "
+                         f"{', '.join(sorted(rules.datacenters))}; see datacenters in the service config)")
+    return None
 
 
 def check_namespace(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:

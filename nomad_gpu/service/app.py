@@ -50,7 +50,8 @@ class ServiceRuntime:
 
     def start(self, *, wait_ready_s: float = 0.0) -> str:
         self._api = ApiServer(create_app(self.scheduler, access=self.access, nomad_address=self.settings.nomad.address,
-                                         history=self.history, usage=self.usage, nomad=self.client), self.listen,
+                                         history=self.history, usage=self.usage, nomad=self.client,
+                                         templates=self.actuator.renderer.template_names()), self.listen,
                               hosts=self.access.hosts, limits=self.access.http)
         self._api.bind()  # a port in use or a bad TLS key fails here, before anything runs
         self.scheduler.start()

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from nomad_gpu.service.settings import HttpLimits
+from nomad_gpu.service.limits import HttpLimits
 
 logger = logging.getLogger(__name__)
 

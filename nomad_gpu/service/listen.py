@@ -24,7 +24,7 @@ from nomad_gpu.defaults import DEFAULT_PORT
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.service.browser import WILDCARDS, BrowserGuard, served_hosts
 from nomad_gpu.service.connections import accept_backlog, connection_cap, keep_alive_seconds, limited_protocol
-from nomad_gpu.service.settings import HttpLimits
+from nomad_gpu.service.limits import HttpLimits
 
 logger = logging.getLogger(__name__)
 

@@ -21,6 +21,7 @@ from nomad_gpu.render import SpecError
 from nomad_gpu.render.loading import decode_spec
 from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
 from nomad_gpu.service.classconfig import classes_from_mapping
+from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
 
 DEFAULT_DRIVERS = frozenset({"docker", "exec"})
 """Task drivers a spec may use unless the config lists others (``raw_exec`` runs unisolated on the host)."""
@@ -97,66 +98,27 @@ class SchedulingSettings:
     """The operator's policy per workload class (`classes:`, service/classconfig.py)."""
 
 
-@dataclass(frozen=True)
-class HttpLimits:
-    """How long a connection may take to send a request, and how many may be open at once
-    (:mod:`nomad_gpu.service.connections`): idle or slow connections must not shut the API for everyone."""
-
-    head_timeout_s: float = 10.0
-    """A request's head must be complete this long after the connection opened or its previous answer."""
-    body_timeout_s: float = 30.0
-    """A request's body must be complete this long after its head."""
-    keep_alive_s: float = 5.0
-    """An idle connection after an answer is closed after this long without a byte."""
-    max_connections: int = 1000
-    """Open connections at most (fewer when the file-descriptor limit is lower: half of what it leaves)."""
+def _within(wide: frozenset[str], narrow: frozenset[str] | None) -> frozenset[str]:
+    if narrow is None:
+        return wide
+    return narrow if "*" in wide else wide & narrow
 
 
-def http_limits_from_mapping(raw: Any, where: str = "api: http") -> HttpLimits:
-    """``api: {http: {head_timeout_s, body_timeout_s, keep_alive_s, max_connections}}``."""
-    if not isinstance(raw, Mapping):
-        raise InvalidRequest(f"{where}: must be a mapping")
-    base = HttpLimits()
-    unknown = sorted(set(raw) - set(base.__dataclass_fields__))
-    if unknown:
-        raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
-    values: dict[str, float] = {}
-    for key in base.__dataclass_fields__:
-        value = raw.get(key, getattr(base, key))
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 86400:
-            raise InvalidRequest(f"{where}: {key}: must be a number above 0 (and at most 86400)")
-        values[key] = value
-    if values["keep_alive_s"] > values["head_timeout_s"]:
-        raise InvalidRequest(f"{where}: keep_alive_s must not exceed head_timeout_s")
-    return HttpLimits(float(values["head_timeout_s"]), float(values["body_timeout_s"]), float(values["keep_alive_s"]),
-                      max(1, int(values["max_connections"])))
+GRANT_LISTS = ("node_pools", "datacenters", "namespaces", "drivers")
+"""What a token's grant may narrow (each an optional list within the service-wide one)."""
 
 
 @dataclass(frozen=True)
-class TeamLimits:
-    """What one team may hold at once: past either, a submission is answered 429 until some of it ends."""
+class Grant:
+    """Where one token's submissions may go, within the service-wide lists (None: as the service allows)."""
 
-    max_entries: int = 20_000
-    """Live entries (queued, admitted, running; a sweep's trials each count)."""
-    max_stored_bytes: int = 64 << 20
-    """Bytes of the team's live specs as stored (a sweep's shared spec once)."""
+    node_pools: frozenset[str] | None = None
+    datacenters: frozenset[str] | None = None
+    namespaces: frozenset[str] | None = None
+    drivers: frozenset[str] | None = None
 
 
-def team_limits_from_mapping(raw: Any, where: str = "api: team_limits") -> TeamLimits:
-    """``api: {team_limits: {max_entries, max_stored_bytes}}``."""
-    if not isinstance(raw, Mapping):
-        raise InvalidRequest(f"{where}: must be a mapping")
-    unknown = sorted(set(raw) - {"max_entries", "max_stored_bytes"})
-    if unknown:
-        raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
-    base = TeamLimits()
-    values: dict[str, int] = {}
-    for key in ("max_entries", "max_stored_bytes"):
-        value = raw.get(key, getattr(base, key))
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidRequest(f"{where}: {key}: must be a whole number of at least 1")
-        values[key] = value
-    return TeamLimits(values["max_entries"], values["max_stored_bytes"])
+OPEN_GRANT = Grant()
 
 
 @dataclass(frozen=True)
@@ -182,6 +144,22 @@ class AccessSettings:
     """Connection timeouts and the connection cap."""
     team_limits: TeamLimits = field(default_factory=TeamLimits)
     """What each team may hold at once (entries, stored bytes)."""
+    node_pools: frozenset[str] = frozenset({"default"})
+    """Nomad node pools a spec may name (none named is Nomad's `default`); ``*`` opens every pool."""
+    datacenters: frozenset[str] = frozenset({"*"})
+    """Datacenters a spec may name, literally (a glob could reach others); ``*`` is any. A spec that leaves
+    them out (any) is given this list when it is not ``*``."""
+    grants: Mapping[str, Grant] = field(default_factory=lambda: types.MappingProxyType({}))
+    """By token: lists that narrow the four above for that token's submissions."""
+
+    def narrowed(self, grant: Grant) -> AccessSettings:
+        """These settings within one token's grant."""
+        if grant == OPEN_GRANT:
+            return self
+        return replace(self, node_pools=_within(self.node_pools, grant.node_pools),
+                       datacenters=_within(self.datacenters, grant.datacenters),
+                       namespaces=_within(self.namespaces, grant.namespaces),
+                       allowed_drivers=_within(self.allowed_drivers, grant.drivers))
 
     @property
     def required(self) -> bool:
@@ -248,10 +226,11 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
     if not isinstance(raw, Mapping):
         raise InvalidRequest(f"{where}: must be a mapping")
     unknown = sorted(set(raw) - {"tokens", "allowed_drivers", "max_trials", "metrics_open", "namespaces", "hosts",
-                                 "http", "team_limits"})
+                                 "http", "team_limits", "node_pools", "datacenters"})
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
     tokens: dict[str, str | None] = {}
+    narrowing: dict[str, Grant] = {}
     grants = raw.get("tokens") or {}
     if not isinstance(grants, Mapping):
         raise InvalidRequest(f"{where}: tokens: must map each token to {{team: NAME}} or {{admin: true}}")
@@ -259,8 +238,12 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
         at = f"{where}: tokens: entry {i + 1}"  # never echo the token itself
         if not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS or not token.isprintable() or " " in token:
             raise InvalidRequest(f"{at}: a token must be at least {MIN_TOKEN_CHARS} printable characters, no spaces")
-        if not isinstance(grant, Mapping) or set(grant) not in ({"team"}, {"admin"}):
-            raise InvalidRequest(f"{at}: must be {{team: NAME}} or {{admin: true}}")
+        if not isinstance(grant, Mapping) or set(grant) - set(GRANT_LISTS) not in ({"team"}, {"admin"}):
+            raise InvalidRequest(f"{at}: must be {{team: NAME}} or {{admin: true}}, with optional "
+                                 f"{', '.join(GRANT_LISTS)} (an unknown key was given, or neither)")
+        lists = {key: frozenset(_names(grant[key], f"{at}: {key}")) for key in GRANT_LISTS if key in grant}
+        if lists:
+            narrowing[token] = Grant(**lists)
         if "admin" in grant:
             if grant["admin"] is not True:
                 raise InvalidRequest(f"{at}: admin must be true (leave the token out to revoke it)")
@@ -286,10 +269,28 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
     hosts = raw.get("hosts", [])
     if not isinstance(hosts, list) or not all(isinstance(h, str) and _HOST.fullmatch(h) for h in hosts):
         raise InvalidRequest(f"{where}: hosts: must be a list of host names or IP addresses (no port, no scheme)")
+    wide = {"node_pools": frozenset(_names(raw.get("node_pools", ["default"]), f"{where}: node_pools", True)),
+            "datacenters": frozenset(_names(raw.get("datacenters", ["*"]), f"{where}: datacenters", True)),
+            "namespaces": frozenset(namespaces), "drivers": frozenset(drivers)}
+    for grant in narrowing.values():
+        for key in GRANT_LISTS:
+            extra = sorted((getattr(grant, key) or frozenset()) - wide[key]) if "*" not in wide[key] else []
+            if extra:
+                raise InvalidRequest(f"{where}: tokens: a grant's {key} names {', '.join(extra)}, which the "
+                                     f"service-wide {key} does not open (a grant only narrows)")
     return AccessSettings(types.MappingProxyType(tokens), frozenset(drivers), max_trials, metrics_open,
                           frozenset(namespaces), frozenset(h.lower().strip("[]") for h in hosts),
                           http_limits_from_mapping(raw.get("http") or {}, f"{where}: http"),
-                          team_limits_from_mapping(raw.get("team_limits") or {}, f"{where}: team_limits"))
+                          team_limits_from_mapping(raw.get("team_limits") or {}, f"{where}: team_limits"),
+                          wide["node_pools"], wide["datacenters"], types.MappingProxyType(narrowing))
+
+
+def _names(raw: Any, where: str, star: bool = False) -> list[str]:
+    """A non-empty list of Nomad names (``*`` too, when ``star``)."""
+    if not isinstance(raw, list) or not raw or not all(
+            isinstance(n, str) and (_TEAM.fullmatch(n) or (star and n == "*")) for n in raw):
+        raise InvalidRequest(f"{where}: must be a non-empty list of Nomad names")
+    return list(raw)
 
 
 def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> SchedulingSettings:
