@@ -12,7 +12,8 @@ the gap between FGD and the bound that `frag-aware` closes. Needs the `bound` ex
         [--curves dominance.json] [--pods-dir DIR --traces NAME,...] [--json bound.json]
 
 --curves reads the policies' per-seed curves that `packing_dominance.py --json` wrote instead of
-simulating them again. --tightness measures the relaxation against the integer program solved to
+simulating them again; --bounds-only solves the bounds alone (--json keeps them) and --bounds reads
+them back, so the two halves can run apart. --tightness measures the relaxation against the integer program solved to
 optimality (`bound_model.exact`) on samples of a few nodes, with the same arrival protocol:
 
     .venv/bin/python benchmarks/packing_bound.py --tightness --sample-nodes 8,32 --seeds 42-51
@@ -79,7 +80,9 @@ def _pool_map(fn: Callable[[J], R], jobs: list[J], workers: int) -> list[R]:
 
 
 def _curves(args: argparse.Namespace, name: str, trace: Trace, seeds: list[int],
-            workers: int) -> dict[str, dict[int, list[float | None]]]:
+            workers: int) -> dict[str, dict[int, list[float | None]]] | None:
+    if args.bounds_only:
+        return None
     if args.curves:
         raw = json.loads(args.curves.read_text())[name]
         return {p: {s: raw[p][str(s)] for s in seeds} for p in POLICIES}
@@ -88,6 +91,15 @@ def _curves(args: argparse.Namespace, name: str, trace: Trace, seeds: list[int],
         runs = run_seeds(trace, policy, seeds, workers=workers)
         out[policy] = {r.seed: r.sampled() for r in runs}
     return out
+
+
+def _bounds(args: argparse.Namespace, name: str, trace: Trace, seeds: list[int], levels: tuple[int, ...],
+            workers: int) -> dict[int, dict[int, float]]:
+    if args.bounds:
+        raw = json.loads(args.bounds.read_text())[name]["bound"]
+        return {s: {x: raw[str(s)][str(x)] for x in levels} for s in seeds}
+    jobs = [(trace, s, levels, not args.pooled, not args.no_cuts) for s in seeds]
+    return dict(zip(seeds, _pool_map(_bound_job, jobs, workers), strict=True))
 
 
 def _pct(x: float) -> str:
@@ -107,12 +119,14 @@ def report(args: argparse.Namespace) -> int:
         t0 = time.monotonic()
         curves = _curves(args, name, trace, seeds, workers)
         t1 = time.monotonic()
-        jobs = [(trace, s, levels, not args.pooled, not args.no_cuts) for s in seeds]
-        bounds = dict(zip(seeds, _pool_map(_bound_job, jobs, workers), strict=True))
+        bounds = _bounds(args, name, trace, seeds, levels, workers)
         print(f"# {name}: curves {t1 - t0:.0f} s, bounds {time.monotonic() - t1:.0f} s", file=sys.stderr, flush=True)
         saved[name] = {"bound": {str(s): {str(x): b for x, b in bounds[s].items()} for s in seeds}}
         for x in levels:
             b = statistics.fmean(bounds[s][x] for s in seeds)
+            if curves is None:
+                print(f"| {name} | {x} | | | {_pct(b)} | | | | |", flush=True)
+                continue
             mean = {p: statistics.fmean(float(curves[p][s][x] or 0.0) for s in seeds) for p in POLICIES}
             # every policy's point is a mean of placements of these tasks: none may exceed the bound
             # (but for the curve's rounding to 0.01 point)
@@ -177,6 +191,8 @@ def main() -> int:
     parser.add_argument("--curves", type=Path, default=None,
                         help="the policies' curves as packing_dominance.py --json wrote them")
     parser.add_argument("--json", type=Path, default=None, help="write the per-seed bounds here")
+    parser.add_argument("--bounds", type=Path, default=None, help="read the bounds a previous --json wrote")
+    parser.add_argument("--bounds-only", action="store_true", help="the bounds alone, no policy curves")
     parser.add_argument("--pooled", action="store_true", help="weaker bound: shares pooled, no GPU patterns")
     parser.add_argument("--no-cuts", action="store_true", help="weaker bound: without the per-node cuts")
     parser.add_argument("--tightness", action="store_true", help="LP against the ILP on samples of a few nodes")
