@@ -136,12 +136,14 @@ def test_sweep_trials_default_to_hpo_and_keep_an_explicit_class() -> None:
     assert all(parse_spec(t.model_dump(mode="json")) == t for t in trials)
     named = load_spec("name: s\nkind: sweep\nclass: exploratory\nsweep: {parameters: {lr: [1]}}\n"
                       "task: {image: img}\n")
+    assert isinstance(named, SweepSpec)
     assert [t.class_of(t.groups[0]) for t in expand_sweep(named)] == ["exploratory"]
 
 
 def test_a_cpu_only_sweep_stays_cpu_only() -> None:
     """The implicit `hpo` of a sweep sizes nothing: a trial without a size or kind asks no GPU."""
     sweep = load_spec("name: s\nkind: sweep\nsweep: {parameters: {lr: [1]}}\ntask: {image: img}\n")
+    assert isinstance(sweep, SweepSpec)
     (trial,) = expand_sweep(sweep)
     assert trial.class_of(trial.groups[0]) == "hpo"
     assert not trial.chooses_kind(trial.groups[0])

@@ -7,6 +7,7 @@ from fakes import Clock, FakeNomad, ManualExecutor, gpu_node
 
 from nomad_gpu.domain.classes import GIB, ClassPolicy, ClassRule, WorkloadClass
 from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.domain.requests import WholeGpus
 from nomad_gpu.render import JobSpec, load_spec
 from nomad_gpu.service.classconfig import classes_from_mapping
 from nomad_gpu.service.classes import check_classes, size_of
@@ -72,5 +73,6 @@ def test_gpu_memory_beside_gpu_is_a_memory_floor_on_whole_gpus() -> None:
     svc = service()
     (entry,) = svc.submit({**BASE, "gpu": {"count": 1}, "gpu_memory": "79.5GiB"})
     request = svc.life.entries[entry.id].request
-    assert request is not None and request.asks[0].gpu is not None
-    assert request.asks[0].gpu.min_memory_mib == 81408  # type: ignore[union-attr]
+    assert request is not None
+    gpu = request.asks[0].gpu
+    assert isinstance(gpu, WholeGpus) and gpu.min_memory_mib == 81408
