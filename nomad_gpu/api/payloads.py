@@ -286,6 +286,9 @@ class Status(Payload):
     event_stream: str = doc("The watcher's state: connecting, following, or forbidden (Nomad refuses the "
                             "token the event stream: see docs/nomad-acl.md).", default="")
     nomad_address: str | Unset = doc("Nomad's address, when the service knows it.", default=UNSET)
+    mig_relayouts: dict[str, Any] | None = doc(
+        "MIG re-layouts: `in_flight` and recent `failed` ones (node, gpu, layout, phase, reason) and "
+        "`counts` (started, done, failed); null where re-layouts are off (docs/mig-relayout.md).", default=None)
 
 
 @dataclass(frozen=True)

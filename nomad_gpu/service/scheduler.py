@@ -35,6 +35,7 @@ from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.reconcile import Reconciler
+from nomad_gpu.service.relayoutloop import RelayoutLoop
 from nomad_gpu.service.settings import SchedulingSettings
 from nomad_gpu.service.tracking import LIVE, Executor, Tracked
 from nomad_gpu.service.translate import check_supported
@@ -84,6 +85,8 @@ class SchedulerService:
                               refusal_avoid_s=settings.refusal_avoid_s,
                               admission_deadline_s=settings.admission_deadline_s, classes=self.classes)
         self.reconciler = Reconciler(self.life, self.ledger)
+        self.relayout: RelayoutLoop | None = None
+        """MIG re-layouts (service/relayoutloop.py), set by the runtime when the operator enables them."""
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
         self.stream_state: Callable[[], str] = lambda: "unknown"
@@ -247,6 +250,8 @@ class SchedulerService:
             queue = self._eligible()
             config = CycleConfig(policy=self.settings.policy, hol_threshold_s=self.settings.hol_threshold_s,
                                  fair=self.settings.fair)
+            if self.relayout is not None:
+                self.relayout.before_cycle(self.ledger)  # instances being re-laid are offered to no one
             result = run_cycle(self.ledger, [t.request for t in queue if t.request is not None], now=now,
                                config=config, usage=self.usage, holds=self.holds)
             self.holds = dict(result.holds)
@@ -262,6 +267,14 @@ class SchedulerService:
                     if t is not None and t.entry.reason != text:
                         reasons[d.entry] = text
                         t.entry = replace(t.entry, reason=text)
+            if self.relayout is not None:
+                waiting = [t.request for d in result.decisions if isinstance(d, Wait)
+                           and (t := self.life.entries.get(d.entry)) is not None and t.request is not None]
+                for entry, text in self.relayout.after_cycle(now, waiting).items():
+                    tracked = self.life.entries.get(EntryId(entry))
+                    if tracked is not None and tracked.entry.reason != text:
+                        reasons[tracked.entry.id] = text
+                        tracked.entry = replace(tracked.entry, reason=text)
             if reasons:
                 self.store.set_reasons(reasons)
             self.cycles += 1
@@ -403,6 +416,7 @@ class SchedulerService:
                 "nomad_reachable": not self.outage.down, "draining": len(self.life.draining),
                 "event_stream": self.stream_state(),
                 "instance": self.store.instance,
+                "mig_relayouts": self.relayout.status() if self.relayout is not None else None,
             }
 
 
