@@ -1,5 +1,5 @@
 """`nomad-gpu`: submit, sweep, queue, status, cancel, hold, release, requeue, update, logs, inventory, render, example,
-serve, dev, demo, bench, simulate, backup.
+report, serve, dev, demo, bench, simulate, backup.
 
 Every command turns bad input into one line on stderr and exit code 2 (an unreachable service or
 Nomad: exit code 1), never a traceback. Settings come from flags and the environment here, once.
@@ -401,11 +401,12 @@ from nomad_gpu.cli.control import hold, logs, release, requeue, update  # noqa: 
 from nomad_gpu.cli.examples import example  # noqa: E402
 from nomad_gpu.cli.node import node  # noqa: E402
 from nomad_gpu.cli.queuecmds import cancel, queue  # noqa: E402
+from nomad_gpu.cli.report import report  # noqa: E402
 from nomad_gpu.cli.sweeps import sweep  # noqa: E402
 
 main.add_command(node)
 main.add_command(backup)
-for _command in (queue, cancel, sweep, hold, release, requeue, update, logs, example):
+for _command in (queue, cancel, sweep, hold, release, requeue, update, logs, example, report):
     main.add_command(_command)
 
 

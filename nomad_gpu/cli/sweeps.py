@@ -19,6 +19,7 @@ from nomad_gpu.cli.output import emit_json, table
 
 HELP = ("Hyper-parameter sweeps as throttled job arrays.\n\n"
         "  nomad-gpu sweep SPEC_FILE [--no-watch] [--json]   launch one (the same as `sweep launch`)\n\n"
+        "  nomad-gpu sweep list [--state S]                  the sweeps you may see, newest first\n\n"
         "  nomad-gpu sweep status SWEEP_ID                   progress and the trials' parameters\n\n"
         "  nomad-gpu sweep cancel SWEEP_ID                   drop queued trials, stop running ones")
 
@@ -81,6 +82,24 @@ def _follow_sweep(client: ApiClient, sweep_id: str, total: int) -> None:
             if done >= total:
                 break
             time.sleep(1.0)
+
+
+@sweep.command("list")
+@click.option("--state", help="Only sweeps with a trial in one of these states (comma-separated).")
+@click.option("--json", "as_json", is_flag=True)
+@friendly
+def list_sweeps(state: str | None, as_json: bool) -> None:
+    """The sweeps your token may see (a team's own), newest first, with their trials' counts by state."""
+    from nomad_gpu.api.payloads import Sweeps
+    from nomad_gpu.cli.entryview import when
+
+    answer = Sweeps.from_json(_client().call("GET", "/v1/sweeps", params={"state": state} if state else {}))
+    if as_json:
+        emit_json([row.to_json() for row in answer.sweeps])
+        return
+    rows = [(r.id, r.name, r.team, r.trials, " ".join(f"{k}={v}" for k, v in sorted(r.states.items())),
+             when(r.submitted_at)) for r in answer.sweeps]
+    table(None, ["SWEEP", "NAME", "TEAM", "TRIALS", "STATES", "SUBMITTED"], rows)
 
 
 @sweep.command("status")

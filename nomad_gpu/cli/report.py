@@ -1,0 +1,56 @@
+"""`nomad-gpu report`: GPU accounting over a window, Slurm's `sreport` for the queue.
+
+GPU-hours (GPU-equivalents held x time, per attempt), jobs, attempts, mean and p95 wait and failures,
+grouped by team, workload class, capacity kind or GPU model; `--csv` for a spreadsheet. The numbers are
+the service's (`GET /v1/usage`, :mod:`nomad_gpu.service.accounting`); a team's token reports its team.
+Not an entry's live `usage` (its GPUs' utilisation now).
+"""
+
+from __future__ import annotations
+
+import csv
+import sys
+
+import click
+
+from nomad_gpu.api.payloads import UsageReport, UsageRow
+from nomad_gpu.cli.errors import friendly
+from nomad_gpu.cli.output import emit_json, table
+from nomad_gpu.cli.queueview import duration
+
+COLUMNS = ("GPU-HOURS", "JOBS", "ATTEMPTS", "MEAN WAIT", "P95 WAIT", "FAILED")
+
+
+def _wait(seconds: float | None) -> str:
+    return "-" if seconds is None else duration(seconds)
+
+
+@click.command()
+@click.option("--since", default="30d", show_default=True, help="How far back: 30d, 12h, 90m, or seconds.")
+@click.option("--by", type=click.Choice(["team", "class", "kind", "model"]), default="team", show_default=True)
+@click.option("--csv", "as_csv", is_flag=True, help="Comma-separated values (waits in seconds).")
+@click.option("--json", "as_json", is_flag=True)
+@friendly
+def report(since: str, by: str, as_csv: bool, as_json: bool) -> None:
+    """GPU-hours, jobs, waits and failures over a window, by team, class, kind or model."""
+    from nomad_gpu.cli.main import _client
+
+    answer = UsageReport.from_json(_client().call("GET", "/v1/usage", params={"since": since, "by": by}))
+    if as_json:
+        emit_json(answer.to_json())
+        return
+    if as_csv:
+        out = csv.writer(sys.stdout, lineterminator="\n")
+        out.writerow([by, "gpu_hours", "jobs", "attempts", "mean_wait_s", "p95_wait_s", "failures"])
+        out.writerows([r.key, r.gpu_hours, r.jobs, r.attempts, _blank(r.mean_wait_s), _blank(r.p95_wait_s),
+                       r.failures] for r in answer.rows)
+        return
+    table(f"GPU usage by {by}, last {since}", [by.upper(), *COLUMNS], [_row(r) for r in answer.rows])
+
+
+def _row(r: UsageRow) -> tuple[object, ...]:
+    return (r.key, f"{r.gpu_hours:.2f}", r.jobs, r.attempts, _wait(r.mean_wait_s), _wait(r.p95_wait_s), r.failures)
+
+
+def _blank(value: float | None) -> object:
+    return "" if value is None else value
