@@ -165,17 +165,16 @@ class OptionFact:
 
 def fleet_facts(inventory: Inventory) -> tuple[OptionFact, ...]:
     """Every distinct device kind of the fleet, sorted: the facts the tiers are built over."""
-    facts: set[OptionFact] = set()
+    seen: set[tuple[KindName, str, int, str, int]] = set()  # plain tuples: a fleet has thousands of GPUs
     for node in inventory:
         for gpu in node.gpus:
             if gpu.mode.takes_whole:
-                facts.add(OptionFact("gpu", gpu.model, gpu.memory_mib))
+                seen.add(("gpu", gpu.model, gpu.memory_mib, "", 0))
             if gpu.mode.takes_shares:
-                facts.add(OptionFact("share", gpu.model, gpu.memory_mib,
-                                     slots=len(gpu.share_ids) or (gpu.max_tenants or 0)))
+                seen.add(("share", gpu.model, gpu.memory_mib, "", len(gpu.share_ids) or (gpu.max_tenants or 0)))
         for mig in node.migs:
-            facts.add(OptionFact("mig", mig.model, mig.memory_mib, profile=mig.profile.name))
-    return tuple(sorted(facts))
+            seen.add(("mig", mig.model, mig.memory_mib, mig.profile.name, 0))
+    return tuple(sorted(OptionFact(*fact) for fact in seen))
 
 
 @dataclass(frozen=True)

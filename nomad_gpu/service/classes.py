@@ -83,23 +83,34 @@ class ClassBook:
 
     def __init__(self, policy: ClassPolicy | None = None) -> None:
         self.policy = policy or ClassPolicy()
-        self.facts: tuple[OptionFact, ...] = ()
-        self.version = 0
+        self._facts: tuple[OptionFact, ...] = ()
+        self._version = 0
         self._seen: Inventory | None = None
+        self._read: Inventory | None = None
+        """The inventory `_facts` were read from: facts are read only when a class entry needs them."""
         self._built: dict[str, int] = {}
         """Entry -> the version of the facts its request's tiers were last built over."""
 
-    def observe(self, inventory: Inventory) -> bool:
-        """Take the fleet's facts from `inventory`; True when they changed."""
-        if inventory is self._seen:
-            return False
+    def observe(self, inventory: Inventory) -> None:
+        """The fleet as it now is; its facts are read from it when a class entry first needs them (a queue
+        without class entries pays nothing)."""
         self._seen = inventory
-        facts = fleet_facts(inventory)
-        if facts == self.facts:
-            return False
-        self.facts, self.version = facts, self.version + 1
-        self._built.clear()
-        return True
+
+    @property
+    def facts(self) -> tuple[OptionFact, ...]:
+        if self._seen is not None and self._seen is not self._read:
+            self._read = self._seen
+            facts = fleet_facts(self._seen)
+            if facts != self._facts:
+                self._facts, self._version = facts, self._version + 1
+                self._built.clear()
+        return self._facts
+
+    @property
+    def version(self) -> int:
+        """Moves whenever the facts change."""
+        _ = self.facts
+        return self._version
 
     def stale(self, entry_id: str, spec: JobSpec | None) -> bool:
         """Whether a waiting entry's class tiers must be built again (the facts moved since); records that
