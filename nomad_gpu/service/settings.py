@@ -22,6 +22,7 @@ from nomad_gpu.render.loading import decode_spec
 from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
 from nomad_gpu.service.classconfig import classes_from_mapping
 from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
+from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
 
 DEFAULT_DRIVERS = frozenset({"docker", "exec"})
 """Task drivers a spec may use unless the config lists others (``raw_exec`` runs unisolated on the host)."""
@@ -96,6 +97,8 @@ class SchedulingSettings:
     """Device stats of running allocations: GPU utilisation per entry, idle GPUs."""
     classes: ClassPolicy = field(default_factory=ClassPolicy)
     """The operator's policy per workload class (`classes:`, service/classconfig.py)."""
+    mig_relayout: MigRelayoutConfig = field(default_factory=MigRelayoutConfig)
+    """Queue-driven MIG re-layouts (`mig_relayout:`, service/relayoutconfig.py); off by default."""
 
 
 def _within(wide: frozenset[str], narrow: frozenset[str] | None) -> frozenset[str]:
@@ -296,7 +299,7 @@ def _names(raw: Any, where: str, star: bool = False) -> list[str]:
 def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> SchedulingSettings:
     known = {"policy", "hol_threshold_s", "tick_s", "half_life_s", "teams", "default_team", "sharing",
              "actuator_workers", "model_weights", "api", "refusal_avoid_s", "admission_deadline_s",
-             "retention_s", "usage", "min_cycle_interval_s", "classes"}
+             "retention_s", "usage", "min_cycle_interval_s", "classes", "mig_relayout"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -326,6 +329,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             retention_s=float(raw.get("retention_s", base.retention_s)),
             usage=usage_from_mapping(raw.get("usage") or {}, f"{where}: usage"),
             classes=classes_from_mapping(raw.get("classes")),
+            mig_relayout=mig_relayout_from_mapping(raw.get("mig_relayout"), f"{where}: mig_relayout"),
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from exc
