@@ -16,6 +16,8 @@ from nomad_gpu.service.history import History, HistorySampler
 from nomad_gpu.service.listen import ApiServer, plan_listen
 from nomad_gpu.service.livemetrics import install as install_live_metrics
 from nomad_gpu.service.metrics import Metrics
+from nomad_gpu.service.relayoutconfig import STORE_KEY as RELAYOUTS_KEY
+from nomad_gpu.service.relayoutconfig import build_loop
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import ServiceSettings
 from nomad_gpu.service.usage import UsagePoller
@@ -38,6 +40,10 @@ class ServiceRuntime:
         self.client = NomadClient(settings.nomad)
         self.actuator = Actuator(self.client, settings.templates_dir)
         self.scheduler = SchedulerService(self.store, self.actuator, settings.scheduling, self.metrics)
+        self.scheduler.relayout = build_loop(  # MIG re-layouts, when the operator turned them on
+            settings.scheduling.mig_relayout, self.client, executor=self.scheduler.life.executor,
+            clock=self.scheduler.clock, load=lambda: self.store.get_meta(RELAYOUTS_KEY),
+            save=lambda value: self.store.set_meta(RELAYOUTS_KEY, value), wake=self.scheduler.wake)
         self.watcher = Watcher(self.client, self.scheduler, settings.scheduling.sharing)
         self.scheduler.stream_state = lambda: self.watcher.stream_state
         install_live_metrics(self.metrics, self.scheduler, self.watcher)

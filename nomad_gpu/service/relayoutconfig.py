@@ -21,7 +21,6 @@ Which GPUs take part is the operator's choice twice over: a node opts in with it
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +30,7 @@ from nomad_gpu.service.relayout import STORE_KEY, RelayoutController, RelayoutSe
 from nomad_gpu.service.relayoutjob import ApplyJobSettings
 from nomad_gpu.service.relayoutloop import RelayoutLoop
 from nomad_gpu.service.relayoutport import NomadRelayoutPort
+from nomad_gpu.service.tracking import Executor
 
 _NUMBERS = ("cool_down_s", "job_timeout_s", "fingerprint_timeout_s", "backoff_s", "backoff_max_s", "admit_grace_s",
             "interval_s")

@@ -20,7 +20,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from concurrent.futures import Executor
 from dataclasses import replace
 
 from nomad_gpu.domain.ids import NodeId
@@ -30,6 +29,7 @@ from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.nomad.client import NomadClient
 from nomad_gpu.service.relayout import RelayoutController
 from nomad_gpu.service.relayoutport import opted_in_gpus
+from nomad_gpu.service.tracking import Executor
 
 logger = logging.getLogger(__name__)
 
