@@ -196,7 +196,10 @@ def decode_spec(text: str, *, source: str = "", json_text: bool = False) -> Spec
     if fast is not None:
         node, data = fast
     else:
-        loader = _StrictLoader(text)
+        try:  # the reader refuses a NUL or another character YAML forbids as it is made
+            loader = _StrictLoader(text)
+        except yaml.YAMLError as exc:
+            raise SpecError(f"{prefix}{_yaml_message(exc)}") from exc
         try:
             node = loader.get_single_node()
             data = loader.construct_document(node) if node is not None else None

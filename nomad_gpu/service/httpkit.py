@@ -9,7 +9,9 @@ answers and no two of them word a refusal differently.
 
 from __future__ import annotations
 
-from starlette.requests import Request
+import logging
+
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse
 
 from nomad_gpu.api.payloads import ErrorReply
@@ -29,6 +31,8 @@ from nomad_gpu.service.access import Caller
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.store import QueueEntry
 from nomad_gpu.store.sqlite import StaleTransition
+
+logger = logging.getLogger(__name__)
 
 STATUSES: tuple[tuple[type[Exception], int], ...] = (
     (UnknownEntry, 404),  # also another team's entry: the same answer as one that does not exist
@@ -71,11 +75,16 @@ async def read_body(request: Request, limit: int, what: str = "spec") -> bytes:
             raise TooLarge(f"{what} larger than {limit} bytes")
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit:
-            raise TooLarge(f"{what} larger than {limit} bytes")
-        chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise TooLarge(f"{what} larger than {limit} bytes")
+            chunks.append(chunk)
+    except ClientDisconnect:  # one line: the refusal below is answered to no one, and logs nothing more
+        logger.info("%s %s: the client went away after %d bytes of its %s", request.method, request.url.path, size,
+                    what)
+        raise InvalidRequest(f"the client went away mid-{what}") from None
     return b"".join(chunks)
 
 
