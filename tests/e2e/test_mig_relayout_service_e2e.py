@@ -1,0 +1,84 @@
+"""The service re-lays a MIG GPU for a waiting 3g job, through Nomad, judged by the dev cluster's audit.
+
+One opted-in node (meta `nomad_gpu_mig_relayout: "true"`) with two H100 80GB in MIG mode, each
+3g.40gb@0 + 1g.10gb@4, @5, @6. Two long 3g jobs and one long 1g job run; a third 3g job then waits
+("waiting for a MIG re-layout of GPU n on h100-mig-1"), the service re-lays the GPU whose three 1g are
+idle, and the job runs on the new 3g@4. Nothing running is touched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from harness import entries, overlaps, start_service, submit, wait_for
+
+from nomad_gpu.devcluster import DevCluster
+from nomad_gpu.service.relayout import RelayoutSettings
+from nomad_gpu.service.relayoutconfig import MigRelayoutConfig
+
+pytestmark = pytest.mark.e2e
+
+LAYOUT = ["3g.40gb@0", "1g.10gb@4", "1g.10gb@5", "1g.10gb@6"]
+SPEC: dict[str, Any] = {"name": "mig-relayout", "nodes": [{
+    "name": "h100-mig-1", "device_plugin": "nomad-gpu", "meta": {"nomad_gpu_mig_relayout": "true"},
+    "cpu_shares": 64000, "memory_mb": 262144,
+    "gpus": [{"model": "NVIDIA H100 80GB HBM3", "count": 2, "memory_mib": 81920, "mig": LAYOUT}]}]}
+
+
+def mig_job(name: str, profile: str, duration_s: float) -> str:
+    return (f"name: {name}\nteam: e2e\ntask: {{image: busybox}}\nresources: {{cpu: 1000, memory: 1024}}\n"
+            f"mig: {{profile: {profile}}}\ndev: {{duration_s: {duration_s}}}\n")
+
+
+@pytest.fixture
+def cluster() -> Iterator[DevCluster]:
+    dc = DevCluster(SPEC, speed=50.0, heartbeat_s=1.0)
+    dc.start()
+    yield dc
+    dc.stop()
+
+
+def state_of(runtime: Any, name: str) -> dict[str, Any]:
+    return next(e for e in entries(runtime) if e["name"] == name)
+
+
+def test_the_service_relays_the_idle_gpu_and_the_waiting_3g_runs(cluster: DevCluster, tmp_path: Path) -> None:
+    config = MigRelayoutConfig(enabled=True, interval_s=0.05,
+                               controller=RelayoutSettings(fingerprint_timeout_s=10.0, job_timeout_s=20.0))
+    with cluster.state.lock:
+        (node,) = cluster.state.nodes.values()
+        one_g = {i.id for g in node.mig_gpus for i in g.instances if i.profile == "1g.10gb"}
+    runtime = start_service(cluster.url, tmp_path / "q.db", mig_relayout=config)
+    try:
+        for name, profile in (("serve-a", "3g.40gb"), ("serve-b", "3g.40gb"), ("small", "1g.10gb")):
+            submit(runtime, mig_job(name, profile, 1e5))
+            wait_for(lambda n=name: state_of(runtime, n)["state"] == "running", what=f"{name} running")
+        before = {a["job_id"]: a["device_ids"] for a in cluster.audit()["allocations"]}
+        submit(runtime, mig_job("waiting-3g", "3g.40gb", 1e5))
+        wait_for(lambda: "waiting for a MIG re-layout" in (state_of(runtime, "waiting-3g").get("reason") or ""),
+                 what="the re-layout reason")
+        reason = state_of(runtime, "waiting-3g")["reason"]
+        assert reason.startswith("waiting for a MIG re-layout of GPU ") and reason.endswith(" on h100-mig-1")
+        wait_for(lambda: state_of(runtime, "waiting-3g")["state"] == "running", timeout_s=60, what="the 3g runs")
+        audit = cluster.audit()
+        (change,) = audit["mig_changes"]
+        assert change["before"] == LAYOUT and change["after"] == ["3g.40gb@0", "3g.40gb@4"]
+        assert audit["mig_destroyed_in_use"] == 0 and overlaps(audit) == 0
+        with cluster.state.lock:
+            (node,) = cluster.state.nodes.values()
+            relaid = next(g for g in node.mig_gpus if g.uuid == change["gpu"])
+            new_3g = next(i.id for i in relaid.instances if i.start == 4)
+        (small_on,) = [d for d in before.values() if set(d) <= one_g]
+        assert not any(i.id in small_on for i in relaid.instances)  # the GPU whose 1g was busy was left alone
+        ran = [a for a in audit["allocations"] if a["device_ids"] == [new_3g]]
+        assert ran and ran[0]["client_status"] == "running"
+        for job_id, devices in before.items():  # every tenant still runs on what it had
+            now = [a for a in audit["allocations"] if a["job_id"] == job_id]
+            assert [a["device_ids"] for a in now] == [devices] and all(a["client_status"] == "running" for a in now)
+        status = runtime.scheduler.status()["mig_relayouts"]
+        assert status["counts"] == {"started": 1, "done": 1, "failed": 0}
+    finally:
+        runtime.stop()
