@@ -167,6 +167,12 @@ class Alloc:
                         self._task_event(task.name, "Not Restarting",
                                          restart_reason or "Task exceeded restart policy", now)
 
+    def killing(self, index: int, now: float, message: str) -> None:
+        """The client began killing the tasks (kills.py): a `Killing` event each; still running."""
+        self.modify_index, self.modify_time = index, now
+        for task in self.tasks:
+            self._task_event(task.name, "Killing", message, now)
+
     def set_desired(self, status: str, description: str, index: int, now: float, migrate: bool | None) -> None:
         self.desired_status, self.desired_description, self.migrate = status, description, migrate
         self.modify_index = self.alloc_modify_index = index

@@ -78,7 +78,7 @@ def decide(policy: RestartPolicy, job_type: str, exit_code: int, count: int, win
     if count > policy.attempts:
         if policy.mode == "fail":
             reason = (f'Exceeded allowed attempts {policy.attempts} in interval '
-                      f'{_go_duration(policy.interval_s)} and mode is "fail"')
+                      f'{go_duration(policy.interval_s)} and mode is "fail"')
             return Decision(Verdict.NOT_RESTARTING, reason, count=count, window_start=window_start)
         return Decision(Verdict.RESTARTING, "Exceeded allowed attempts, applying a delay",
                         max(window_start + policy.interval_s - now, 0.0), count, window_start)
@@ -87,13 +87,13 @@ def decide(policy: RestartPolicy, job_type: str, exit_code: int, count: int, win
 
 def restarting_message(decision: Decision) -> str:
     """The `Restarting` event's DisplayMessage (`TaskEvent.PopulateEventDisplayMessage`, structs.go v2.0.5)."""
-    within = f"Task restarting in {_go_duration(decision.delay_s)}"
+    within = f"Task restarting in {go_duration(decision.delay_s)}"
     if decision.reason and decision.reason != "Restart within policy":
         return f"{decision.reason} - {within}"
     return within
 
 
-def _go_duration(seconds: float) -> str:
+def go_duration(seconds: float) -> str:
     """Go's `time.Duration.String` for whole seconds, e.g. 30m0s, 24h0m0s (what the reason prints)."""
     total = int(seconds)
     hours, rest = divmod(total, 3600)

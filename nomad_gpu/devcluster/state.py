@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from . import evals, gc, migjobs, namespaces, nodeops, restarts
+from . import evals, gc, kills, migjobs, namespaces, nodeops, restarts
 from .allocs import Alloc, ClientStatus
 from .config import ClusterSpec
 from .evals import Evaluation
@@ -184,7 +184,12 @@ class ClusterState:
                 return {"EvalID": "", "EvalCreateIndex": 0, "JobModifyIndex": 0, "Index": 0}
             index = self._next_index()
             job = record.job
-            job.update({"Stop": True, "ModifyIndex": index, "JobModifyIndex": index})
+            # `handleJobDeregister` upserts the stopped job as a new version, whose submission is the one
+            # it had (nomad/fsm.go, `upsertJobImpl` in nomad/state/state_store.go, v2.0.5)
+            version = job["Version"]
+            job.update({"Stop": True, "Version": version + 1, "ModifyIndex": index, "JobModifyIndex": index})
+            if version in record.submissions:
+                record.submissions[version + 1] = record.submissions[version]
             if purge:
                 del self.jobs[key]
             self.pending = [p for p in self.pending if (p.namespace, p.job_id) != key]
@@ -219,12 +224,8 @@ class ClusterState:
             return {"EvalID": evaluation.id, "Index": index}
 
     def _stop_allocs(self, allocs: list[Alloc], why: str, migrate: bool | None = None) -> None:
-        now = self.clock()
-        index = self._next_index()
-        for alloc in allocs:
-            alloc.set_desired("stop", why, index, now, migrate)
-        self._emit(index, [alloc.event("PlanResult", index) for alloc in allocs])
-        self._finish(allocs, ClientStatus.COMPLETE, detail="Task successfully killed")
+        """Desired stop now; each ends `complete` after its kill_timeout (kills.py)."""
+        kills.stop(self, allocs, why, migrate)
 
     # -- placement ---------------------------------------------------------------------------------
 
@@ -347,8 +348,8 @@ class ClusterState:
         service job's task that exits 0 is restarted or, with `attempts = 0`, fails its allocation."""
         with self.lock:
             alloc = self.allocs.get(alloc_id)
-            if alloc is None or alloc.client_status is not ClientStatus.RUNNING:
-                return
+            if alloc is None or alloc.client_status is not ClientStatus.RUNNING or alloc.desired_status == "stop":
+                return  # gone, or being killed (kills.py ends it)
             code = migjobs.task_exit(self, alloc, 1 if alloc.fails else 0)  # a `node mig apply` acts here
             now = self.clock()
             decision = restarts.decide(alloc.restart or restarts.RestartPolicy(0, 0.0, 0.0, "fail"), alloc.job_type,

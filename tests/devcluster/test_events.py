@@ -46,9 +46,12 @@ def test_frames_are_flushed_one_by_one(seed: DevCluster, client: nomad.Nomad) ->
     (stub,) = client.job.get_allocations("flush")
     client.allocation.stop_allocation(stub["ID"])
     reader.wait_for(lambda e: e["Payload"]["Allocation"]["ClientStatus"] == "complete")
-    # The stop migrates the allocation: a replacement follows, batch included (v2.0.5 reconciler).
-    assert alloc_events(reader, "flush")[2:5] == [("AllocationUpdateDesiredStatus", "running"),
-                                                  ("PlanResult", "running"), ("AllocationUpdated", "complete")]
+    # The stop migrates the allocation: a replacement follows, batch included (v2.0.5 reconciler). The client
+    # kills the task (`Killing`, still running) and it ends after its kill_timeout (kills.py).
+    own = [(e["Type"], e["Payload"]["Allocation"]["ClientStatus"]) for e in reader.events
+           if e["Topic"] == "Allocation" and e["Key"] == stub["ID"]]
+    assert own[2:6] == [("AllocationUpdateDesiredStatus", "running"), ("PlanResult", "running"),
+                        ("AllocationUpdated", "running"), ("AllocationUpdated", "complete")]
     stop_plan = [e for e in reader.events if e["Type"] == "PlanResult" and e["Key"] == stub["ID"]][-1][
         "Payload"]["Allocation"]
     assert stop_plan["DesiredStatus"] == "stop" and stop_plan["DesiredTransition"]["Migrate"] is True

@@ -65,8 +65,10 @@ def test_drain_migrates_service_allocations_at_once(make_cluster: ClusterFactory
     old = _running(cluster, "web")
     drained = next(name for name, node_id in ids.items() if node_id == old["NodeID"])
     cluster.drain(drained, deadline_s=3600)
-    new = wait_until(lambda: next((a for a in _allocs(cluster, "web") if a["ClientStatus"] == "running"), None))
-    old = next(a for a in _allocs(cluster, "web") if a["ID"] == old["ID"])
+    new = wait_until(lambda: next((a for a in _allocs(cluster, "web") if a["ClientStatus"] == "running"
+                                   and a["ID"] != old["ID"]), None))
+    old = wait_until(lambda: next((a for a in _allocs(cluster, "web") if a["ID"] == old["ID"]
+                                   and a["ClientStatus"] == "complete"), None), what="the old one's kill_timeout")
     _assert_interrupted(old)
     assert new["NodeID"] != old["NodeID"] and new["PreviousAllocation"] == old["ID"]
     assert old["DesiredTransition"]["MigrateDisablePlacement"] is None

@@ -111,10 +111,13 @@ def test_job_reads(seed: DevCluster, client: nomad.Nomad) -> None:
 def test_deregister_stops_allocations_and_purge_removes_the_job(seed: DevCluster, client: nomad.Nomad) -> None:
     submit(client, jobspec("stopme", gpus=4, duration=3600))
     wait_until(lambda: [a for a in job_allocs(seed.audit(), "stopme") if a["client_status"] == "running"])
+    version = client.job.get_job("stopme")["Version"]
     reply = client.job.deregister_job("stopme")
     assert reply["EvalID"] and reply["JobModifyIndex"]
-    (alloc,) = job_allocs(seed.audit(), "stopme")
-    assert (alloc["client_status"], alloc["desired_status"]) == ("complete", "stop")
+    assert job_allocs(seed.audit(), "stopme")[0]["desired_status"] == "stop"
+    # the stop is a new version of the job (nomad/fsm.go handleJobDeregister, v2.0.5)
+    assert client.job.get_job("stopme")["Version"] == version + 1
+    wait_until(lambda: job_allocs(seed.audit(), "stopme")[0]["client_status"] == "complete", what="the kill")
     job = client.job.get_job("stopme")
     assert job["Stop"] is True and job["Status"] == "dead"
 

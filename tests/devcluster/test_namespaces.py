@@ -105,4 +105,5 @@ def test_deregister_in_the_wrong_namespace_is_200_and_does_nothing(spaced: DevCl
     assert (job["Stop"], job["Status"]) == (False, "running")
     stopped = requests.delete(f"{spaced.url}/v1/job/kept", params={"namespace": "ml"}, timeout=5).json()
     assert stopped["EvalID"]
-    assert [a["client_status"] for a in job_allocs(spaced.audit(), "kept")] == ["complete"]
+    wait_until(lambda: [a["client_status"] for a in job_allocs(spaced.audit(), "kept")] == ["complete"],
+               what="the stopped allocation's kill_timeout")

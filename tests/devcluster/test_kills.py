@@ -1,0 +1,38 @@
+"""A stopped allocation ends after its tasks' kill_timeout, holding its devices until then
+(`allocRunner.killTasks`, client/allocrunner/alloc_runner.go; `TaskRunner.handleKill`, v2.0.5)."""
+
+from __future__ import annotations
+
+import nomad
+import requests
+
+from nomad_gpu.devcluster import DevCluster
+
+from .conftest import ClusterFactory
+from .helpers import job_allocs, jobspec, submit, wait_until
+
+ONE_GPU = {"name": "one", "nodes": [{"name": "n1", "gpus": [
+    {"model": "NVIDIA A100-SXM4-80GB", "count": 1, "memory_mib": 81920}]}]}
+
+
+def _with_kill_timeout(hcl: str, timeout: str) -> str:
+    return hcl.replace('      driver = "docker"', f'      driver = "docker"\n      kill_timeout = "{timeout}"', 1)
+
+
+def test_a_stop_kills_over_the_kill_timeout_and_keeps_the_devices(make_cluster: ClusterFactory) -> None:
+    cluster: DevCluster = make_cluster(ONE_GPU, speed=1000.0)
+    client = nomad.Nomad(address=cluster.url, timeout=5)
+    submit(client, _with_kill_timeout(jobspec("slow", gpus=1, duration=3600), "1h"))  # 3.6 s at speed 1000
+    wait_until(lambda: [a for a in job_allocs(cluster.audit(), "slow") if a["client_status"] == "running"])
+    client.job.deregister_job("slow")
+    submit(client, jobspec("next", gpus=1, duration=3600))
+    (alloc,) = job_allocs(cluster.audit(), "slow")
+    assert (alloc["client_status"], alloc["desired_status"]) == ("running", "stop")
+    events = requests.get(f"{cluster.url}/v1/allocation/{alloc['alloc_id']}", timeout=5).json()[
+        "TaskStates"]["work"]["Events"]
+    assert events[-1]["Type"] == "Killing"
+    assert events[-1]["DisplayMessage"] == "Sent interrupt. Waiting 1h0m0s before force killing"
+    assert job_allocs(cluster.audit(), "next") == [], "the GPU is held until the task is gone"
+    wait_until(lambda: job_allocs(cluster.audit(), "next"), timeout=10, what="the next job, once the kill ended")
+    (alloc,) = job_allocs(cluster.audit(), "slow")
+    assert alloc["client_status"] == "complete"
