@@ -13,7 +13,9 @@ readable to that page. So, before any route runs:
 * a bodiless state change (hold, release, requeue, cancel) must carry ``X-Nomad-Gpu-Client`` (any value)
   or a token header (``X-Nomad-Gpu-Token``, ``Authorization: Bearer``), headers a page can set only after
   a preflight too: 403 otherwise;
-* a state change whose ``Origin`` is not one of the hosts above is refused (403), whatever it carries.
+* a state change whose ``Origin`` is not one of the hosts above is refused (403), whatever it carries;
+* a request with both ``Content-Length`` and ``Transfer-Encoding`` is refused (400) and its connection
+  closed, like every refusal here: the bytes after its body are never read as another request.
 
 The service never answers a preflight (no route takes OPTIONS, no CORS header is ever sent), so the
 requests that need one never arrive from another site. The CLI and the dashboard send the header.
@@ -100,6 +102,9 @@ class BrowserGuard:
         headers: dict[str, str] = {}
         for key, value in scope.get("headers") or []:
             headers.setdefault(key.decode("latin-1").lower(), value.decode("latin-1"))
+        if "content-length" in headers and "transfer-encoding" in headers:
+            # the two disagree on where the body ends: what follows it could be read as another request
+            return 400, "a request may give Content-Length or Transfer-Encoding, not both"
         host = headers.get("host")
         if host is None or not self.allowed(host_name(host)):
             return 421, (f"this service does not answer for the host {(host or '')[:100]!r}: use localhost, or add "
