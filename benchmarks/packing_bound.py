@@ -3,7 +3,8 @@
 The packing experiment's curves say which policy packs more, not how much more any policy could:
 for each sample (seed) and arrival level this bounds from above the GPU that the tasks arrived so
 far could take if a placement could choose which to run, where and in what order
-(`bound_model.Relaxation`, a linear program solved with HiGHS), and prints per trace and level the
+(`bound_model.Relaxation`, a linear program solved with HiGHS; averaged over the events each
+point of the curve averages, `seed_bounds`), and prints per trace and level the
 mean allocation of `fgd` and `frag-aware`, the bound, each as a share of the bound, and the share of
 the gap between FGD and the bound that `frag-aware` closes. Needs the `bound` extra
 (`pip install -e '.[bound]'`). Usage:
@@ -14,7 +15,8 @@ the gap between FGD and the bound that `frag-aware` closes. Needs the `bound` ex
 --curves reads the policies' per-seed curves that `packing_dominance.py --json` wrote instead of
 simulating them again; --bounds-only solves the bounds alone (--json keeps them) and --bounds reads
 them back, so the two halves can run apart. --tightness measures the relaxation against the integer program solved to
-optimality (`bound_model.exact`) on samples of a few nodes, with the same arrival protocol:
+optimality (`bound_model.exact`) on samples of a few nodes, with the same arrival protocol (the
+tasks arrived by each level's last event):
 
     .venv/bin/python benchmarks/packing_bound.py --tightness --sample-nodes 8,32 --seeds 42-51
 """
@@ -45,26 +47,39 @@ J = TypeVar("J")
 R = TypeVar("R")
 
 
-def level_prefix(arrived: Sequence[int], gpus: int, level: int) -> int:
-    """How many tasks have arrived by the last event that the curve's point at `level` averages:
-    events are binned by arrived % rounded half to even (`sample_percent`); with none at the level
-    the point averages the levels beside it, so the next one is included."""
+def level_events(arrived: Sequence[int], gpus: int, level: int) -> range:
+    """The events the curve's point at `level` averages (`sample_percent`): those whose arrived %
+    rounds (half to even) to the level, or with none there those at the levels beside it."""
     bins = [round(a / gpus / 10) for a in arrived]
-    top = level if level in bins else level + 1
-    return sum(1 for b in bins if b <= top)
+    at = [i for i, b in enumerate(bins) if b == level] or [i for i, b in enumerate(bins) if abs(b - level) <= 1]
+    return range(at[0], at[-1] + 1) if at else range(0)
 
 
 def seed_bounds(trace: Trace, seed: int, levels: Sequence[int], *, patterns: bool = True,
                 cuts: bool = True) -> dict[int, float]:
-    """The bound (% of the cluster's GPU) at each level for one seed's workload."""
+    """The bound (% of the cluster's GPU) on each level's point of the curve for one seed's workload.
+
+    The point averages the allocation after each of the level's events, so the bound does too:
+    with B(k) the relaxation's optimum over the first k tasks, solved before the level's first
+    event and after its last, the optimum after event i is at most min(B(last), B(first) + what
+    arrived in between), since each task added can raise it by its own GPU at most."""
     tasks = build_workload(trace, seed).tasks
     arrived, total = [], 0
     for pod in tasks:
         total += pod.gpu_milli_total
         arrived.append(total)
     lp = Relaxation(node_classes(trace.nodes), task_counts(trace.pods), patterns=patterns, cuts=cuts)
-    return {x: 100.0 * lp.solve(task_counts(tasks[:level_prefix(arrived, trace.gpu_count, x)]))
-            / trace.gpu_milli_capacity for x in sorted(levels)}
+    out = {}
+    for x in sorted(levels):
+        events = level_events(arrived, trace.gpu_count, x)
+        if not events:
+            continue
+        first, last = events[0], events[-1]
+        before = arrived[first - 1] if first else 0
+        low, high = lp.solve(task_counts(tasks[:first])), lp.solve(task_counts(tasks[:last + 1]))
+        each = [min(high, low + arrived[i] - before) for i in events]
+        out[x] = 100.0 * statistics.fmean(each) / trace.gpu_milli_capacity
+    return out
 
 
 def _bound_job(args: tuple[Trace, int, tuple[int, ...], bool, bool]) -> dict[int, float]:
@@ -129,8 +144,8 @@ def report(args: argparse.Namespace) -> int:
                 continue
             mean = {p: statistics.fmean(float(curves[p][s][x] or 0.0) for s in seeds) for p in POLICIES}
             # every policy's point is a mean of placements of these tasks: none may exceed the bound
-            # (but for the curve's rounding to 0.01 point)
-            below = sum(1 for s in seeds if all((curves[p][s][x] or 0.0) <= bounds[s][x] + 0.005 for p in POLICIES))
+            # (but for the curve's two roundings to 0.01 point)
+            below = sum(1 for s in seeds if all((curves[p][s][x] or 0.0) <= bounds[s][x] + 0.01 for p in POLICIES))
             base, ours = mean["fgd"], mean["frag-aware"]
             closed = f"{100 * (ours - base) / (b - base):+.1f} %" if b - base >= 0.005 else "-"
             print(f"| {name} | {x} | {_pct(base)} | {_pct(ours)} | {_pct(b)} | {100 * base / b:.2f} % "
@@ -153,7 +168,10 @@ def _tightness_job(args: tuple[Trace, int, int, tuple[int, ...], float]) -> list
     rows = []
     unit = trace.gpu_milli_capacity / 100.0
     for x in levels:
-        counts = task_counts(tasks[:level_prefix(arrived, trace.gpu_count, x)])
+        events = level_events(arrived, trace.gpu_count, x)
+        if not events:
+            continue
+        counts = task_counts(tasks[:events[-1] + 1])
         bound = lp.solve(counts)
         t0 = time.monotonic()
         best = exact(nodes, counts, time_limit=limit)

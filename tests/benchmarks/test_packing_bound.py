@@ -14,7 +14,7 @@ pytest.importorskip("highspy")
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
 from bound_model import Relaxation, TaskType, exact, maximal_patterns, node_classes, task_counts  # noqa: E402
-from packing_bound import level_prefix  # noqa: E402
+from packing_bound import level_events, seed_bounds  # noqa: E402
 
 from nomad_gpu.sim.packing import run_seed  # noqa: E402
 from nomad_gpu.sim.trace import NODES_CSV, PODS_CSV, Trace, TraceNode, TracePod, load_trace  # noqa: E402
@@ -70,12 +70,22 @@ def test_maximal_patterns_fit_and_leave_no_room() -> None:
         assert used <= 1000 and 1000 - used < 150
 
 
-def test_level_prefix_takes_every_event_of_the_level() -> None:
-    # 10 GPUs: each event's arrived % is arrived milli / 100
-    arrived = [4900, 5000, 5100, 5300, 5600]
-    assert level_prefix(arrived, 10, 50) == 2  # 49, 50 (50.0), not 51
-    assert level_prefix(arrived, 10, 52) == 4  # no event at 52: the point averages 51-53
-    assert level_prefix(arrived, 10, 56) == 5
+def test_level_events_are_those_the_curve_averages() -> None:
+    # 10 GPUs: each event's arrived % is its arrived milli / 100
+    arrived = [4900, 5000, 5040, 5100, 5300, 5600]
+    assert level_events(arrived, 10, 50) == range(1, 3)  # 50.0 and 50.4, not 49 or 51
+    assert level_events(arrived, 10, 52) == range(3, 5)  # none at 52: the point averages 51-53
+    assert level_events(arrived, 10, 56) == range(5, 6)
+    assert level_events(arrived, 10, 60) == range(0)
+
+
+def test_the_level_bound_is_the_diagonal_while_everything_fits() -> None:
+    nodes = (_node("a", 96000, 8), _node("b", 96000, 8))
+    trace = Trace(nodes, tuple(_pods(40, milli=250)))
+    bounds = seed_bounds(trace, 42, (50, 100, 130))
+    # every share fits (4 per GPU), so the bound is what arrived, averaged over each level's events
+    assert bounds[50] == pytest.approx(50.0, abs=0.8) and bounds[100] == pytest.approx(100.0, abs=0.8)
+    assert 130 not in bounds or bounds[130] <= 100.0
 
 
 def test_no_policy_above_the_bound_on_a_small_sample() -> None:
