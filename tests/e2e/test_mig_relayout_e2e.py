@@ -16,6 +16,7 @@ import pytest
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.migplanner import MigAsk
 from nomad_gpu.nomad.client import NomadClient, NomadSettings
+from nomad_gpu.nomad.migdecode import decode_mig_placements as decode_placements
 from nomad_gpu.service.relayout import Phase, RelayoutController, RelayoutSettings
 from nomad_gpu.service.relayoutport import NomadRelayoutPort, opted_in_gpus
 
@@ -105,5 +106,64 @@ def test_a_waiting_3g_runs_after_the_idle_gpu_is_relaid_and_nothing_running_is_t
             assert a["client_status"] == "running" and a["device_ids"] == [pin]
         print(f"\nwaiting 3g placed {elapsed * SPEED:.1f} cluster-seconds after the re-layout started "
               f"(speed {SPEED:g}; fingerprint delay 20 s)")
+    finally:
+        dc.stop()
+
+
+def _start(spec: dict[str, Any] = SPEC) -> tuple[DevCluster, NomadClient, dict[str, dict[str, str]]]:
+    dc = DevCluster(spec, speed=SPEED)
+    dc.start()
+    client = NomadClient(NomadSettings(address=dc.url, timeout_s=5))
+    with dc.state.lock:
+        (node,) = dc.state.nodes.values()
+        ids = {g.uuid: {str(i): i.id for i in g.instances} for g in node.mig_gpus}
+    return dc, client, ids
+
+
+def test_a_foreign_job_on_an_idle_instance_between_plan_and_apply_makes_the_apply_refuse() -> None:
+    dc, client, ids = _start()
+    try:
+        g0, g1 = sorted(ids)
+        for name, (device, pin) in {"t-a": (MIG3G, ids[g0]["3g.40gb@0"]), "t-b": (MIG3G, ids[g1]["3g.40gb@0"]),
+                                    "t-c": (MIG1G, ids[g0]["1g.10gb@4"])}.items():
+            submit(client, job(name, device, pin))
+        wait(lambda: sum(a["client_status"] == "running" for a in dc.audit()["allocations"]) == 3)
+        planned_view = opted_in_gpus([client.node(n["ID"]) for n in client.nodes()], client.allocations())
+        # Between the plan and the apply, someone else's job takes one of the idle 1g the plan destroys.
+        submit(client, job("foreign", MIG1G, ids[g1]["1g.10gb@5"]))
+        wait(lambda: [a for a in allocs(dc, "foreign") if a["client_status"] == "running"])
+        ctl = RelayoutController(NomadRelayoutPort(client), RelayoutSettings(), load=lambda: None, save=lambda _: None)
+        (record,) = ctl.step(time.monotonic(), planned_view, [MigAsk("waiting-3g", "3g.40gb")])
+        assert ids[g1]["1g.10gb@5"] in record.expect_idle
+        wait(lambda: ctl.step(time.monotonic(), [], []) is not None and ctl.records[-1].phase.is_terminal())
+        assert ctl.records[-1].phase is Phase.FAILED and "apply job failed" in ctl.records[-1].reason
+        audit = dc.audit()
+        assert audit["mig_changes"] == [] and audit["mig_destroyed_in_use"] == 0
+        assert [a["client_status"] for a in allocs(dc, "foreign")] == ["running"]
+    finally:
+        dc.stop()
+
+
+def test_a_node_down_mid_relayout_is_rolled_back() -> None:
+    from nomad_gpu.devcluster import nodeops
+    slow = {**SPEC, "nodes": [{**SPEC["nodes"][0], "mig_fingerprint_delay_s": 1000.0}]}
+    dc, client, ids = _start(slow)
+    try:
+        g0, g1 = sorted(ids)
+        for name, pin in {"t-a": ids[g0]["3g.40gb@0"], "t-b": ids[g1]["3g.40gb@0"]}.items():
+            submit(client, job(name, MIG3G, pin))
+        wait(lambda: sum(a["client_status"] == "running" for a in dc.audit()["allocations"]) == 2)
+        ctl = RelayoutController(NomadRelayoutPort(client), RelayoutSettings(), load=lambda: None, save=lambda _: None)
+        view = opted_in_gpus([client.node(n["ID"]) for n in client.nodes()], client.allocations())
+        (record,) = ctl.step(time.monotonic(), view, [MigAsk("waiting-3g", "3g.40gb")])
+        wait(lambda: dc.audit()["mig_changes"])  # applied on the node; Nomad would see it only much later
+        nodeops.set_status(dc.state, "h100-mig-1", "down")
+        wait(lambda: ctl.step(time.monotonic(), [], []) is not None and ctl.records[-1].phase.is_terminal())
+        assert ctl.records[-1].phase is Phase.FAILED and "node down" in ctl.records[-1].reason
+        assert dc.audit()["mig_destroyed_in_use"] == 0
+        nodeops.set_status(dc.state, "h100-mig-1", "ready")  # back up: its plugin reports the GPUs as they are
+        (node_id,) = dc.node_ids().values()
+        got = {p.gpu: p for p in decode_placements(client.node(node_id)).values() if p.start == 4}
+        assert got[record.gpu].profile == "3g.40gb"
     finally:
         dc.stop()
