@@ -1,0 +1,290 @@
+"""Workload classes on the openb trace: the whole-GPU habit, FGD's time-sharing and classes, side by side.
+
+The FGD paper's arrival-only packing experiment (each task placed once, in the seed's order, by the
+service's own fitter and ledger, `frag-aware` policy, exact mode; no departures), on the openb node list
+with every GPU an H100 80GB, three ways on the same seeds (paired workloads and node priorities):
+
+- (a) `whole`: every GPU task asks whole GPUs (a fractional task takes one whole GPU), on whole GPUs;
+- (b) `share`: every fractional task time-shares a GPU, as in the paper, on GPUs that take both shares
+  and whole-GPU tasks; a `serving` task on a GPU with another tenant is an isolation violation;
+- (c) `classes`: fractional `LS` tasks (and `Guaranteed`/`Burstable`) are `serving`, fractional `BE`
+  tasks `exploratory`, whole and multi-GPU tasks `training`; `gpu_memory` of a fractional task is its
+  fraction of 80 GiB; each asks the tiers of the default class policy (nomad_gpu/domain/classes.py) over
+  a fleet whose GPUs an operator split, per node, into MIG-mode GPUs (the balanced static layout
+  3g.40gb + 2g.20gb + 1g.10gb + 1g.10gb, with the memory NVML reports), shared GPUs and whole GPUs.
+  One row per split (`--splits mig:shared:whole`, parts of each node's GPUs, rounded with a carry
+  over the nodes in name order).
+
+Allocation % is the paper's allocation ratio: the GPU requests of the placed tasks (a fractional task
+counts its fraction, whatever it was given) over the fleet's GPUs, at the end of the run (the workload is
+sized to 130 % of the fleet's GPUs arrived, as in the paper). GPU-eq held % is what the fleet handed out
+over its GPU-equivalents (a whole GPU 1, a MIG instance its compute slices / 7, a share its milli / 1000):
+a fractional task given a whole GPU holds 1. Usage:
+
+    .venv/bin/python benchmarks/classes.py [--seeds 42-51] [--splits 2:2:4,1:3:4] [--workers 2]
+        [--json classes.json]
+
+The queue replay (waits per class) is not part of this script.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from nomad_gpu.domain.classes import (
+    DEFAULT_CLASS_POLICY,
+    GIB,
+    OptionFact,
+    Size,
+    WorkloadClass,
+    fleet_facts,
+    tiers_for,
+)
+from nomad_gpu.domain.fit import FitContext, Fitter
+from nomad_gpu.domain.fragmentation import Demand, Shape
+from nomad_gpu.domain.freeindex import NodeFree
+from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, InstanceId, NodeId, Team
+from nomad_gpu.domain.inventory import Gpu, GpuMode, Inventory, MigSlice, Node
+from nomad_gpu.domain.ledger import Ledger
+from nomad_gpu.domain.placement import NoFit
+from nomad_gpu.domain.policies import get_policy
+from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, WholeGpus
+from nomad_gpu.domain.scoring import ScoreMemo
+from nomad_gpu.domain.units import MigProfile
+from nomad_gpu.sim.trace import NODES_CSV, PODS_CSV, Trace, TracePod, load_trace
+from nomad_gpu.sim.workload import build_workload
+
+H100, H100_MIB = "NVIDIA H100 80GB HBM3", 81920
+LAYOUT = (("3g.40gb", 40448), ("2g.20gb", 20096), ("1g.10gb", 9984), ("1g.10gb", 9984))
+"""The balanced static layout, with each instance's memory as NVML reports it on an H100 80GB."""
+SERVING_QOS = frozenset({"LS", "Guaranteed", "Burstable"})
+POLICY = "frag-aware"
+TEAM = Team("trace")
+
+
+def _seeds(text: str) -> list[int]:
+    first, _, last = text.partition("-")
+    return list(range(int(first), int(last or first) + 1))
+
+
+def qos_of(pods_csv: Path) -> dict[str, str]:
+    with pods_csv.open(newline="") as f:
+        return {row["name"]: row.get("qos") or "" for row in csv.DictReader(f)}
+
+
+def class_of(pod: TracePod, qos: str) -> WorkloadClass | None:
+    if pod.num_gpu == 0 or pod.gpu_milli == 0:
+        return None
+    if pod.num_gpu == 1 and pod.gpu_milli < MILLI_PER_GPU:
+        return WorkloadClass.SERVING if qos in SERVING_QOS else WorkloadClass.EXPLORATORY
+    return WorkloadClass.TRAINING
+
+
+# ---- fleets ----------------------------------------------------------------------------------------
+def _gpus(name: str, k: int, mode: GpuMode) -> Gpu:
+    return Gpu(InstanceId(f"{name}/gpu{k}"), H100, H100_MIB, mode=mode)
+
+
+def fleet(trace: Trace, scenario: str, split: tuple[int, int, int] = (0, 0, 1)) -> Inventory:
+    """The openb nodes with every GPU an H100 80GB: whole (a), taking both (b), or split (c)."""
+    nodes: list[Node] = []
+    total = sum(split)
+    carry_mig = carry_shared = 0.0
+    for tn in sorted(trace.nodes, key=lambda n: n.name):
+        gpus: list[Gpu] = []
+        migs: list[MigSlice] = []
+        if scenario == "whole":
+            gpus = [_gpus(tn.name, k, GpuMode.WHOLE) for k in range(tn.gpus)]
+        elif scenario == "share":
+            gpus = [_gpus(tn.name, k, GpuMode.FLEX) for k in range(tn.gpus)]
+        else:
+            carry_mig += tn.gpus * split[0] / total
+            carry_shared += tn.gpus * split[1] / total
+            n_mig = min(tn.gpus, int(carry_mig))
+            n_shared = min(tn.gpus - n_mig, int(carry_shared))
+            carry_mig -= n_mig
+            carry_shared -= n_shared
+            for k in range(tn.gpus):
+                if k < n_mig:
+                    parent = f"{tn.name}/gpu{k}"
+                    migs += [MigSlice(InstanceId(f"{parent}/mig{j}"), H100, MigProfile.parse(p), mib, pci_bus_id=parent)
+                             for j, (p, mib) in enumerate(LAYOUT)]
+                else:
+                    gpus.append(_gpus(tn.name, k, GpuMode.SHARED if k < n_mig + n_shared else GpuMode.WHOLE))
+        nodes.append(Node(NodeId(tn.name), name=tn.name, cpu_mhz=tn.cpu_milli, memory_mb=tn.memory_mib,
+                          gpus=tuple(gpus), migs=tuple(migs)))
+    return Inventory.of(nodes)
+
+
+# ---- asks ------------------------------------------------------------------------------------------
+def ask_of(pod: TracePod, cls: WorkloadClass | None, scenario: str, facts: tuple[OptionFact, ...]) -> AllocAsk:
+    """The pod's ask in a scenario (GPU models dropped: every GPU is an H100)."""
+    base = AllocAsk("task", 0, pod.cpu_milli, pod.memory_mib)
+    if cls is None:
+        return base
+    if cls is WorkloadClass.TRAINING:
+        return replace(base, gpu=WholeGpus(pod.num_gpu))
+    if scenario == "whole":
+        return replace(base, gpu=WholeGpus(1))
+    if scenario == "share":
+        return replace(base, gpu=GpuShare(pod.gpu_milli))
+    need = -(-pod.gpu_milli * 80 * GIB // MILLI_PER_GPU)
+    tiers = tuple(t.alternatives for t in tiers_for(cls, Size(need), DEFAULT_CLASS_POLICY, facts) if t.alternatives)
+    return AllocAsk("task", 0, pod.cpu_milli, pod.memory_mib, tiers=tiers)
+
+
+def demand_of(asks: list[AllocAsk], inventory: Inventory, coverage: float = 0.95) -> Demand:
+    """The typical asks of the original tasks, as the packing experiment builds them, over this fleet."""
+    counts: Counter[Shape] = Counter()
+    for ask in asks:
+        shape = Shape.of(ask)
+        if shape is not None:
+            counts[shape] += 1
+    return Demand.from_shapes(counts, coverage).scarce_on(NodeFree.of(n, ()) for n in inventory)
+
+
+# ---- one run ---------------------------------------------------------------------------------------
+@dataclass
+class Run:
+    scenario: str
+    seed: int
+    gpus: int
+    arrived_gpu: float = 0.0
+    placed_gpu: float = 0.0
+    """What the placed tasks asked in the trace's own terms (a fraction of a GPU is that fraction)."""
+    allocated_eq: float = 0.0
+    """What the fleet handed them (a fractional task on a whole GPU holds 1, on a 2g.20gb 2/7)."""
+    placed: Counter[str] = field(default_factory=Counter)
+    failed: Counter[str] = field(default_factory=Counter)
+    violations: int = 0
+    serving_placed: int = 0
+    by_kind: Counter[str] = field(default_factory=Counter)
+    seconds: float = 0.0
+
+    @property
+    def allocation_pct(self) -> float:
+        """The paper's allocation ratio: the placed tasks' GPU requests over the fleet's GPUs."""
+        return 100.0 * self.placed_gpu / self.gpus
+
+    @property
+    def held_pct(self) -> float:
+        """GPU-equivalents handed out over the fleet's."""
+        return 100.0 * self.allocated_eq / self.gpus
+
+    @property
+    def arrived_pct(self) -> float:
+        return 100.0 * self.arrived_gpu / self.gpus
+
+
+def run_one(args: tuple[Trace, dict[str, str], str, tuple[int, int, int], int]) -> Run:
+    trace, qos, scenario, split, seed = args
+    started = time.perf_counter()
+    inventory = fleet(trace, scenario, split)
+    facts = fleet_facts(inventory)
+    classes = {p.name: class_of(p, qos.get(p.name, "")) for p in trace.pods}
+    asks = {p.name: ask_of(p, classes[p.name], scenario, facts) for p in trace.pods}
+    workload = build_workload(trace, seed)
+    ledger = Ledger(inventory)
+    fitter = Fitter(ledger.index, FitContext(get_policy(POLICY, seed=seed), demand_of(list(asks.values()), inventory),
+                                             per_class_limit=None, rank=workload.rank, memo=ScoreMemo()))
+    gpus = sum(tn.gpus for tn in trace.nodes)
+    run = Run(scenario if scenario != "classes" else f"classes {':'.join(map(str, split))}", seed, gpus)
+    serving_on: list[InstanceId] = []
+    for i, pod in enumerate(workload.tasks):
+        cls = classes[pod.name]
+        label = cls.value if cls is not None else "cpu"
+        run.arrived_gpu += pod.gpu_milli_total / MILLI_PER_GPU
+        job = JobRequest(EntryId(f"t{i}"), TEAM, (asks[pod.name],))
+        got = fitter.fit_job(job)
+        if isinstance(got, NoFit):
+            run.failed[label] += 1
+            continue
+        ledger.reserve(job.entry, TEAM, got)
+        run.placed[label] += 1
+        run.placed_gpu += pod.gpu_milli_total / MILLI_PER_GPU
+        for p in got:
+            run.allocated_eq += p.gpu_equivalents
+            run.by_kind[p.kind or ("cpu" if not p.instance_ids else "?")] += 1
+            if cls is WorkloadClass.SERVING:
+                run.serving_placed += 1
+                if p.is_share:
+                    serving_on.append(p.share_gpu or p.instance_ids[0])
+    tenants = Counter(gid for r in ledger.reservations() for p in r.placements if p.is_share
+                      for gid in [p.share_gpu or p.instance_ids[0]])
+    run.violations = sum(1 for gid in serving_on if tenants[gid] > 1)
+    run.seconds = time.perf_counter() - started
+    return run
+
+
+def _stats(values: list[float]) -> str:
+    return f"{statistics.mean(values):.2f} ({min(values):.2f}-{max(values):.2f})"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trace", default="default", choices=sorted(PODS_CSV))
+    parser.add_argument("--seeds", default="42-51")
+    parser.add_argument("--splits", default="2:2:4,1:3:4", help="mig:shared:whole parts of each node's GPUs")
+    parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+    try:
+        seeds = _seeds(args.seeds)
+        parts = [[int(x) for x in s.split(":")] for s in args.splits.split(",")]
+        if any(len(p) != 3 or min(p) < 0 or sum(p) == 0 for p in parts):
+            raise ValueError(args.splits)
+        splits = [(p[0], p[1], p[2]) for p in parts]
+    except ValueError:
+        parser.error("--seeds is FIRST-LAST, --splits a list of mig:shared:whole (three whole numbers)")
+    trace = load_trace(NODES_CSV, PODS_CSV[args.trace])
+    qos = qos_of(PODS_CSV[args.trace])
+    jobs = [(trace, qos, "whole", (0, 0, 1), s) for s in seeds] + [(trace, qos, "share", (0, 0, 1), s) for s in seeds]
+    jobs += [(trace, qos, "classes", split, s) for split in splits for s in seeds]
+    started = time.perf_counter()
+    workers = min(len(jobs), args.workers or os.cpu_count() or 1)
+    if workers <= 1:
+        runs = [run_one(j) for j in jobs]
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            runs = list(pool.map(run_one, jobs))
+    by: dict[str, list[Run]] = {}
+    for r in runs:
+        by.setdefault(r.scenario, []).append(r)
+    print(f"{args.trace} trace, {len(trace.nodes)} nodes, {runs[0].gpus} GPUs (all H100 80GB), seeds {args.seeds}, "
+          f"policy {POLICY}; mean (min-max) over seeds")
+    print("| scenario | arrived % | allocation % | GPU-eq held % | serving violations | failed serving / "
+          "exploratory / training | placed as whole / mig / share |")
+    print("|---|---|---|---|---|---|---|")
+    for name, rs in by.items():
+        kinds = {k: statistics.mean(r.by_kind[k] for r in rs) for k in ("whole", "mig", "share")}
+        fails = "/".join(f"{statistics.mean(r.failed[c] for r in rs):.0f}"
+                         for c in ("serving", "exploratory", "training"))
+        print(f"| {name} | {_stats([r.arrived_pct for r in rs])} | {_stats([r.allocation_pct for r in rs])} | "
+              f"{_stats([r.held_pct for r in rs])} | {_stats([float(r.violations) for r in rs])} of "
+              f"{statistics.mean(r.serving_placed for r in rs):.0f} | {fails} | "
+              f"{kinds['whole']:.0f} / {kinds['mig']:.0f} / {kinds['share']:.0f} |")
+    print(f"({len(runs)} runs, {time.perf_counter() - started:.0f} s wall, {workers} workers)", file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps([{**{k: v for k, v in r.__dict__.items() if not isinstance(v, Counter)},
+                                          "placed": dict(r.placed), "failed": dict(r.failed),
+                                          "by_kind": dict(r.by_kind), "allocation_pct": r.allocation_pct,
+                                          "held_pct": r.held_pct,
+                                          "arrived_pct": r.arrived_pct} for r in runs], indent=1))
+    if not math.isfinite(sum(r.allocation_pct for r in runs)):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+"""benchmarks/classes.py on a hand-made trace: the fleets it builds, the asks per scenario, and what it
+counts (isolation violations of time-shared serving tasks; none under classes)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+
+from classes import fleet, run_one  # noqa: E402
+
+from nomad_gpu.domain.inventory import GpuMode  # noqa: E402
+from nomad_gpu.sim.trace import Trace, TraceNode, TracePod  # noqa: E402
+
+NODES = (TraceNode("n1", 64000, 262144, 8, "V100"), TraceNode("n2", 64000, 262144, 2, "V100"),
+         TraceNode("n3", 64000, 262144, 2, "V100"))
+PODS = (TracePod("serve-1", 1000, 1024, 1, 200), TracePod("serve-2", 1000, 1024, 1, 300),
+        TracePod("explore-1", 1000, 1024, 1, 250), TracePod("train-1", 1000, 1024, 2, 1000),
+        TracePod("cpu-1", 1000, 1024, 0, 0))
+QOS = {"serve-1": "LS", "serve-2": "LS", "explore-1": "BE", "train-1": "LS", "cpu-1": "BE"}
+TRACE = Trace(NODES, PODS)
+
+
+def test_the_split_fleet_rounds_with_a_carry_over_the_nodes() -> None:
+    inv = fleet(TRACE, "classes", (1, 1, 2))  # 12 GPUs: 3 MIG-mode, 3 shared, 6 whole
+    parents = {m.pci_bus_id for n in inv for m in n.migs}
+    shared = [g for n in inv for g in n.gpus if g.mode is GpuMode.SHARED]
+    whole = [g for n in inv for g in n.gpus if g.mode is GpuMode.WHOLE]
+    assert (len(parents), len(shared), len(whole)) == (3, 3, 6)
+    assert {m.profile.name for n in inv for m in n.migs} == {"3g.40gb", "2g.20gb", "1g.10gb"}
+    assert all(g.model == "NVIDIA H100 80GB HBM3" and g.memory_mib == 81920 for n in inv for g in n.gpus)
+
+
+def test_time_shared_serving_counts_violations_and_classes_none() -> None:
+    """The workload is the paper's (the originals, then copies up to 130 % of the GPUs), the same in each."""
+    share = run_one((TRACE, QOS, "share", (0, 0, 1), 42))
+    classes = run_one((TRACE, QOS, "classes", (1, 1, 2), 42))
+    whole = run_one((TRACE, QOS, "whole", (0, 0, 1), 42))
+    assert share.arrived_gpu == classes.arrived_gpu == whole.arrived_gpu
+    assert share.violations > 0 and classes.violations == whole.violations == 0
+    assert classes.by_kind["mig"] > 0 and classes.by_kind["share"] > 0  # serving on MIG, exploratory shares
+    assert whole.by_kind["share"] == whole.by_kind["mig"] == 0
+    # a fractional task given a whole GPU holds all of it: more held than placed
+    assert whole.held_pct > whole.allocation_pct and share.held_pct == share.allocation_pct
