@@ -266,7 +266,9 @@ class ClusterState:
                 item.reasons = verdict.reasons
                 item.metric = evals.alloc_metric(verdict.evaluated, verdict.in_pool, verdict.available,
                                                  verdict.filtered, verdict.exhausted, 0)
-                if verdict.pinned_held and not item.refusal_counted:
+                # the audit counts pins someone asked for while held; a replacement Nomad itself made (a
+                # migration, a reschedule) waiting for its predecessor's kill_timeout is Nomad's own wait
+                if verdict.pinned_held and not item.refusal_counted and not item.previous_alloc:
                     item.refusal_counted = True
                     self.ledger.count_refusal({"job_id": item.job_id, "task_group": item.group,
                                                "at": self.clock(), "reasons": dict(verdict.reasons)})
