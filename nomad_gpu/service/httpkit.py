@@ -57,8 +57,13 @@ def status_of(exc: BaseException) -> int | None:
     return next((status for kind, status in STATUSES if isinstance(exc, kind)), None)
 
 
+RETRY_AFTER_S = 30
+"""What a 503 asks the client to wait before trying again."""
+
+
 def error(status: int, message: str) -> JSONResponse:
-    return JSONResponse(ErrorReply(message).to_json(), status_code=status)
+    headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
+    return JSONResponse(ErrorReply(message).to_json(), status_code=status, headers=headers)
 
 
 async def read_body(request: Request, limit: int, what: str = "spec") -> bytes:

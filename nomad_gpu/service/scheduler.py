@@ -46,6 +46,8 @@ from nomad_gpu.store.sqlite import SqliteStore, TeamQuota
 
 logger = logging.getLogger(__name__)
 
+CHECKPOINT_EVERY_S = 300.0
+"""How often the store's write-ahead log is checkpointed and truncated."""
 CANCEL_BATCH = 500
 """Queued trials of a sweep cancelled per commit and per hold of the lock: other requests get it between."""
 
@@ -95,6 +97,7 @@ class SchedulerService:
         self.cycles = 0
         self._last_cycle = 0.0
         self._last_purge = 0.0
+        self._last_checkpoint: float | None = None
         with self._lock:
             self.life.load()
         raw = self.store.get_meta("sweep_limits")
@@ -230,7 +233,7 @@ class SchedulerService:
                 continue
             try:
                 self.run_cycle()
-                self.purge_finished()
+                self.housekeeping()
             except Exception:
                 logger.exception("scheduling cycle failed")
 
@@ -293,6 +296,14 @@ class SchedulerService:
             return
         self.outage.probed(None)
         self.wake()
+
+    def housekeeping(self) -> None:
+        """Retention, and the write-ahead log checkpointed every CHECKPOINT_EVERY_S."""
+        self.purge_finished()
+        now = self.clock()
+        if self._last_checkpoint is None or now - self._last_checkpoint >= CHECKPOINT_EVERY_S:
+            self._last_checkpoint = now
+            self.store.checkpoint()
 
     def purge_finished(self, every_s: float = 600.0) -> int:
         """Retention: delete entries that finished more than `retention_s` ago (at most every `every_s`),

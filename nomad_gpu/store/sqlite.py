@@ -20,11 +20,15 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, cast
 
-from nomad_gpu.domain.errors import NomadGpuError, OverLimit, UnknownEntry
+from nomad_gpu.domain.errors import NomadGpuError, OverLimit, Unavailable, UnknownEntry
 from nomad_gpu.store import specdiff
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps
 from nomad_gpu.store.lock import DatabaseLock
 from nomad_gpu.store.schema import migrate
+
+
+class StoreFull(Unavailable):
+    """The database's disk (or its size limit) is full: nothing of the write was stored; retry later."""
 
 
 class StaleTransition(NomadGpuError):
@@ -369,6 +373,15 @@ class SqliteStore:
             self._bases[base_id] = base
         return cast(Mapping[str, Any], specdiff.apply(base, json.loads(text)))
 
+    def checkpoint(self) -> None:
+        """Copy the write-ahead log into the database and truncate it: without this the log only ever grows
+        (SQLite's automatic checkpoints reuse it but never shrink it), so freeing a little disk would not
+        make room for the next write."""
+        if self.path == ":memory:":
+            return
+        with self._lock:
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+
     # ---- stop intents ------------------------------------------------------------------------
     def add_stop(self, stop: StopIntent) -> None:
         with self._lock, self._tx():
@@ -416,10 +429,36 @@ class _Transaction:
         self._db = db
 
     def __enter__(self) -> None:
-        self._db.execute("BEGIN IMMEDIATE")
+        try:
+            self._db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            if (full := _full(exc)) is not None:
+                raise full from exc
+            raise
 
-    def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
-        self._db.execute("COMMIT" if kind is None else "ROLLBACK")
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _tb: object) -> None:
+        failed: BaseException | None = exc
+        if kind is None:
+            try:
+                self._db.execute("COMMIT")
+                return
+            except sqlite3.OperationalError as commit_failed:  # a failed COMMIT leaves the transaction open
+                failed = commit_failed
+        try:
+            self._db.execute("ROLLBACK")
+        except sqlite3.OperationalError:
+            pass  # SQLite rolled back already (it does after some errors)
+        if isinstance(failed, sqlite3.OperationalError) and (full := _full(failed)) is not None:
+            raise full from failed
+        if kind is None and failed is not None:
+            raise failed
+
+
+def _full(exc: sqlite3.OperationalError) -> StoreFull | None:
+    """A full disk (or a page limit reached) as the tree's 503, or None for any other database error."""
+    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc):
+        return StoreFull("the queue database's disk is full: nothing was stored; free space on it and retry")
+    return None
 
 
 def _names(states: Iterable[EntryState]) -> str:
