@@ -18,6 +18,7 @@ from nomad_gpu.service.livemetrics import install as install_live_metrics
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.relayoutconfig import STORE_KEY as RELAYOUTS_KEY
 from nomad_gpu.service.relayoutconfig import build_loop
+from nomad_gpu.service.relayoutloop import RelayoutCollector
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import ServiceSettings
 from nomad_gpu.service.usage import UsagePoller
@@ -44,6 +45,8 @@ class ServiceRuntime:
             settings.scheduling.mig_relayout, self.client, executor=self.scheduler.life.executor,
             clock=self.scheduler.clock, load=lambda: self.store.get_meta(RELAYOUTS_KEY),
             save=lambda value: self.store.set_meta(RELAYOUTS_KEY, value), wake=self.scheduler.wake)
+        if self.scheduler.relayout is not None:
+            self.metrics.registry.register(RelayoutCollector(self.scheduler.relayout))
         self.watcher = Watcher(self.client, self.scheduler, settings.scheduling.sharing)
         self.scheduler.stream_state = lambda: self.watcher.stream_state
         install_live_metrics(self.metrics, self.scheduler, self.watcher)

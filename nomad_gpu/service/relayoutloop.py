@@ -19,8 +19,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import replace
+
+from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from nomad_gpu.domain.ids import NodeId
 from nomad_gpu.domain.ledger import Ledger
@@ -105,3 +107,21 @@ class RelayoutLoop:
             logger.exception("MIG re-layout step failed")
         finally:
             self._busy.release()
+
+
+class RelayoutCollector:
+    """`nomad_gpu_mig_relayouts_total{outcome="started"|"done"|"failed"}` and
+    `nomad_gpu_mig_relayouts_in_flight`, read from the controller at scrape time."""
+
+    def __init__(self, loop: RelayoutLoop) -> None:
+        self.loop = loop
+
+    def collect(self) -> Iterator[Metric]:
+        counts = self.loop.controller.counts
+        total = CounterMetricFamily("nomad_gpu_mig_relayouts", "MIG re-layouts by outcome (since start)",
+                                    labels=["outcome"])
+        for outcome, value in (("started", counts.started), ("done", counts.done), ("failed", counts.failed)):
+            total.add_metric([outcome], value)
+        yield total
+        yield GaugeMetricFamily("nomad_gpu_mig_relayouts_in_flight", "MIG re-layouts in flight",
+                                value=len(self.loop.controller.in_flight()))

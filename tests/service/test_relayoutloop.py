@@ -104,3 +104,21 @@ def test_nothing_is_fetched_without_mig_asks_or_relayouts() -> None:
     whole = [JobRequest(EntryId("w"), Team("t"), (AllocAsk("g", gpu=WholeGpus(1)),))]
     assert loop.after_cycle(0.0, whole) == {} and executor.calls == 0
     assert ledger.inventory.nodes[NodeId(next(iter(ledger.inventory.nodes)))].migs
+
+
+def test_metrics_count_relayouts_by_outcome() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from nomad_gpu.service.relayoutloop import RelayoutCollector
+    ledger, loop, nomad, _, _, waiting = setup()
+    registry = CollectorRegistry()
+    registry.register(RelayoutCollector(loop))
+    loop.before_cycle(ledger)
+    loop.after_cycle(0.0, waiting)
+    assert registry.get_sample_value("nomad_gpu_mig_relayouts_total", {"outcome": "started"}) == 1
+    assert registry.get_sample_value("nomad_gpu_mig_relayouts_in_flight") == 1
+    (record,) = nomad.registered
+    nomad.status[record.job_id] = "failed"
+    loop.after_cycle(6.0, waiting)
+    assert registry.get_sample_value("nomad_gpu_mig_relayouts_total", {"outcome": "failed"}) == 1
+    assert registry.get_sample_value("nomad_gpu_mig_relayouts_in_flight") == 0
