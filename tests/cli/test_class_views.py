@@ -38,3 +38,17 @@ def test_queue_wide_explains_the_choice_and_a_waiting_entry_its_reason() -> None
     reason = "serving: no isolated option with >= 14 GiB free; 3 shares free"
     waiting = queue_row(entry(state="queued", placements=(), reason=reason), {}, now=0.0, wide=True)
     assert waiting[-1] == reason
+
+
+def test_render_says_a_class_chooses_the_kind_at_admission() -> None:
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from nomad_gpu.cli.main import main
+
+    spec = Path(__file__).resolve().parents[2] / "jobspecs" / "class-serving.yaml"
+    result = CliRunner().invoke(main, ["render", str(spec)])
+    assert result.exit_code == 0
+    assert ("note: group 'main': its class (serving) chooses whole GPU, MIG or share at admission; this preview "
+            "has no device block") in result.stderr
