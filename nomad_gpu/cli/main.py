@@ -140,6 +140,8 @@ def status(entry_id: str | None, hcl: bool, as_json: bool) -> None:
     names = _node_names(client) if info.placements else {}
     for label, value in status_lines(info, nomad, nomad_error, names):
         click.echo(f"{label:13} {value}")
+    if after := info.spec.get("after"):
+        click.echo(f"{'after':13} {', '.join(map(str, after))} (starts once each completed successfully)")
     if note := usage_note(info, time.time()):
         click.echo(f"{'gpu usage':13} {note}")
 

@@ -346,6 +346,12 @@ class _SpecBase(_Model):
     """A wall-time limit: past it the service stops the job and the entry fails with reason `timeout`."""
     workload_class: WorkloadClass | None = Field(default=None, alias="class")
     """The job's workload class; a group's own `class` overrides it. A sweep's trials default to `hpo`."""
+    after: Annotated[
+        list[Annotated[str, Field(strict=True), _matching(r"[a-z0-9][a-z0-9-]{0,63}", "an entry or sweep ID")]],
+        Field(max_length=64),
+    ] = Field(default_factory=list)
+    """Entry or sweep IDs of the same team: start only after every one of them completed successfully; if
+    one fails or is cancelled, this ends `dependency-failed` without running."""
     allow_unschedulable: Annotated[bool, Field(strict=True)] = False
     """Queue it even if no node of the fleet (in its pool and datacenters) could ever run it: for a fleet
     about to grow. Without it such a submission is refused with the nearest thing the fleet offers."""

@@ -74,6 +74,7 @@ EXTRA: dict[str, tuple[str, str, str]] = {
     "JobSpec.runtime": ("seconds, or 90s/30m/4h/1d", "2h", ""),
     "JobSpec.max_runtime": ("seconds, or 90s/30m/4h/1d", "12h", ""),
     "JobSpec.allow_unschedulable": ("", "true", ""),
+    "JobSpec.after": ("", "[q000012, lr-sweep-s3]", ""),
     "JobSpec.workload_class": ("", "training", "What the job is (serving, training, hpo, exploratory, "
                                "interactive): the service chooses whole GPU, MIG or share from it."),
     "SweepSpec.sweep": ("", "see sweep", "The parameters and how they are combined."),

@@ -16,7 +16,7 @@ take submissions while Nomad is away); the cycle still says so in the wait reaso
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TypeVar
+from typing import TypeVar, cast
 
 from nomad_gpu.domain.cycle import Wait
 from nomad_gpu.domain.errors import InvalidRequest, Unschedulable
@@ -31,7 +31,7 @@ from nomad_gpu.service.classes import ClassBook
 from nomad_gpu.service.translate import job_request
 from nomad_gpu.store import QueueEntry
 
-S = TypeVar("S", JobSpec, SweepSpec)
+S = TypeVar("S", bound=JobSpec | SweepSpec)
 
 UNSCHEDULABLE = "unschedulable"
 """The first word of a wait reason that no node could ever satisfy (and of the refusal)."""
@@ -67,7 +67,9 @@ def resolve_models(spec: S, fleet: Sequence[Node]) -> S:
             changed = True
             group = group.model_copy(update={"gpu": group.gpu.model_copy(update={"models": exact})})
         groups.append(group)
-    return spec.model_copy(update={"groups": groups}) if changed else spec
+    if not changed:
+        return spec
+    return cast(S, spec.model_copy(update={"groups": groups}))  # the same model class as given
 
 
 def request_of(spec: JobSpec | SweepSpec, classes: ClassBook | None = None) -> JobRequest:

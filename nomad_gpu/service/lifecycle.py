@@ -330,6 +330,16 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
             return moved
         return self.end(t, EntryState.CANCELLED, "cancelled by user")
 
+    def dependency_failed(self, entry_id: str, reason: str) -> QueueEntry:
+        """A queued entry whose `after:` dependency ended badly ends without running (`dependencies.py`)."""
+        now = self.clock()
+        moved = self.store.transition(entry_id, EntryState.DEPENDENCY_FAILED, expect=(EntryState.QUEUED,),
+                                      finished_at=now, at=now, reason=reason)
+        self.entries.pop(entry_id, None)
+        self.waiting.pop(entry_id, None)
+        self.metrics.finished.labels(EntryState.DEPENDENCY_FAILED.value).inc()
+        return moved
+
     def hold(self, entry_id: str, held: bool) -> QueueEntry:
         """Hold (or release) a queued entry: it keeps its place in the order but is not admitted."""
         entry = self.store.get(entry_id)

@@ -30,6 +30,7 @@ from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.render.sweep import expand_sweep
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.classes import ClassBook, check_classes
+from nomad_gpu.service.dependencies import DependencyGate, check_after, trials_of
 from nomad_gpu.service.fleetcheck import NeverCache, check_fleet
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
@@ -76,6 +77,7 @@ class SchedulerService:
         """A wake that skips the coalescing gap: capacity was freed, and a handoff must not wait."""
         self._stop = threading.Event()
         self._sweep_limits: dict[str, int] = {}
+        self._deps = DependencyGate(lambda dep: trials_of(self.store, dep))
         self._pool: ThreadPoolExecutor | None = None
         if executor is None:
             self._pool = ThreadPoolExecutor(max_workers=settings.actuator_workers, thread_name_prefix="actuator")
@@ -133,6 +135,7 @@ class SchedulerService:
         if spec is None:
             spec = parse_spec(data)
         check_classes(spec, self.settings.classes)  # a spec's own conflict is said before what the fleet lacks
+        check_after(spec, self.store)
         if self.ready.is_set():  # the fleet is known: model names resolved, what no node could run refused
             with self._lock:
                 fleet = list(self.ledger.inventory)
@@ -287,6 +290,27 @@ class SchedulerService:
                                    {str(t): v for t, v in self.ledger.team_usage().items()})
         return list(result.decisions)
 
+    def _after(self, queued: list[Tracked]) -> list[Tracked]:
+        """Hold back entries whose dependencies have not all completed; say so in their reason."""
+        self._deps.reset()
+        out: list[Tracked] = []
+        reasons: dict[str, str] = {}
+        for t in queued:
+            if t.spec is None or not t.spec.after:
+                out.append(t)
+                continue
+            verdict = self._deps.verdict(t.spec.after)
+            if verdict.ready:
+                out.append(t)
+            elif verdict.failed:
+                self.life.dependency_failed(t.entry.id, verdict.reason)
+            elif t.entry.reason != verdict.reason:
+                reasons[t.entry.id] = verdict.reason
+                t.entry = replace(t.entry, reason=verdict.reason)
+        if reasons:
+            self.store.set_reasons(reasons)
+        return out
+
     def _probe(self) -> None:
         """Executor: does Nomad answer again? (Outage.probe_due says why this is needed.)"""
         try:
@@ -324,8 +348,9 @@ class SchedulerService:
         return removed
 
     def _eligible(self) -> list[Tracked]:
-        """Queued entries, less sweep trials beyond their sweep's parallelism."""
-        queued = self.life.queued(self.clock())
+        """Queued entries, less those still waiting for their `after:` dependencies (an entry whose dependency
+        ended badly ends here) and sweep trials beyond their sweep's parallelism."""
+        queued = self._after(self.life.queued(self.clock()))
         if not self._sweep_limits:
             return queued
         active: dict[str, int] = {}

@@ -1,8 +1,9 @@
 """Queue entries and their life cycle. `TRANSITIONS` is the whole table; the store enforces it.
 
     queued ──admit──► admitted ──Nomad placed──► running ──► complete | failed
-      ▲  │               │                          │
-      │  └─cancel─► cancelled ◄─────cancel──────────┘
+      ▲  │ │             │                          │
+      │  │ └─cancel─► cancelled ◄─────cancel──────────┘
+      │  └─an `after:` dependency failed or was cancelled─► dependency-failed
       └──── retry (failed/lost with retries left, or a register that did not happen) ───┘
 """
 
@@ -26,16 +27,18 @@ class EntryState(enum.Enum):
     COMPLETE = "complete"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    DEPENDENCY_FAILED = "dependency-failed"
+    """An entry it waited for (`after:`) failed or was cancelled: it never ran, and never will."""
 
     def is_terminal(self) -> bool:
-        return self in (EntryState.COMPLETE, EntryState.FAILED, EntryState.CANCELLED)
+        return self in (EntryState.COMPLETE, EntryState.FAILED, EntryState.CANCELLED, EntryState.DEPENDENCY_FAILED)
 
     def holds_capacity(self) -> bool:
         return self in (EntryState.ADMITTED, EntryState.RUNNING)
 
 
 TRANSITIONS: Mapping[EntryState, frozenset[EntryState]] = {
-    EntryState.QUEUED: frozenset({EntryState.ADMITTED, EntryState.CANCELLED}),
+    EntryState.QUEUED: frozenset({EntryState.ADMITTED, EntryState.CANCELLED, EntryState.DEPENDENCY_FAILED}),
     EntryState.ADMITTED: frozenset({EntryState.RUNNING, EntryState.QUEUED, EntryState.COMPLETE,
                                     EntryState.FAILED, EntryState.CANCELLED}),
     EntryState.RUNNING: frozenset({EntryState.COMPLETE, EntryState.FAILED, EntryState.QUEUED,
@@ -43,6 +46,7 @@ TRANSITIONS: Mapping[EntryState, frozenset[EntryState]] = {
     EntryState.COMPLETE: frozenset(),
     EntryState.FAILED: frozenset(),
     EntryState.CANCELLED: frozenset(),
+    EntryState.DEPENDENCY_FAILED: frozenset(),
 }
 
 

@@ -61,7 +61,8 @@ def test_transitions_follow_the_table(start: EntryState, to: EntryState) -> None
             EntryState.RUNNING: [EntryState.ADMITTED, EntryState.RUNNING],
             EntryState.COMPLETE: [EntryState.ADMITTED, EntryState.COMPLETE],
             EntryState.FAILED: [EntryState.ADMITTED, EntryState.FAILED],
-            EntryState.CANCELLED: [EntryState.CANCELLED]}[start]
+            EntryState.CANCELLED: [EntryState.CANCELLED],
+            EntryState.DEPENDENCY_FAILED: [EntryState.DEPENDENCY_FAILED]}[start]
     for step in path:
         store.transition(e.id, step)
     if to in TRANSITIONS[start]:
