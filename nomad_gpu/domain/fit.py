@@ -18,6 +18,7 @@ from nomad_gpu.domain.placement import AllocPlacement, NoFit, WaitReason
 from nomad_gpu.domain.policies import Option, Policy, options
 from nomad_gpu.domain.requests import AllocAsk, JobRequest
 from nomad_gpu.domain.scoring import ScoreMemo, best_option, best_option_at, best_score, option_at
+from nomad_gpu.domain.topochoice import gpu_set_link
 
 SCAN_CAP_PER_CLASS = 256
 """Nodes looked at per shape class before giving up on it (bounds a decision's cost)."""
@@ -163,7 +164,7 @@ class Fitter:
             group=ask.group, index=ask.index, node=nf.id, cpu_mhz=ask.cpu_mhz, memory_mb=ask.memory_mb,
             instance_ids=opt.instance_ids, device_name=opt.device_name, share_milli=opt.share_milli,
             gpu_equivalents=ask.gpu_equivalents, share_gpu=opt.share_gpu,
-            kind=ask.gpu.kind.name if ask.gpu is not None else "",
+            kind=ask.gpu.kind.name if ask.gpu is not None else "", link=gpu_set_link(nf.node, opt.instance_ids),
         )
 
     # ---- asks with alternatives --------------------------------------------------------------

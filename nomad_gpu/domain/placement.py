@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 
 from nomad_gpu.domain.ids import InstanceId, NodeId
+from nomad_gpu.domain.topology import LinkClass
 
 
 @dataclass(frozen=True)
@@ -35,6 +36,9 @@ class AllocPlacement:
     note: str = field(default="", compare=False)
     """Why this option: the chosen alternative and what the tiers before it lacked (empty for an
     ask with one option)."""
+    link: LinkClass | None = field(default=None, compare=False)
+    """How the GPUs of a set of two or more of the node's GPUs reach each other (`topochoice.gpu_set_link`:
+    `PCIE` where the node publishes no topology); None for anything else."""
 
     @property
     def is_share(self) -> bool:

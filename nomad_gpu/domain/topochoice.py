@@ -27,10 +27,11 @@ from typing import TYPE_CHECKING
 from nomad_gpu.domain.ids import InstanceId
 from nomad_gpu.domain.kinds.base import Option
 from nomad_gpu.domain.kinds.whole import WHOLE
-from nomad_gpu.domain.topology import Topology
+from nomad_gpu.domain.topology import LinkClass, Topology, link_class
 
 if TYPE_CHECKING:
     from nomad_gpu.domain.freeindex import NodeFree
+    from nomad_gpu.domain.inventory import Node
 
 MAX_COMBINATIONS = 4096
 """Bound on the NVLink part combinations tried per node and ask (pairs of a 16-GPU node: 256)."""
@@ -75,6 +76,14 @@ def topology_term(nf: NodeFree, opt: Option) -> float:
         return 0.0
     found = topology.link_class(opt.instance_ids)
     return float(found.tier) if found is not None else 0.0
+
+
+def gpu_set_link(node: Node, ids: Sequence[InstanceId]) -> LinkClass | None:
+    """The link class of a placement's instances when they are two or more of the node's GPUs (a whole-GPU
+    set; MIG and share instances are not GPUs of the node); `PCIE` where the node publishes no topology."""
+    if len(set(ids)) < 2 or not set(ids) <= {g.id for g in node.gpus}:
+        return None
+    return link_class(node.topology, ids)
 
 
 def lone_first(topology: Topology, free: Sequence[InstanceId]) -> list[InstanceId]:

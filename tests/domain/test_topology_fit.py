@@ -126,3 +126,14 @@ def test_other_policies_take_nvlink_sets_on_a_node_too(policy: str) -> None:
     hold(ledger, "busy", "a100-1", [1, 2])
     (p,) = admitted(cycle(ledger, [job("pair", whole(2))], policy=policy), "pair").placements
     assert pairs("a100-1").link_class(p.instance_ids) is LinkClass.NVLINK
+
+
+def test_a_placement_says_how_its_gpus_are_joined() -> None:
+    ledger = ledger_of(topo_node("a100-1", pairs("a100-1")))  # type: ignore[arg-type]
+    hold(ledger, "busy", "a100-1", [0])
+    (four,) = admitted(cycle(ledger, [job("four", whole(4))]), "four").placements
+    (one,) = admitted(cycle(ledger, [job("one", whole(1))]), "one").placements
+    assert four.link is LinkClass.NVLINK and one.link is None
+    stock = ledger_of(make_node("stock", gpus=whole_gpus("stock", 8)))
+    (two,) = admitted(cycle(stock, [job("two", whole(2))]), "two").placements
+    assert two.link is LinkClass.PCIE  # no topology published: PCIe peers
