@@ -289,6 +289,10 @@ class Status(Payload):
     mig_relayouts: dict[str, Any] | None = doc(
         "MIG re-layouts: `in_flight` and recent `failed` ones (node, gpu, layout, phase, reason) and "
         "`counts` (started, done, failed); null where re-layouts are off (docs/mig-relayout.md).", default=None)
+    cycle_failures: int = doc("Scheduling cycles that failed since the service started (see the service log).",
+                              default=0)
+    last_cycle_error: str | None = doc("The last failed cycle's error (admin callers only); null: none.",
+                                       default=None)
 
 
 @dataclass(frozen=True)

@@ -122,6 +122,8 @@ def status_view(status: Mapping[str, Any], caller: Caller, teams_of: Mapping[str
     out = dict(status)
     if caller.admin:
         return out
+    if out.get("last_cycle_error"):  # it may name another team's entry: teams see only that cycles fail
+        out["last_cycle_error"] = "a scheduling cycle failed (the admin sees why)"
     if isinstance(status.get("team_usage_gpu"), Mapping):
         usage: dict[str, float] = {}
         for team, value in status["team_usage_gpu"].items():

@@ -100,6 +100,8 @@ class SchedulerService:
         self._last_cycle = 0.0
         self._last_purge = 0.0
         self._last_checkpoint: float | None = None
+        self.cycle_failures = 0
+        self.last_cycle_error: str | None = None
         with self._lock:
             self.life.load()
         raw = self.store.get_meta("sweep_limits")
@@ -234,11 +236,17 @@ class SchedulerService:
                 break
             if not self.ready.is_set():
                 continue
-            try:
-                self.run_cycle()
-                self.housekeeping()
-            except Exception:
-                logger.exception("scheduling cycle failed")
+            self._cycle_once()
+
+    def _cycle_once(self) -> None:
+        """One cycle and its housekeeping; a failure is counted and shown in the status, not only logged."""
+        try:
+            self.run_cycle()
+            self.housekeeping()
+        except Exception as exc:
+            self.cycle_failures += 1
+            self.last_cycle_error = f"{type(exc).__name__}: {exc}"[:300]
+            logger.exception("scheduling cycle failed")
 
     def run_cycle(self) -> list[Decision]:
         """Retry what is due, decide under the lock and commit; registers go to the actuator pool.
@@ -452,6 +460,7 @@ class SchedulerService:
                 "nomad_reachable": not self.outage.down, "draining": len(self.life.draining),
                 "event_stream": self.stream_state(),
                 "instance": self.store.instance,
+                "cycle_failures": self.cycle_failures, "last_cycle_error": self.last_cycle_error,
                 "mig_relayouts": self.relayout.status() if self.relayout is not None else None,
             }
 

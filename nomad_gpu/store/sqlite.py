@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import builtins
 import json
+import os
 import secrets
 import sqlite3
 import threading
@@ -25,6 +26,10 @@ from nomad_gpu.store import specdiff
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps
 from nomad_gpu.store.lock import DatabaseLock
 from nomad_gpu.store.schema import migrate
+
+
+class StoreDamaged(NomadGpuError):
+    """The database file fails SQLite's integrity check (or is empty): the service refuses to start on it."""
 
 
 class StoreFull(Unavailable):
@@ -98,19 +103,48 @@ class SqliteStore:
         if exclusive and path != ":memory:":
             self._file_lock = DatabaseLock(path)
             self._file_lock.acquire()
-        self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5.0)
-        self._db.row_factory = sqlite3.Row
-        if path != ":memory:":
-            self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute("PRAGMA synchronous=FULL")
+        try:
+            self._db = self._open_checked(path)
+        except BaseException:
+            if self._file_lock is not None:
+                self._file_lock.release()
+            raise
         self._synchronous = "FULL"
-        migrate(self._db)
         self._bases: dict[str, Mapping[str, Any]] = {}
         self._specs: dict[str, tuple[str, Mapping[str, Any]]] = {}
         """Specs of entries in flight, by entry, with the stored text they came from: an entry is read at
         every state move, and its spec (a sweep trial's: a copy of the sweep's with the difference applied)
         never changes. An entry that ends leaves it, so it holds the queue and the live entries, bounded."""
         self.instance = self._instance()
+
+    @staticmethod
+    def _open_checked(path: str) -> sqlite3.Connection:
+        """The connection, after SQLite's quick integrity check: a damaged file is StoreDamaged, never a
+        queue that starts "ready" and then fails every cycle. A zero-length file is refused too: SQLite would
+        take it for a new database, and the service would start an empty queue under a new job prefix while
+        the jobs the lost one ran kept running, unmanaged."""
+        if path != ":memory:" and os.path.exists(path) and os.path.getsize(path) == 0:
+            raise StoreDamaged(f"the queue database {path} is empty (0 bytes), not a database: restore it from a "
+                               "backup (nomad-gpu backup), or remove it to start an empty queue on purpose")
+        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5.0)
+        try:
+            db.row_factory = sqlite3.Row
+            found = [str(r[0]) for r in db.execute("PRAGMA quick_check(5)").fetchall()]
+            if found != ["ok"]:
+                raise StoreDamaged(f"the queue database {path} is damaged ({'; '.join(found)[:300]}): restore it "
+                                   "from a backup (nomad-gpu backup)")
+            if path != ":memory:":
+                db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=FULL")
+            migrate(db)
+        except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed": the same verdict
+            db.close()
+            raise StoreDamaged(f"the queue database {path} is damaged ({exc}): restore it from a backup "
+                               "(nomad-gpu backup)") from exc
+        except BaseException:
+            db.close()
+            raise
+        return db
 
     def _instance(self) -> str:
         """This database's job ID prefix, made once; kept in the file so it survives restarts."""
