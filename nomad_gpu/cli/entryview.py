@@ -11,8 +11,8 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nomad_gpu.api.payloads import Allocations, Entry
-from nomad_gpu.cli.queueview import duration
+from nomad_gpu.api.payloads import Allocations, Entry, Placement
+from nomad_gpu.cli.queueview import duration, short_model
 from nomad_gpu.render import META_TRIAL, META_TRIAL_PREFIX
 
 BAR_WIDTH = 40
@@ -67,7 +67,15 @@ def status_lines(entry: Entry, nomad: Allocations | None, nomad_error: str | Non
                                    + (f" share={p.share_milli}m" if p.share_milli else "")))
         if p.choice:  # what a workload class chose for the group, and why
             lines.append(("choice", p.choice))
+        if p.link:
+            lines.append(("gpus", gpu_set_line(p, node)))
     return lines
+
+
+def gpu_set_line(p: Placement, node: str) -> str:
+    """`4 x A100 on a100-1, NVLink`: a multi-GPU placement with how its GPUs reach each other."""
+    model = short_model((p.device_name or "GPU").removeprefix("nvidia/gpu/"))
+    return f"{len(p.instance_ids)} x {model} on {node}" + (f", {p.link}" if p.link else "")
 
 
 def trial_params(entry: Entry) -> dict[str, str]:

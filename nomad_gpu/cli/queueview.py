@@ -105,7 +105,8 @@ def where(entry: Entry, node_names: Mapping[str, str], wide: bool = False) -> st
         devices = sum(len(p.instance_ids) for p in ps)
         held = f"{share} milli-GPU" if share else (f"{devices} device{'s' if devices != 1 else ''}" if devices
                                                    else "no GPU")
-        parts.append(f"{name}: {held}")
+        links = sorted({p.link for p in ps if p.link})  # how a multi-GPU set is joined: `NVLink`, `PCIe`, ...
+        parts.append(f"{name}: {held}" + (f", {'/'.join(links)}" if links else ""))
     return "; ".join(parts)
 
 

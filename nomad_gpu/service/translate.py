@@ -89,7 +89,8 @@ def placement_json(p: AllocPlacement, choice: str | None = None) -> dict[str, An
     `choice`: what a workload class chose and why (`ClassBook.choice`), stored with the attempt."""
     return Placement(group=p.group, index=p.index, node=p.node, cpu_mhz=p.cpu_mhz, memory_mb=p.memory_mb,
                      instance_ids=tuple(p.instance_ids), device_name=p.device_name, share_milli=p.share_milli,
-                     gpu_equivalents=p.gpu_equivalents, share_gpu=p.share_gpu, choice=choice).to_json()
+                     gpu_equivalents=p.gpu_equivalents, share_gpu=p.share_gpu,
+                     link=p.link.label if p.link is not None else None, choice=choice).to_json()
 
 
 def placement_from_json(d: Mapping[str, Any]) -> AllocPlacement:

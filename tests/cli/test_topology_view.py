@@ -63,3 +63,25 @@ def test_the_command_adds_the_topology_table_only_where_a_node_publishes_one(mon
     out = CliRunner().invoke(cli_main.main, ["inventory", "--devices"])
     assert out.exit_code == 0 and "NVLINK GROUPS" in out.stdout and "a 8 GPUs" in out.stdout
     assert "PCIe peers" in out.stdout
+
+
+def test_status_and_queue_say_the_link_class_of_a_multi_gpu_placement() -> None:
+    from nomad_gpu.api.payloads import Entry
+    from nomad_gpu.cli.entryview import status_lines
+    from nomad_gpu.cli.queueview import where
+    from nomad_gpu.domain.ids import InstanceId, NodeId
+    from nomad_gpu.domain.placement import AllocPlacement
+    from nomad_gpu.domain.topology import LinkClass
+    from nomad_gpu.service.translate import placement_json
+
+    four = AllocPlacement("train", 0, NodeId("n-1"), 1000, 1024, tuple(InstanceId(f"GPU-{k}") for k in range(4)),
+                          "NVIDIA A100-SXM4-80GB", gpu_equivalents=4.0, link=LinkClass.NVLINK)
+    one = AllocPlacement("eval", 0, NodeId("n-1"), 1000, 1024, (InstanceId("GPU-7"),), "NVIDIA A100-SXM4-80GB",
+                         gpu_equivalents=1.0)
+    entry = Entry.from_json({"id": "q000001", "name": "train", "team": "a", "state": "running",
+                             "placements": [placement_json(four), placement_json(one)]})
+    assert entry.placements[0].link == "NVLink" and entry.placements[1].link is None
+    lines = status_lines(entry, None, None, {"n-1": "a100-1"})
+    assert ("gpus", "4 x A100 on a100-1, NVLink") in lines
+    assert sum(1 for label, _ in lines if label == "gpus") == 1
+    assert where(entry, {"n-1": "a100-1"}) == "a100-1: 5 devices, NVLink"

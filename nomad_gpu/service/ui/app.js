@@ -139,13 +139,16 @@ function renderQueue() {
     let where;
     if (isLive(e)) {
       const byNode = new Map();
+      const links = new Map();  // how a multi-GPU set's GPUs are joined: "NVLink", "PCIe", ...
       for (const p of e.placements || []) {
         const ids = byNode.get(p.node) || [];
         ids.push(...(p.instance_ids || []).map((i) => (p.share_milli ? `${i} (${p.share_milli}m)` : i)));
         byNode.set(p.node, ids);
+        if (p.link) links.set(p.node, `${(p.instance_ids || []).length} x ${shortModel(p.device_name)}, ${p.link}`);
       }
       where = [...byNode].map(([node, ids]) => el("div", {},
-        el("span", {}, `on ${nodeName(node)}`), " ", el("span", { class: "devices" }, ids.join(", "))));
+        el("span", {}, `on ${nodeName(node)}`), links.has(node) ? el("span", { class: "link" }, ` (${links.get(node)})`)
+          : null, " ", el("span", { class: "devices" }, ids.join(", "))));
       if (!where.length) where = ["admitted, being placed"];
       for (const c of new Set((e.placements || []).map((p) => p.choice).filter(Boolean))) {
         where.push(el("div", { class: "choice" }, c));  // what a workload class chose, and why
