@@ -1,8 +1,10 @@
 """The scheduling cycle: queue + ledger + usage + now -> admit(job, placements) | wait(job, reason).
 
-Phases, as in Kueue: order the queue (priority, then fair share, then age), keep capacity held for
-jobs that have waited too long at the head, fit each job in turn, and commit admissions to the
-ledger at once so the next job sees them. Deterministic: the same inputs give the same decisions.
+Phases, as in Kueue, each a function with its inputs and outputs: `snapshot` (the candidates, the
+policy and its demand, live holds, the starving jobs), then the jobs in order (`heads`: starving
+jobs first; `rest_of`: priority, then fair share, then age), and for each `decide` (quota, fit,
+holds; it writes only the cycle's `CycleState`) and `commit` (admissions reserved in the ledger at
+once, so the next job sees them). Deterministic: the same inputs give the same decisions.
 
 Head-of-line protection: when the oldest job of the top priority has waited past
 `hol_threshold_s` and does not fit, nodes that could host it are held for it; nothing else is
@@ -19,15 +21,16 @@ from dataclasses import dataclass, field
 
 from nomad_gpu.defaults import HOL_THRESHOLD_S
 from nomad_gpu.domain.fairshare import FairShareConfig, UsageHistory
-from nomad_gpu.domain.fit import FitContext, Fitter, ScoreMemo
+from nomad_gpu.domain.fit import FitContext, Fitter
 from nomad_gpu.domain.fragmentation import Demand
 from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import EntryId, NodeId, Team
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement, NoFit, WaitReason
-from nomad_gpu.domain.policies import DEFAULT_POLICY, get_policy, options
+from nomad_gpu.domain.policies import DEFAULT_POLICY, Policy, get_policy, options
 from nomad_gpu.domain.requests import AllocAsk, JobRequest
+from nomad_gpu.domain.scoring import ScoreMemo
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,34 @@ def order_queue(
                 heapq.heappush(heap, (usage.standing(team, ledger.team_usage().get(team, 0.0), fair), team))
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """What a cycle decides on, fixed at its start: the candidates, the policy and its demand, the
+    live holds and the starving heads."""
+
+    queue: tuple[JobRequest, ...]
+    """Candidates: each entry once (its first listing), none that already holds capacity."""
+    policy: Policy
+    demand: Demand | None
+    holds: Mapping[EntryId, frozenset[NodeId]]
+    starving: tuple[JobRequest, ...]
+    memo: ScoreMemo
+    """Scores by node state: one policy, one demand, so valid for this cycle."""
+
+
+@dataclass
+class CycleState:
+    """What the decisions of one cycle learn and pass on to the next decision of it."""
+
+    holds: dict[EntryId, frozenset[NodeId]]
+    failed: dict[object, NoFit] = field(default_factory=dict)
+    """Verdicts by job shape: capacity only shrinks inside a cycle, so what did not fit will not."""
+    no_hold: set[object] = field(default_factory=set)
+    """Shapes no node could be held for: held nodes only grow inside a cycle."""
+    heads: set[EntryId] = field(default_factory=set)
+    """Starving jobs already offered as heads (and so not again in queue order)."""
+
+
 def run_cycle(
     ledger: Ledger,
     queue: Sequence[JobRequest],
@@ -111,95 +142,125 @@ def run_cycle(
     demand: Demand | None = None,
     clock: Callable[[], float] | None = None,
 ) -> CycleResult:
-    """One cycle. Admissions are reserved in `ledger` before this returns.
+    """One cycle, in Kueue's phases: snapshot, then for each job in order (starving heads first)
+    decide and commit. Admissions are reserved in `ledger` before this returns.
 
     `clock` (a benchmark's seam; the core reads no clock of its own) times each decision."""
+    snap = snapshot(ledger, queue, now=now, config=config, holds=holds or {}, demand=demand)
+    state = CycleState(dict(snap.holds))
+    decisions: list[Decision] = []
+    timings: list[float] = []
+    for job in _chain(heads(snap, ledger, config, state), rest_of(snap, ledger, usage, config, state)):
+        if clock is None:
+            decisions.append(commit(ledger, state, decide(job, snap, ledger, config, state)))
+        else:
+            t0 = clock()
+            decisions.append(commit(ledger, state, decide(job, snap, ledger, config, state)))
+            timings.append(clock() - t0)
+    return CycleResult(tuple(decisions), dict(state.holds), tuple(timings))
+
+
+def snapshot(ledger: Ledger, queue: Sequence[JobRequest], *, now: float, config: CycleConfig,
+             holds: Mapping[EntryId, frozenset[NodeId]], demand: Demand | None) -> Snapshot:
+    """The cycle's fixed inputs, from the queue and the ledger as they stand."""
     policy = get_policy(config.policy)
     # an entry already holding capacity, or listed twice, is not a candidate (first listing wins)
     unique: dict[EntryId, JobRequest] = {}
     for j in queue:
         if j.entry not in ledger:
             unique.setdefault(j.entry, j)
-    queue = list(unique.values())
+    jobs = tuple(unique.values())
     if demand is None and policy.uses_demand:
-        demand = Demand.from_jobs(queue)
+        demand = Demand.from_jobs(jobs)
     if demand is not None and demand.large and policy.uses_large_shapes:
         # large shapes weigh by the room the cluster has left for them, as the simulator weighs them
         demand = demand.scarce_on(ledger.index.nodes())
         # room for a large shape is kept only while waiting tasks of that shape would use all of it
-        demand = demand.needed_now(ledger.index.nodes(), (a for j in queue for a in j.asks))
-    queued = {j.entry: j for j in queue}
-    holds = _live_holds(ledger, holds or {}, queued)
-    starving = _starving(queue, now, config)
-    memo = ScoreMemo()  # one policy, one demand: valid for this cycle
-    decisions: list[Decision] = []
-    timings: list[float] = []
-    failed: dict[object, NoFit] = {}
+        demand = demand.needed_now(ledger.index.nodes(), (a for j in jobs for a in j.asks))
+    live = _live_holds(ledger, holds, unique)
+    return Snapshot(jobs, policy, demand, live, tuple(_starving(jobs, now, config)), ScoreMemo())
 
-    def fitter_for(entry: EntryId, slack: float | None) -> Fitter:
-        blocked = frozenset(n for e, nodes in holds.items() if e != entry for n in nodes)
-        return Fitter(ledger.index, FitContext(policy, demand, blocked, config.per_class_limit, memo=memo,
-                                               slack=slack))
 
-    holder_set: set[EntryId] = set()
-    no_hold: set[object] = set()
+def heads(snap: Snapshot, ledger: Ledger, config: CycleConfig, state: CycleState) -> Iterator[JobRequest]:
+    """Starving jobs first, oldest first, until `max_holds` of them hold nodes or got in. One that
+    no node could host gets no hold and must not use up a slot, or it would starve the next."""
+    served = 0
+    for job in snap.starving:
+        if served >= config.max_holds:
+            return
+        state.heads.add(job.entry)
+        yield job
+        if job.entry in state.holds or job.entry in ledger:
+            served += 1
 
-    def heads() -> Iterator[JobRequest]:
-        """Starving jobs first, oldest first, until `max_holds` of them hold nodes or got in. One that
-        no node could host gets no hold and must not use up a slot, or it would starve the next."""
-        served = 0
-        for job in starving:
-            if served >= config.max_holds:
-                return
-            holder_set.add(job.entry)
-            yield job
-            if job.entry in holds or job.entry in ledger:
-                served += 1
 
-    rest = (j for j in order_queue(queue, ledger, usage, config.fair) if j.entry not in holder_set)
-    def decide(job: JobRequest) -> Decision:
-        quota = config.fair.team(job.team).quota_gpu
-        in_use = ledger.team_usage().get(job.team, 0.0)
-        if quota is not None and in_use + job.gpu_equivalents > quota + 1e-9:
+def rest_of(snap: Snapshot, ledger: Ledger, usage: UsageHistory, config: CycleConfig,
+            state: CycleState) -> Iterator[JobRequest]:
+    """The other jobs in decision order (`order_queue`), read lazily after the heads."""
+    return (j for j in order_queue(snap.queue, ledger, usage, config.fair) if j.entry not in state.heads)
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """An admission decided but not yet committed to the ledger."""
+
+    entry: EntryId
+    team: Team
+    placements: tuple[AllocPlacement, ...]
+
+
+def decide(job: JobRequest, snap: Snapshot, ledger: Ledger, config: CycleConfig,
+           state: CycleState) -> Proposal | Wait:
+    """Quota, then the fitter, then holds for a starving head that does not fit. Reads the ledger,
+    writes only `state` (verdicts, holds)."""
+    quota = config.fair.team(job.team).quota_gpu
+    in_use = ledger.team_usage().get(job.team, 0.0)
+    if quota is not None and in_use + job.gpu_equivalents > quota + 1e-9:
+        return Wait(job.entry, WaitReason.QUOTA,
+                    f"team {job.team} holds {in_use:g} of {quota:g} GPU; needs {job.gpu_equivalents:g}")
+    holds = state.holds
+    tiered = any(a.tiers for a in job.asks)
+    # an ask with alternatives may take a dearer one only within the quota (per alternative)
+    slack = quota - in_use - job.gpu_equivalents if quota is not None and tiered else None
+    # capacity only shrinks inside a cycle, so a shape that did not fit will not fit later in it
+    key = (job.asks, job.datacenters, job.node_pool, job.one_node, job.avoid_nodes, job.drivers,
+           job.entry if job.entry in holds else None, slack)
+    verdict = state.failed.get(key) or _fitter(snap, ledger, config, holds, job.entry, slack).fit_job(job)
+    if isinstance(verdict, NoFit):
+        state.failed[key] = verdict
+        if job.entry in state.heads and job.entry not in holds and key not in state.no_hold:
+            nodes = _choose_hold(ledger, job, frozenset(n for ns in holds.values() for n in ns))
+            if nodes:
+                holds[job.entry] = nodes
+            else:
+                state.no_hold.add(key)  # held nodes only grow inside a cycle: the same shape finds none
+        if job.entry in holds:
+            return Wait(job.entry, WaitReason.HELD,
+                        f"{verdict}; holding node(s) {', '.join(sorted(holds[job.entry]))}")
+        return Wait(job.entry, verdict.reason, verdict.detail)
+    placements = config.fair.weighted(verdict)
+    if quota is not None and (config.fair.model_weights or tiered):
+        weighted = sum(p.gpu_equivalents for p in placements)
+        if in_use + weighted > quota + 1e-9:  # the model it landed on weighs more than one GPU
             return Wait(job.entry, WaitReason.QUOTA,
-                        f"team {job.team} holds {in_use:g} of {quota:g} GPU; needs {job.gpu_equivalents:g}")
-        tiered = any(a.tiers for a in job.asks)
-        # an ask with alternatives may take a dearer one only within the quota (per alternative)
-        slack = quota - in_use - job.gpu_equivalents if quota is not None and tiered else None
-        # capacity only shrinks inside a cycle, so a shape that did not fit will not fit later in it
-        key = (job.asks, job.datacenters, job.node_pool, job.one_node, job.avoid_nodes, job.drivers,
-               job.entry if job.entry in holds else None, slack)
-        verdict = failed.get(key) or fitter_for(job.entry, slack).fit_job(job)
-        if isinstance(verdict, NoFit):
-            failed[key] = verdict
-            if job.entry in holder_set and job.entry not in holds and key not in no_hold:
-                nodes = _choose_hold(ledger, job, frozenset(n for ns in holds.values() for n in ns))
-                if nodes:
-                    holds[job.entry] = nodes
-                else:
-                    no_hold.add(key)  # held nodes only grow inside a cycle: the same shape finds none
-            if job.entry in holds:
-                return Wait(job.entry, WaitReason.HELD,
-                            f"{verdict}; holding node(s) {', '.join(sorted(holds[job.entry]))}")
-            return Wait(job.entry, verdict.reason, verdict.detail)
-        placements = config.fair.weighted(verdict)
-        if quota is not None and (config.fair.model_weights or tiered):
-            weighted = sum(p.gpu_equivalents for p in placements)
-            if in_use + weighted > quota + 1e-9:  # the model it landed on weighs more than one GPU
-                return Wait(job.entry, WaitReason.QUOTA,
-                            f"team {job.team} holds {in_use:g} of {quota:g} GPU; needs {weighted:g} here")
-        ledger.reserve(job.entry, job.team, placements)
-        holds.pop(job.entry, None)
-        return Admit(job.entry, job.team, placements)
+                        f"team {job.team} holds {in_use:g} of {quota:g} GPU; needs {weighted:g} here")
+    return Proposal(job.entry, job.team, placements)
 
-    for job in _chain(heads(), rest):
-        if clock is None:
-            decisions.append(decide(job))
-        else:
-            t0 = clock()
-            decisions.append(decide(job))
-            timings.append(clock() - t0)
-    return CycleResult(tuple(decisions), dict(holds), tuple(timings))
+
+def commit(ledger: Ledger, state: CycleState, decided: Proposal | Wait) -> Decision:
+    """Reserve an admission at once, so that the next job sees it; its hold, if any, is done."""
+    if isinstance(decided, Wait):
+        return decided
+    ledger.reserve(decided.entry, decided.team, decided.placements)
+    state.holds.pop(decided.entry, None)
+    return Admit(decided.entry, decided.team, decided.placements)
+
+
+def _fitter(snap: Snapshot, ledger: Ledger, config: CycleConfig, holds: Mapping[EntryId, frozenset[NodeId]],
+            entry: EntryId, slack: float | None) -> Fitter:
+    blocked = frozenset(n for e, nodes in holds.items() if e != entry for n in nodes)
+    return Fitter(ledger.index, FitContext(snap.policy, snap.demand, blocked, config.per_class_limit, memo=snap.memo,
+                                           slack=slack))
 
 
 def _chain(first: Iterable[JobRequest], rest: Iterable[JobRequest]) -> Iterable[JobRequest]:
