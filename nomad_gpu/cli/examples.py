@@ -10,7 +10,7 @@ from __future__ import annotations
 import click
 
 from nomad_gpu.cli.errors import friendly
-from nomad_gpu.cli.output import table
+from nomad_gpu.cli.output import Column, table
 
 
 def _summary(text: str) -> str:
@@ -34,6 +34,7 @@ def example(name: str | None) -> None:
     from nomad_gpu import bundled
 
     if name is None:
-        table(None, ["EXAMPLE", "WHAT IT SHOWS"], [(n, _summary(bundled.example(n))) for n in bundled.examples()])
+        table(None, [Column("EXAMPLE"), Column("WHAT IT SHOWS", shrink=True)],
+              [(n, _summary(bundled.example(n))) for n in bundled.examples()])
         return
     click.echo(bundled.example(name), nl=False)

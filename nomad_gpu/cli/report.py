@@ -15,10 +15,10 @@ import click
 
 from nomad_gpu.api.payloads import UsageReport, UsageRow
 from nomad_gpu.cli.errors import friendly
-from nomad_gpu.cli.output import emit_json, table
+from nomad_gpu.cli.output import Column, emit_json, table
 from nomad_gpu.cli.queueview import duration
 
-COLUMNS = ("GPU-HOURS", "JOBS", "ATTEMPTS", "MEAN WAIT", "P95 WAIT", "FAILED")
+COLUMNS = tuple(Column(h, right=True) for h in ("GPU-HOURS", "JOBS", "ATTEMPTS", "MEAN WAIT", "P95 WAIT", "FAILED"))
 
 
 def _wait(seconds: float | None) -> str:
@@ -45,7 +45,8 @@ def report(since: str, by: str, as_csv: bool, as_json: bool) -> None:
         out.writerows([r.key, r.gpu_hours, r.jobs, r.attempts, _blank(r.mean_wait_s), _blank(r.p95_wait_s),
                        r.failures] for r in answer.rows)
         return
-    table(f"GPU usage by {by}, last {since}", [by.upper(), *COLUMNS], [_row(r) for r in answer.rows])
+    table(f"GPU usage by {by}, last {since}", [Column(by.upper(), shrink=True), *COLUMNS],
+          [_row(r) for r in answer.rows])
 
 
 def _row(r: UsageRow) -> tuple[object, ...]:

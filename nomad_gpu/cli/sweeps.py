@@ -15,7 +15,7 @@ import click
 from nomad_gpu.api.payloads import Sweep
 from nomad_gpu.cli.api_client import ApiClient
 from nomad_gpu.cli.errors import friendly
-from nomad_gpu.cli.output import emit_json, table
+from nomad_gpu.cli.output import Column, emit_json, table
 
 HELP = ("Hyper-parameter sweeps as throttled job arrays.\n\n"
         "  nomad-gpu sweep SPEC_FILE [--no-watch] [--json]   launch one (the same as `sweep launch`)\n\n"
@@ -99,7 +99,8 @@ def list_sweeps(state: str | None, as_json: bool) -> None:
         return
     rows = [(r.id, r.name, r.team, r.trials, " ".join(f"{k}={v}" for k, v in sorted(r.states.items())),
              when(r.submitted_at)) for r in answer.sweeps]
-    table(None, ["SWEEP", "NAME", "TEAM", "TRIALS", "STATES", "SUBMITTED"], rows)
+    table(None, [Column("SWEEP"), Column("NAME", shrink=True), Column("TEAM"), Column("TRIALS", right=True),
+                 Column("STATES", shrink=True), Column("SUBMITTED")], rows)
 
 
 @sweep.command("status")
