@@ -6,16 +6,17 @@ other's types.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from nomad_gpu.api.payloads import Placement
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId, Team
+from nomad_gpu.domain.kinds import kind_of
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import AllocAsk, GpuAsk, GpuShare, JobRequest, MigSlices, WholeGpus
-from nomad_gpu.render import GroupPlacement, JobSpec, RenderPlacement, parse_spec
-from nomad_gpu.render.placement import SHARE_DEVICE_PREFIX
+from nomad_gpu.render import GroupPlacement, GroupSpec, JobSpec, RenderPlacement, parse_spec
+from nomad_gpu.render.devices import Placed, device_adapter
 from nomad_gpu.service.classes import ClassBook
 from nomad_gpu.store import QueueEntry
 
@@ -41,14 +42,8 @@ def job_request(entry: QueueEntry, spec: JobSpec, classes: ClassBook | None = No
             if classes is None:
                 raise InvalidRequest(f"groups[{group.name}]: its class chooses the GPU kind; no class policy here")
             gpu, tiers = classes.gpu_ask(spec, group)
-        elif group.gpu is not None:
-            need = group.gpu_memory_bytes  # `gpu_memory` beside `gpu:`: whole GPUs whose memory holds it
-            floor = group.gpu.min_memory_mib or (-(-need // (1 << 20)) if need is not None else 0)
-            gpu = WholeGpus(group.gpu.count, frozenset(group.gpu.models or ()), floor)
-        elif group.mig is not None:
-            gpu = MigSlices(group.mig.profile, group.mig.count)
-        elif group.share is not None:
-            gpu = GpuShare(group.share.milli)
+        elif group.capacity_kind is not None:
+            gpu = _SPEC_ASKS[group.capacity_kind](group)
         for i in range(group.count):
             asks.append(AllocAsk(group.name, i, group.resources.cpu, group.resources.memory, gpu, tiers))
     return JobRequest(
@@ -56,6 +51,27 @@ def job_request(entry: QueueEntry, spec: JobSpec, classes: ClassBook | None = No
         submitted_at=entry.submitted_at, datacenters=frozenset(spec.datacenters), node_pool=spec.node_pool,
         one_node=True, drivers=frozenset(group.task.driver for group in spec.groups),
     )
+
+
+def _whole_ask(group: GroupSpec) -> GpuAsk:
+    assert group.gpu is not None
+    need = group.gpu_memory_bytes  # `gpu_memory` beside `gpu:`: whole GPUs whose memory holds it
+    floor = group.gpu.min_memory_mib or (-(-need // (1 << 20)) if need is not None else 0)
+    return WholeGpus(group.gpu.count, frozenset(group.gpu.models or ()), floor)
+
+
+def _mig_ask(group: GroupSpec) -> GpuAsk:
+    assert group.mig is not None
+    return MigSlices(group.mig.profile, group.mig.count)
+
+
+def _share_ask(group: GroupSpec) -> GpuAsk:
+    assert group.share is not None
+    return GpuShare(group.share.milli)
+
+
+_SPEC_ASKS: Mapping[str, Callable[[GroupSpec], GpuAsk]] = {"gpu": _whole_ask, "mig": _mig_ask, "share": _share_ask}
+"""The core's ask for a spec group's own `gpu:`, `mig:` or `share:` field (`GroupSpec.capacity_kind`)."""
 
 
 def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement],
@@ -68,19 +84,11 @@ def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement],
     groups: list[GroupPlacement] = []
     for group in spec.groups:
         mine = sorted((p for p in placements if p.group == group.name), key=lambda p: p.index)
-        if group.share is not None:
-            (p,) = mine
-            if p.share_gpu is not None:  # the device plugin's share instances, pinned like any device
-                groups.append(GroupPlacement(group.name, SHARE_DEVICE_PREFIX + (p.device_name or ""), p.instance_ids,
-                                             share_gpu=p.share_gpu, share_milli=p.share_milli))
-            else:  # advisory sharing: the GPU itself, named in the job's environment
-                groups.append(GroupPlacement(group.name, None, (), share_gpu=p.instance_ids[0],
-                                             share_milli=p.share_milli))
-        elif group.gpu is not None or group.mig is not None:
-            ids = tuple(i for p in mine for i in p.instance_ids)
-            groups.append(GroupPlacement(group.name, f"{vendor}/gpu/{mine[0].device_name or ''}", ids))
-        else:
-            groups.append(GroupPlacement(group.name, None, ()))
+        # the kind placed, not the kind the spec names: a class chooses it for a group that names none
+        kind = kind_of(mine[0]) if mine else None
+        adapter = device_adapter(kind.name if kind is not None else "none")
+        placed = [Placed(tuple(p.instance_ids), p.device_name, p.share_gpu, p.share_milli) for p in mine]
+        groups.append(adapter.group_placement(group.name, placed, vendor))
     return RenderPlacement(node_id=next(iter(nodes)), groups=tuple(groups), node_pool=node_pool)
 
 
