@@ -117,7 +117,8 @@ def status(entry_id: str | None, hcl: bool, as_json: bool) -> None:
             return
         from nomad_gpu.cli.serviceview import service_rows
 
-        table("nomad-gpu", ["", ""], service_rows(health))
+        for label, value in service_rows(health):  # aligned like `status ID`
+            click.echo(f"{label:20} {value}")
         return
     if hcl:
         click.echo(client.hcl(entry_id).hcl, nl=False)

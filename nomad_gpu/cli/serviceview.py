@@ -25,7 +25,7 @@ def service_rows(info: Status) -> list[tuple[str, str]]:
         ("cycles", str(info.cycles)),
     ]
     for team, used in sorted(info.team_usage_gpu.items()):
-        rows.append((f"in use by {team}", f"{used:g} GPU-eq"))
+        rows.append((f"in use by {team}", f"{used:.2f} GPU-eq"))
     if info.holds:
         rows.append(("head-of-line holds", ", ".join(f"{e} ({len(n)} nodes)" for e, n in sorted(info.holds.items()))))
     rows.append(("instance", info.instance or "-"))

@@ -140,4 +140,4 @@ def test_status_rows_read_as_sentences() -> None:
     rows = dict(service_rows(Status(ready=True, queued=3, live=2, nodes=4, gpus=32, nomad_reachable=False,
                                     team_usage_gpu={"vision": 2.5}, nomad_address="http://nomad:4646")))
     assert rows["nomad"] == "http://nomad:4646 (NOT REACHABLE (admissions paused))"
-    assert rows["queued"] == "3" and rows["admitted or running"] == "2" and rows["in use by vision"] == "2.5 GPU-eq"
+    assert rows["queued"] == "3" and rows["admitted or running"] == "2" and rows["in use by vision"] == "2.50 GPU-eq"
