@@ -78,8 +78,10 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     # The state plays the same release as the HTTP layer (drain and migration rules differ by version).
     state.nomad_version = version
 
-    def reply(data: Any) -> JSONResponse:
-        return JSONResponse(data, headers={"X-Nomad-Index": str(state.index), "X-Nomad-KnownLeader": "true",
+    def reply(data: Any, table: str | None = None) -> JSONResponse:
+        """`table`: a list answers with its table's index, not the raft index (state.table_index)."""
+        index = state.index if table is None else max(1, state.table_index.get(table, 0))
+        return JSONResponse(data, headers={"X-Nomad-Index": str(index), "X-Nomad-KnownLeader": "true",
                                            "X-Nomad-LastContact": "0"})
 
     def visible(request: Request, items: list[Any], capability: str = "read-job") -> list[Any]:
@@ -94,7 +96,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     def nodes(request: Request) -> Response:
         q = request.query_params
         return reply(queries.list_nodes(state, prefix=q.get("prefix", ""), resources=_flag(request, "resources"),
-                                        os_attr=_flag(request, "os"), filter_expr=q.get("filter", "")))
+                                        os_attr=_flag(request, "os"), filter_expr=q.get("filter", "")), "nodes")
 
     def node(request: Request) -> Response:
         return reply(queries.get_node(state, request.path_params["node_id"]))
@@ -109,7 +111,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
             q = request.query_params
             return await run_in_threadpool(lambda: reply(visible(request, queries.list_jobs(
                 state, namespace=_namespace(request), prefix=q.get("prefix", ""), with_meta=_flag(request, "meta"),
-                filter_expr=q.get("filter", "")), "list-jobs")))
+                filter_expr=q.get("filter", "")), "list-jobs"), "jobs"))
         body = await _body(request)
         job, submission = check_register_body(body)
         options = register_options(body)
@@ -154,7 +156,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         q = request.query_params
         return reply(visible(request, queries.list_evaluations(state, namespace=_namespace(request),
                                                                prefix=q.get("prefix", ""),
-                                                               filter_expr=q.get("filter", ""))))
+                                                               filter_expr=q.get("filter", ""))), "evals")
 
     def evaluation(request: Request) -> Response:
         return reply(queries.get_evaluation(state, request.path_params["eval_id"]))
@@ -175,7 +177,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         task_states = q.get("task_states") is None or _flag(request, "task_states")
         return reply(visible(request, queries.list_allocations(
             state, namespace=_namespace(request), prefix=q.get("prefix", ""), resources=_flag(request, "resources"),
-            task_states=task_states, filter_expr=q.get("filter", ""))))
+            task_states=task_states, filter_expr=q.get("filter", ""))), "allocs")
 
     def allocation(request: Request) -> Response:
         return reply(queries.get_allocation(state, request.path_params["alloc_id"]))

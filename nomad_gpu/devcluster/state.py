@@ -73,6 +73,9 @@ class ClusterState:
         self.namespaces = frozenset({"default", *cluster.namespaces})  # the names of `namespace_records`
         self.namespace_records = namespaces.initial(self.namespaces)  # created at run time too (namespaces.py)
         self.namespace_index = 1
+        self.table_index: dict[str, int] = {}
+        """The index of each table's last write: what a list's `X-Nomad-Index` is (`state.Index("allocs")` in
+        nomad/alloc_endpoint.go `List`, `"nodes"` in nomad/node_endpoint.go `List`, v2.0.5)."""
         self.has_leader = True  # False: `/v1/status/leader` answers "" (fault injection: DevCluster.set_leader)
         # "default" and "all" always exist; a node's pool is created when the node registers.
         self.node_pools = frozenset({"default", "all", *(node.node_pool for node in cluster.nodes)})
@@ -109,6 +112,8 @@ class ClusterState:
         return self.index
 
     def _emit(self, index: int, events: list[Event]) -> float:
+        for event in events:  # every write publishes its events: their topics name the tables it wrote
+            self.table_index[_TABLES.get(event.topic, event.topic)] = index
         return self.broker.publish(index, events)
 
     def resolve_node(self, id_or_name: str) -> Node:
@@ -414,6 +419,9 @@ class ClusterState:
 
     def set_eligibility(self, id_or_name: str, eligible: bool) -> Node:
         return nodeops.set_eligibility(self, id_or_name, eligible)
+
+
+_TABLES = {"Node": "nodes", "Allocation": "allocs", "Job": "jobs", "Evaluation": "evals"}
 
 
 def _count(job: JSON, group: str) -> int:

@@ -253,19 +253,25 @@ class NomadClient:
         return list(_translate(lambda: self.api.allocations.get_allocations(resources=True),
                                "list allocations"))
 
-    def snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-        """Nodes and allocations (with resources) and the raft index they are current as of: the lower
-        of the two lists' `X-Nomad-Index`. A stream resumed after it misses nothing the lists lack, and
-        never replays the buffer's older events (`index=0` replays all of it, reference section 1), whose
-        allocations may have been garbage-collected since."""
-        nodes, index = self._list_indexed(self.api.nodes, "list nodes", {})
+    def snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, dict[str, int]]:
+        """Nodes and allocations (with resources), the raft index to resume the stream from, and what
+        each list already reflects, by event topic.
+
+        `X-Nomad-Index` is the index of the list's own table (`state.Index("nodes")`, `"allocs"`:
+        nomad/node_endpoint.go and nomad/alloc_endpoint.go `List`, v2.0.5), not the raft index. A stream
+        resumed from the lower of the two misses nothing the lists lack (a node written between the two
+        lists is above it), and never replays the buffer's older events (`index=0` replays all of it,
+        reference section 1); the events it does replay of the other table are older than its list,
+        so the watcher skips those up to each table's index (the floors)."""
+        nodes, node_index = self._list_indexed(self.api.nodes, "list nodes", {})
         allocs: list[dict[str, Any]] = []
+        alloc_index: int | None = None
         for namespace in self.settings.watched:  # one list per watched namespace (`*` is one)
-            listed, alloc_index = self._list_indexed(self.api.allocations, "list allocations",
-                                                     {"namespace": namespace})
+            listed, index = self._list_indexed(self.api.allocations, "list allocations", {"namespace": namespace})
             allocs.extend(listed)
-            index = min(index, alloc_index)
-        return nodes, allocs, index
+            alloc_index = index if alloc_index is None else min(alloc_index, index)
+        alloc_index = alloc_index or 0
+        return nodes, allocs, min(node_index, alloc_index), {"Node": node_index, "Allocation": alloc_index}
 
     def _list_indexed(self, endpoint: Any, what: str, params: dict[str, str]) -> tuple[list[dict[str, Any]], int]:
         query = {"resources": "true", **params}

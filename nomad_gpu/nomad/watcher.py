@@ -109,6 +109,7 @@ class Watcher:
         self._thread: threading.Thread | None = None
         self._responses: list[requests.Response] = []  # the open streams (one per watched namespace)
         self._stream_index: dict[str, int] = {}
+        self._floors: dict[str, int] = {}
         self.namespace_check_s = namespace_check_s
         self._clock = clock
         self._subscribed: frozenset[str] | None = None
@@ -194,13 +195,14 @@ class Watcher:
     # ---- one connection ----------------------------------------------------------------------
     def resync(self) -> None:
         """Re-list nodes and allocations and hand them over whole (after every (re)connect)."""
-        raw_nodes, raw_allocs, index = self.client.snapshot()
+        raw_nodes, raw_allocs, index, floors = self.client.snapshot()
         nodes = [n for n in (self._node(raw) for raw in raw_nodes) if n is not None]
         allocs = [a for a in (self._alloc(raw) for raw in raw_allocs) if a is not None]
         self.handler.on_resync(nodes, allocs)
         # the lists are Nomad's state as of `index`: follow from there, so a fresh subscription (a restart)
         # does not replay the buffer's older frames about allocations long gone
         self.last_index = max(self.last_index, index)
+        self._floors = floors  # a replayed event at or below its table's list index is older than the list
         self.synced.set()
 
     def _follow(self) -> bool:
@@ -300,8 +302,8 @@ class Watcher:
         for event in frame.get("Events") or []:
             key = (int(event.get("Index") or index), str(event.get("Topic")), str(event.get("Key")),
                    str(event.get("Type")))
-            if key in self._seen_set:
-                continue
+            if key in self._seen_set or key[0] <= self._floors.get(key[1], 0):
+                continue  # seen already, or older than the list the last resync handed over
             self._remember(key)
             self._dispatch(event)
 

@@ -216,8 +216,8 @@ class ScriptedClient(NomadClient):
     def allocations(self) -> list[dict[str, Any]]:
         return []
 
-    def snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
-        return [], [], 0
+    def snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, dict[str, int]]:
+        return [], [], 0, {}
 
     def event_stream(self, index: int, topics: Sequence[str], read_timeout_s: float = 60.0,
                      opened: Callable[[requests.Response], None] | None = None) -> Iterator[dict[str, Any]]:
@@ -284,10 +284,10 @@ def test_a_fresh_watcher_does_not_replay_events_of_collected_allocations() -> No
 
 def test_a_node_that_does_not_decode_is_skipped_not_a_failed_resync() -> None:
     class OneBadNode(ScriptedClient):
-        def snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int]:
+        def snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, dict[str, int]]:
             good = {"ID": "n1", "Name": "n1", "Status": "ready"}
             bad = {"ID": "n2", "NodeResources": {"Cpu": {"CpuShares": "lots"}}}
-            return [good, bad], [{"ClientStatus": "running"}], 7
+            return [good, bad], [{"ClientStatus": "running"}], 7, {}
 
     rec = Recorder()
     w = Watcher(OneBadNode([]), rec, NO_SHARING)
