@@ -53,6 +53,21 @@ CANCEL_BATCH = 500
 """Queued trials of a sweep cancelled per commit and per hold of the lock: other requests get it between."""
 
 
+HEARTBEAT_S = 30.0
+"""How often the service stores its wall and steady time (what a restart measures a clock step against)."""
+WALL_STEP_TOLERANCE_S = 60.0
+"""A wall-clock step while the service was down smaller than this is taken as noise."""
+
+
+def boot_id() -> str:
+    """This boot of the machine (the steady clock runs on only within one); empty when unknown."""
+    try:
+        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
+            return fh.read().strip()
+    except OSError:
+        return ""
+
+
 def entry_of_job(job_id: str) -> str | None:
     """`ngpu-<instance>-q000012-3` (or an older `ngpu-q000012`) -> `q000012`; None for jobs not ours."""
     ref = parse_job_id(job_id)
@@ -62,12 +77,16 @@ def entry_of_job(job_id: str) -> str | None:
 class SchedulerService:
     def __init__(self, store: SqliteStore, actuator: NomadActuator, settings: SchedulingSettings,
                  metrics: Metrics | None = None, clock: Callable[[], float] = time.time,
-                 executor: Executor | None = None) -> None:
+                 executor: Executor | None = None, steady: Callable[[], float] | None = None) -> None:
+        """``steady``: the monotonic clock timers measure on (default: time.monotonic, or ``clock`` itself
+        when a fake wall clock is given and no steady one)."""
         self.store = store
         self.actuator = actuator
         self.settings = settings
         self.metrics = metrics or Metrics()
         self.clock = clock
+        self.steady = steady if steady is not None else (time.monotonic if clock is time.time else clock)
+        self._last_beat: float | None = None
         self.ledger = Ledger()
         self.usage = UsageHistory()
         self.holds: dict[EntryId, frozenset[NodeId]] = {}
@@ -103,6 +122,8 @@ class SchedulerService:
         self.cycle_failures = 0
         self.last_cycle_error: str | None = None
         with self._lock:
+            self.life.steady, self.life.started_at = self.steady, clock()
+            self.life.wall_step = self._wall_step_while_down()
             self.life.load()
         raw = self.store.get_meta("sweep_limits")
         if raw:
@@ -332,10 +353,33 @@ class SchedulerService:
     def housekeeping(self) -> None:
         """Retention, and the write-ahead log checkpointed every CHECKPOINT_EVERY_S."""
         self.purge_finished()
+        if self._last_beat is None or self.steady() - self._last_beat >= HEARTBEAT_S:
+            self._last_beat = self.steady()
+            self.store.set_meta("alive", json.dumps({"wall": self.clock(), "steady": self._last_beat,
+                                                     "boot": boot_id()}))
         now = self.clock()
         if self._last_checkpoint is None or now - self._last_checkpoint >= CHECKPOINT_EVERY_S:
             self._last_checkpoint = now
             self.store.checkpoint()
+
+    def _wall_step_while_down(self) -> float:
+        """How far the wall clock moved beyond the time the service was down, from the last heartbeat: the
+        steady clock of the same boot measures the downtime. A step beyond WALL_STEP_TOLERANCE_S is logged,
+        and timers do not count it; 0 when it cannot be measured (another boot, no heartbeat)."""
+        try:
+            beat = json.loads(self.store.get_meta("alive") or "{}")
+            wall, steady, boot = float(beat["wall"]), float(beat["steady"]), str(beat["boot"])
+        except (ValueError, KeyError, TypeError):
+            return 0.0
+        down = self.steady() - steady
+        if not boot or boot != boot_id() or down < 0:
+            return 0.0
+        step = (self.clock() - wall) - down
+        if abs(step) <= WALL_STEP_TOLERANCE_S:
+            return 0.0
+        logger.warning("the wall clock moved %.0f s more than the %.0f s the service was down (a clock step): "
+                       "timers count the measured time, not the step", step, down)
+        return step
 
     def purge_finished(self, every_s: float = 600.0) -> int:
         """Retention: delete entries that finished more than `retention_s` ago (at most every `every_s`),

@@ -48,6 +48,9 @@ class Tracked:
     """When this process saw the attempt start (0 after a restart: its admission time stands in)."""
     avoid: dict[NodeId, float] = field(default_factory=dict)
     """Nodes where Nomad refused this entry, until when they are left out of its candidates."""
+    anchors: dict[float, float] = field(default_factory=dict)
+    """For each wall time a timer counts from (admitted, registered, running since): the steady clock's
+    reading at that instant, taken when this process first looked (service/timers.py)."""
 
 
 @dataclass
