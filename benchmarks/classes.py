@@ -41,6 +41,7 @@ from collections import Counter
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from nomad_gpu.domain.classes import (
     DEFAULT_CLASS_POLICY,
@@ -238,6 +239,7 @@ def main() -> int:
     parser.add_argument("--splits", default="2:2:4,1:3:4", help="mig:shared:whole parts of each node's GPUs")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
+    parser.add_argument("--from-json", default=None, help="comma-separated files an earlier run wrote: report them")
     args = parser.parse_args()
     try:
         seeds = _seeds(args.seeds)
@@ -248,6 +250,10 @@ def main() -> int:
     except ValueError:
         parser.error("--seeds is FIRST-LAST, --splits a list of mig:shared:whole (three whole numbers)")
     trace = load_trace(NODES_CSV, PODS_CSV[args.trace])
+    if args.from_json:
+        runs = [_run_of(d) for path in args.from_json.split(",") for d in json.loads(Path(path).read_text())]
+        report(args.trace, len(trace.nodes), sorted({r.seed for r in runs}), runs)
+        return 0
     qos = qos_of(PODS_CSV[args.trace])
     jobs = [(trace, qos, "whole", (0, 0, 1), s) for s in seeds] + [(trace, qos, "share", (0, 0, 1), s) for s in seeds]
     jobs += [(trace, qos, "classes", split, s) for split in splits for s in seeds]
@@ -258,11 +264,29 @@ def main() -> int:
     else:
         with ProcessPoolExecutor(max_workers=workers) as pool:
             runs = list(pool.map(run_one, jobs))
+    report(args.trace, len(trace.nodes), seeds, runs)
+    print(f"({len(runs)} runs, {time.perf_counter() - started:.0f} s wall, {workers} workers)", file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps([run_json(r) for r in runs], indent=1))
+    return 0 if all(math.isfinite(r.allocation_pct) for r in runs) else 1
+
+
+def run_json(r: Run) -> dict[str, Any]:
+    return {**{k: v for k, v in r.__dict__.items() if not isinstance(v, Counter)}, "placed": dict(r.placed),
+            "failed": dict(r.failed), "by_kind": dict(r.by_kind)}
+
+
+def _run_of(d: dict[str, Any]) -> Run:
+    counters = {k: Counter(d[k]) for k in ("placed", "failed", "by_kind")}
+    return Run(**{**{k: v for k, v in d.items() if k in Run.__dataclass_fields__}, **counters})
+
+
+def report(trace: str, nodes: int, seeds: list[int], runs: list[Run]) -> None:
     by: dict[str, list[Run]] = {}
     for r in runs:
         by.setdefault(r.scenario, []).append(r)
-    print(f"{args.trace} trace, {len(trace.nodes)} nodes, {runs[0].gpus} GPUs (all H100 80GB), seeds {args.seeds}, "
-          f"policy {POLICY}; mean (min-max) over seeds")
+    print(f"{trace} trace, {nodes} nodes, {runs[0].gpus} GPUs (all H100 80GB), {len(seeds)} seeds "
+          f"({seeds[0]}-{seeds[-1]}), policy {POLICY}; mean (min-max) over seeds")
     print("| scenario | arrived % | allocation % | GPU-eq held % | serving violations | failed serving / "
           "exploratory / training | placed as whole / mig / share |")
     print("|---|---|---|---|---|---|---|")
@@ -274,16 +298,6 @@ def main() -> int:
               f"{_stats([r.held_pct for r in rs])} | {_stats([float(r.violations) for r in rs])} of "
               f"{statistics.mean(r.serving_placed for r in rs):.0f} | {fails} | "
               f"{kinds['whole']:.0f} / {kinds['mig']:.0f} / {kinds['share']:.0f} |")
-    print(f"({len(runs)} runs, {time.perf_counter() - started:.0f} s wall, {workers} workers)", file=sys.stderr)
-    if args.json:
-        args.json.write_text(json.dumps([{**{k: v for k, v in r.__dict__.items() if not isinstance(v, Counter)},
-                                          "placed": dict(r.placed), "failed": dict(r.failed),
-                                          "by_kind": dict(r.by_kind), "allocation_pct": r.allocation_pct,
-                                          "held_pct": r.held_pct,
-                                          "arrived_pct": r.arrived_pct} for r in runs], indent=1))
-    if not math.isfinite(sum(r.allocation_pct for r in runs)):
-        return 1
-    return 0
 
 
 if __name__ == "__main__":

@@ -43,3 +43,12 @@ def test_time_shared_serving_counts_violations_and_classes_none() -> None:
     assert whole.by_kind["share"] == whole.by_kind["mig"] == 0
     # a fractional task given a whole GPU holds all of it: more held than placed
     assert whole.held_pct > whole.allocation_pct and share.held_pct == share.allocation_pct
+
+
+def test_a_written_run_reads_back_the_same() -> None:
+    import json
+
+    from classes import _run_of, run_json  # noqa: PLC0415
+
+    run = run_one((TRACE, QOS, "classes", (1, 1, 2), 43))
+    assert _run_of(json.loads(json.dumps(run_json(run)))) == run
