@@ -13,7 +13,7 @@ decoder joins it to the instances by their `Locality.PciBusID`:
 `1` is the format version; then one entry per GPU of the group, sorted by bus ID:
 `<bus>/<numa node>/<PCIe switch>/<links>`. A figure the plugin could not read is `-`. `<links>` is `-`
 (no NVLink), or comma-separated tokens: `S` (on the NVSwitch fabric: NVLink to every other `S` GPU)
-and `<k>*<n>` (n direct NVLinks to the k-th entry of this list). Eight GPUs take about 130 characters.
+and `<k>*<n>` (n direct NVLinks to the k-th entry of this list). Eight GPUs take 129 to 145 characters.
 
 A Nomad attribute holds one value per group, so the string is rewritten whole on every fingerprint;
 Nomad sends the node again when it changes (`NodeDeviceResource.Equal` compares attributes).

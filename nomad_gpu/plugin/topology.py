@@ -3,7 +3,7 @@
 Nomad gives a device instance only an ID, health and a PCI bus ID, and a group one set of attributes
 (`plugins/device/device.go` v2.0.5), so the node's NVLink pairs, NVSwitch fabric, NUMA nodes and PCIe
 switches travel as one string attribute per group, in the format of `nomad_gpu.domain.topowire`
-(about 130 characters for 8 GPUs). The stock NVIDIA plugin publishes nothing of the kind; the service
+(129 to 145 characters for 8 GPUs). The stock NVIDIA plugin publishes nothing of the kind; the service
 then treats its GPUs as PCIe peers.
 """
 
