@@ -98,3 +98,20 @@ def test_the_list_is_read_from_the_environment() -> None:
     assert NomadSettings.from_env({}).watched == ("*",)
     assert NomadSettings.from_env({"NOMAD_GPU_WATCH_NAMESPACES": "ml,research,ml"}).watched == ("ml", "research")
     assert NomadSettings.from_env({"NOMAD_GPU_WATCH_NAMESPACES": "ml,*"}).watched == ("*",)
+
+
+@pytest.mark.e2e
+def test_a_watched_namespace_the_token_may_not_read_is_a_refusal() -> None:
+    tokens = (*TOKENS, AclToken("ml-only", {"ml": ("write",)}, node="read"))
+    with DevCluster(CLUSTER, heartbeat_s=0.2, acl_tokens=tokens) as dc:
+        settings = NomadSettings(address=dc.url, token="ml-only", watch_namespace="ml,research")
+        watcher = Watcher(NomadClient(settings), Recorder(), NO_SHARING, heartbeat_s=0.2)
+        watcher.forbidden_retry_s = 0.3
+        watcher.start()
+        try:
+            deadline = time.monotonic() + 10
+            while watcher.stream_state != "forbidden" and time.monotonic() < deadline:
+                time.sleep(0.02)
+        finally:
+            watcher.stop()
+        assert watcher.stream_state == "forbidden"
