@@ -101,8 +101,10 @@ def test_the_page_loads_with_no_console_errors(page: tuple[Any, Any, Any]) -> No
 
 def test_the_queue_shows_a_waiting_job_with_its_reason(page: tuple[Any, Any, Any]) -> None:
     browser, _, runtime = page
-    entry = submit(runtime, job("needs-h100", duration_s=60, model="NVIDIA H100-SXM5-80GB"))
-    shown = wait_until(lambda: (r := row(browser, entry)) and "no node offers" in r["why"] and r, "the reason")
+    # no node has the model: queued only with the opt-in, and its reason says it can never run here
+    entry = submit(runtime, job("needs-h100", duration_s=60, model="NVIDIA H100-SXM5-80GB")
+                   + "allow_unschedulable: true\n")
+    shown = wait_until(lambda: (r := row(browser, entry)) and "unschedulable: " in r["why"] and r, "the reason")
     assert shown["state"] == "queued" and shown["eta"] == "unknown" and "needs-h100" in shown["text"]
     assert same_document(browser)
 
@@ -158,8 +160,11 @@ def test_a_cell_names_its_entry_and_device_from_the_keyboard_and_rows_link_to_no
     wait_until(lambda: len([c for c in cells(browser) if c["state"] == "used"]) >= 2, "a second used cell")
     assert js(browser, "return document.activeElement.dataset.device") == cell["device"]  # ...focus stays put
     job_id = requests.get(f"{runtime.address}/v1/jobs/{entry}", headers=headers(runtime), timeout=10).json()
-    link = browser.find_element(By.CSS_SELECTOR, f"#queue-rows tr[data-entry='{entry}'] a").get_attribute("href")
+    browser.find_element(By.CSS_SELECTOR, f"#queue-rows tr[data-entry='{entry}'] button.open").click()
+    link = wait_until(lambda: js(browser, "const a = document.querySelector('#job-facts a'); return a && a.href"),
+                      "the job view's link to Nomad's UI")
     assert link == f"{dc.url}/ui/jobs/{job_id['nomad_job_id']}@default"
+    browser.find_element(By.ID, "job-close").click()
     state = Select(browser.find_element(By.ID, "f-state"))
     state.select_by_value("queued")
     assert row(browser, entry) is None
@@ -182,9 +187,17 @@ def test_a_sweeps_progress_and_its_trials(page: tuple[Any, Any, Any]) -> None:
     sweep = r.json()["entries"][0]["sweep"]
     script = ("const r = document.querySelector(`#sweep-rows tr[data-sweep='${arguments[0]}']`);"
               "return r && r.dataset.done === '4' && [r.querySelector('progress').value, "
-              "r.querySelector('progress').max, r.querySelectorAll('.trials li').length];")
+              "r.querySelector('progress').max];")
     progress = wait_until(lambda: js(browser, script, sweep), "the sweep's four trials done", timeout_s=15)
-    assert progress == [4, 4, 4]
+    assert progress == [4, 4]
+    js(browser, "document.querySelector(`#sweep-rows tr[data-sweep='${arguments[0]}'] summary`).click()", sweep)
+    trials = wait_until(lambda: js(browser, "return Array.from(document.querySelectorAll("
+                                            "`#sweep-rows tr[data-sweep='${arguments[0]}'] .trials li`))"
+                                            ".map(li => li.textContent)", sweep) != ["…"] and
+                        js(browser, "return document.querySelectorAll("
+                                    "`#sweep-rows tr[data-sweep='${arguments[0]}'] .trials li`).length", sweep),
+                        "the trials, read when the sweep is opened")
+    assert trials == 4
 
 
 def run_axe(driver: Any) -> list[dict[str, Any]]:

@@ -12,7 +12,7 @@ const $ = (id) => document.getElementById(id);
 
 const QUEUE_ROWS = 20;
 const view = { entries: [], nodes: [], status: {}, teams: [], sweeps: new Map(), selected: null, allRows: false,
-  openSweeps: new Set() };
+  openSweeps: new Set(), openDevices: new Set(), job: null };
 let lastHistory = 0;
 let lastSweeps = 0;
 let timer = null;
@@ -57,12 +57,13 @@ function token() { return sessionStorage.getItem(TOKEN_KEY) || ""; }
 
 class Refused extends Error {}
 
-async function api(path) {
+async function api(path, method = "GET", asText = false) {
   // the header a state change without a body must carry (a page of another site cannot send it)
-  const headers = { Accept: "application/json", "X-Nomad-Gpu-Client": "dashboard" };
+  const headers = { Accept: asText ? "text/plain" : "application/json", "X-Nomad-Gpu-Client": "dashboard" };
   if (token()) headers.Authorization = "Bearer " + token();
-  const response = await fetch(path, { headers, cache: "no-store" });
+  const response = await fetch(path, { method, headers, cache: "no-store" });
   if (response.status === 401) throw new Refused("the service refused the token (401): enter a valid API token");
+  if (asText && response.ok) return response.text();
   const body = await response.json().catch(() => ({}));
   if (!response.ok) throw new Error(body.error || `${path}: HTTP ${response.status}`);
   return body;
@@ -105,14 +106,15 @@ function nodeName(id) {
   return node ? node.name || node.id : id;
 }
 
-function nomadLink(entry) {
-  const base = view.status.nomad_address;
-  if (!base || !entry.nomad_job_id) return null;
-  const ns = entry.namespace || "default";
-  return `${base.replace(/\/$/, "")}/ui/jobs/${encodeURIComponent(entry.nomad_job_id)}@${encodeURIComponent(ns)}`;
-}
-
 function isLive(entry) { return entry.state === "admitted" || entry.state === "running"; }
+
+// A running entry's end, from the spec's `runtime` estimate (seconds) counted from its admission.
+function endsIn(entry, now) {
+  const runtime = Number(entry.spec && entry.spec.runtime);
+  if (!runtime || !entry.admitted_at) return "";
+  const left = entry.admitted_at + runtime - now;
+  return left > 0 ? `ends in ${duration(left)}` : `over its ${duration(runtime)} estimate`;
+}
 
 // ---- queue -------------------------------------------------------------------------------------
 function fillSelect(select, values, keep) {
@@ -134,7 +136,6 @@ function renderQueue() {
     && (!state || (state === "live" ? isLive(e) : e.state === state))
     && (!sweep || (sweep === "-" ? !e.sweep : e.sweep === sweep)));
   const rows = shown.slice(0, view.allRows ? shown.length : QUEUE_ROWS).map((e) => {
-    const link = nomadLink(e);
     const waited = (e.admitted_at || now) - e.submitted_at;
     let where;
     if (isLive(e)) {
@@ -146,9 +147,16 @@ function renderQueue() {
         byNode.set(p.node, ids);
         if (p.link) links.set(p.node, `${(p.instance_ids || []).length} x ${shortModel(p.device_name)}, ${p.link}`);
       }
+      // a count, with the device IDs on demand: an 8-GPU entry must not squeeze the other columns
       where = [...byNode].map(([node, ids]) => el("div", {},
         el("span", {}, `on ${nodeName(node)}`), links.has(node) ? el("span", { class: "link" }, ` (${links.get(node)})`)
-          : null, " ", el("span", { class: "devices" }, ids.join(", "))));
+          : null, " ", el("details", { class: "devs", dataset: { devices: ids.length },
+          open: view.openDevices.has(`${e.id}/${node}`), ontoggle: (ev) => {  // stays open across redraws
+            if (ev.currentTarget.open) view.openDevices.add(`${e.id}/${node}`);
+            else view.openDevices.delete(`${e.id}/${node}`);
+          } },
+          el("summary", {}, `${ids.length} device${ids.length === 1 ? "" : "s"}`),
+          el("span", { class: "devices" }, ids.join(", ")))));
       if (!where.length) where = ["admitted, being placed"];
       for (const c of new Set((e.placements || []).map((p) => p.choice).filter(Boolean))) {
         where.push(el("div", { class: "choice" }, c));  // what a workload class chose, and why
@@ -166,14 +174,14 @@ function renderQueue() {
     } else {
       where = [el("span", { class: "reason" }, e.reason || "waiting for the next cycle")];
     }
-    const eta = e.eta !== undefined && e.eta !== null ? (typeof e.eta === "number"
+    const eta = isLive(e) ? endsIn(e, now) : e.eta !== undefined && e.eta !== null ? (typeof e.eta === "number"
       ? `in ${duration(e.eta - now)}` : String(e.eta)) : "unknown";
     return el("tr", { dataset: { entry: e.id, state: e.state } },
-      el("td", { "data-label": "Job" }, el("div", {}, link ? el("a", { href: link, rel: "noopener" }, e.name) : e.name),
+      el("td", { "data-label": "Job" }, el("div", {}, el("button", { type: "button", class: "open",
+        "aria-label": `${e.name} (${e.id}): details`, onclick: () => openJob(e.id) }, e.name)),
         el("div", { class: "devices" }, e.id)),
       el("td", { "data-label": "Team" }, e.team),
-      el("td", { "data-label": "State" }, el("span", { class: `state ${e.state}` },
-        e.state === "queued" ? "waiting" : e.state)),
+      el("td", { "data-label": "State" }, el("span", { class: `state ${e.state}` }, e.state)),
       el("td", { "data-label": "Priority", class: "num" }, e.priority),
       el("td", { "data-label": "Request" }, requestOf(e)),
       el("td", { "data-label": "Waited", class: "num" }, duration(waited)),
@@ -186,6 +194,69 @@ function renderQueue() {
   const more = $("queue-more");
   more.hidden = shown.length <= QUEUE_ROWS;
   more.textContent = view.allRows ? `Show the first ${QUEUE_ROWS}` : `Show all ${shown.length}`;
+}
+
+// ---- one job ---------------------------------------------------------------------------------------
+// The detail view: the entry as the service keeps it, what Nomad holds for it (allocations, the HCL it
+// registered, the log's last lines) and the actions its state allows. Refreshed with the page.
+const LOG_LINES = 20;
+const ACTIONS = { queued: ["hold", "release", "cancel"], admitted: ["requeue", "cancel"], running: ["requeue", "cancel"] };
+
+function openJob(id) {
+  view.job = { id, hcl: null };
+  $("job").hidden = false;
+  refreshJob().then(() => $("job-h").focus && $("job").scrollIntoView({ block: "nearest" }));
+}
+
+function closeJob() {
+  view.job = null;
+  $("job").hidden = true;
+}
+
+async function act(id, action) {
+  try {
+    if (action === "cancel") await api(`/v1/jobs/${encodeURIComponent(id)}`, "DELETE");
+    else await api(`/v1/jobs/${encodeURIComponent(id)}/${action}`, "POST");
+    $("job-alert").hidden = true;
+  } catch (err) {
+    $("job-alert").textContent = `${action}: ${err.message}`;
+    $("job-alert").hidden = false;
+  }
+  await refreshJob();
+}
+
+async function refreshJob() {
+  if (!view.job) return;
+  const id = view.job.id, path = `/v1/jobs/${encodeURIComponent(id)}`;
+  const e = await api(path);
+  const sent = e.state !== "queued" && !(e.state === "cancelled" && !e.admitted_at) && e.state !== "dependency-failed";
+  const [nomad, hcl, log] = await Promise.all([
+    sent ? api(`${path}/allocations`).catch(() => null) : null,
+    sent && view.job.hcl === null ? api(`${path}/hcl`).catch((err) => ({ hcl: `(not read: ${err.message})` })) : null,
+    sent ? api(`${path}/logs?type=stdout`, "GET", true).catch((err) => `(not read: ${err.message})`) : null]);
+  if (hcl) view.job.hcl = hcl.hcl;
+  const now = Date.now() / 1000;
+  const facts = [["Job", `${e.name} (${e.id})`], ["Team", e.team], ["State", e.state + (e.held ? ", held" : "")],
+    ["Reason", e.reason || "–"], ["Request", requestOf(e)], ["Submitted", new Date(e.submitted_at * 1000).toLocaleString()],
+    ["Waited", duration((e.admitted_at || now) - e.submitted_at)]];
+  if (isLive(e) && endsIn(e, now)) facts.push(["Ends", endsIn(e, now)]);
+  if ((e.spec.after || []).length) facts.push(["After", e.spec.after.join(", ")]);
+  for (const p of e.placements || []) {
+    facts.push([`Placement ${p.group}[${p.index}]`, `${nodeName(p.node)}: ${(p.instance_ids || []).join(", ") || "no GPU"}`]);
+  }
+  if (nomad) facts.push(["Nomad job", `${nomad.nomad_job_id} (namespace ${nomad.namespace})`]);
+  const facts_ = facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v)));
+  if (nomad && nomad.nomad_ui) {  // Nomad's own page of the job, where its agent serves a UI
+    facts_.push(el("div", {}, el("dt", {}, "Nomad UI"),
+      el("dd", {}, el("a", { href: nomad.nomad_ui, rel: "noopener", target: "_blank" }, "open the job in Nomad's UI"))));
+  }
+  $("job-h").textContent = `Job ${e.name}`;
+  redraw($("job-facts"), facts_);
+  redraw($("job-actions"), (ACTIONS[e.state] || []).filter((a) => (a === "hold" ? !e.held : a === "release" ? e.held : true))
+    .map((a) => el("button", { type: "button", dataset: { action: a }, onclick: () => act(id, a) }, a)));
+  $("job-hcl").textContent = view.job.hcl || (sent ? "…" : "not sent to Nomad yet");
+  $("job-log").textContent = log === null ? (sent ? "…" : "no allocation yet")
+    : String(log).split("\n").slice(-LOG_LINES - 1).join("\n") || "(empty)";
 }
 
 // ---- cluster -----------------------------------------------------------------------------------
@@ -299,32 +370,38 @@ function renderTeams(capacity) {
     el("td", { class: "num", "data-label": "In use" }, `${num(t.in_use_gpu)} GPU`),
     el("td", { class: "num", "data-label": "Quota" }, t.quota_gpu === null ? "no quota" : `${num(t.quota_gpu)} GPU`),
     el("td", { class: "num", "data-label": "Fair share" }, `${num(t.fair_share_gpu)} GPU`),
-    el("td", { class: "num", "data-label": "Waiting" }, t.queued),
+    el("td", { class: "num", "data-label": "Queued" }, t.queued),
     el("td", { class: "num", "data-label": "Running" }, t.live),
     el("td", { "data-label": "Use" }, bar(t.in_use_gpu, t.quota_gpu, t.fair_share_gpu, capacity)))));
 }
 
 async function refreshSweeps() {
-  const ids = [...view.sweeps.keys()].slice(-20);
-  const results = await Promise.all(ids.map((id) => api(`/v1/sweeps/${encodeURIComponent(id)}`).catch(() => null)));
-  ids.forEach((id, i) => { if (results[i]) view.sweeps.set(id, results[i]); });
-  const rows = ids.filter((id) => view.sweeps.get(id)).map((id) => {
-    const s = view.sweeps.get(id), st = s.states || {};
-    const done = st.complete || 0, ended = (st.failed || 0) + (st.cancelled || 0);
-    const trials = (s.trials || []).slice(0, TRIALS_LISTED).map((t) => el("li", {}, `${t.name}: `,
-      el("span", { class: `state ${t.state}` }, t.state === "queued" ? "waiting" : t.state)));
-    const more = s.total > TRIALS_LISTED ? el("li", {}, `… and ${s.total - TRIALS_LISTED} more`) : null;
+  // the service's list of the token's sweeps (GET /v1/sweeps), not what this tab happened to see
+  const listed = (await api("/v1/sweeps")).sweeps.slice(0, 20);
+  const open = await Promise.all(listed.filter((s) => view.openSweeps.has(s.id))
+    .map((s) => api(`/v1/sweeps/${encodeURIComponent(s.id)}`).catch(() => null)));
+  for (const detail of open) if (detail) view.sweeps.set(detail.sweep, detail);
+  const rows = listed.map((s) => {
+    const st = s.states || {}, id = s.id;
+    const done = st.complete || 0, ended = (st.failed || 0) + (st.cancelled || 0) + (st["dependency-failed"] || 0);
+    const detail = view.openSweeps.has(id) ? view.sweeps.get(id) : null;
+    const trials = detail ? (detail.trials || []).slice(0, TRIALS_LISTED).map((t) => el("li", {}, `${t.name}: `,
+      el("span", { class: `state ${t.state}` }, t.state))) : [el("li", {}, "…")];
+    const more = detail && detail.total > TRIALS_LISTED ? el("li", {}, `… and ${detail.total - TRIALS_LISTED} more`) : null;
     return el("tr", { dataset: { sweep: id, done: done + ended } }, el("th", { scope: "row", "data-label": "Sweep" },
       el("details", { open: view.openSweeps.has(id), ontoggle: (ev) => {
+        const was = view.openSweeps.has(id);
         if (ev.currentTarget.open) view.openSweeps.add(id); else view.openSweeps.delete(id);
-      } }, el("summary", {}, id), el("ul", { class: "trials" }, trials, more))),
-      el("td", { class: "num", "data-label": "Trials" }, s.total),
+        if (ev.currentTarget.open && !was) refreshSweeps().catch(() => {});
+      } }, el("summary", {}, `${s.name} `, el("span", { class: "devices" }, `${id} · ${s.team}`)),
+      el("ul", { class: "trials" }, trials, more))),
+      el("td", { class: "num", "data-label": "Trials" }, s.trials),
       el("td", { class: "num", "data-label": "Done" }, done),
       el("td", { class: "num", "data-label": "Running" }, (st.admitted || 0) + (st.running || 0)),
-      el("td", { class: "num", "data-label": "Waiting" }, st.queued || 0),
+      el("td", { class: "num", "data-label": "Queued" }, st.queued || 0),
       el("td", { class: "num", "data-label": "Failed or cancelled" }, ended),
-      el("td", { "data-label": "Progress" }, el("progress", { max: s.total, value: done + ended,
-        "aria-label": `${id}: ${done + ended} of ${s.total} trials ended` })));
+      el("td", { "data-label": "Progress" }, el("progress", { max: s.trials, value: done + ended,
+        "aria-label": `${id}: ${done + ended} of ${s.trials} trials ended` })));
   });
   redraw($("sweep-rows"), rows);
   $("sweeps-empty").hidden = rows.length > 0;
@@ -340,7 +417,7 @@ async function refreshHistory() {
     el("span", { class: "key s-gpus", "aria-hidden": "true" }), "GPUs in use",
     el("span", { class: "key s-queued", "aria-hidden": "true" }), "queue depth",
     el("span", { class: "key s-admitted", "aria-hidden": "true" }), "admissions per minute. ",
-    last ? `Last minute: ${last.gpus_in_use} GPUs in use, ${last.queued} waiting, ${last.admitted} admitted `
+    last ? `Last minute: ${last.gpus_in_use} GPUs in use, ${last.queued} queued, ${last.admitted} admitted `
       + `(${h.minutes.length} minutes recorded).` : "No samples yet.");
 }
 
@@ -360,8 +437,7 @@ async function refresh() {
   const [status, jobs, inventory, teams] = await Promise.all([api("/v1/status"),
     api("/v1/jobs?state=queued,admitted,running&eta=true"), api("/v1/inventory"), api("/v1/teams")]);
   Object.assign(view, { status, entries: jobs.entries, nodes: inventory.nodes, teams: teams.teams });
-  // every sweep seen live is followed to its end, even one that starts and ends between two sweep reads
-  let newSweep = false;
+  let newSweep = false;  // a sweep not listed yet: read the list now, not at the next sweep read
   for (const e of view.entries) {
     if (e.sweep && !view.sweeps.has(e.sweep)) { view.sweeps.set(e.sweep, null); newSweep = true; }
   }
@@ -374,6 +450,7 @@ async function refresh() {
   renderQueue();
   renderCluster();
   renderTeams(teams.capacity_gpu);
+  await refreshJob().catch((err) => { $("job-alert").textContent = err.message; $("job-alert").hidden = false; });
   const now = Date.now();
   if (newSweep || now - lastSweeps >= SWEEPS_EVERY_MS) { lastSweeps = now; await refreshSweeps(); }
   if (now - lastHistory >= HISTORY_EVERY_MS) { lastHistory = now; await refreshHistory(); }
@@ -421,6 +498,7 @@ function start() {
   for (const id of ["f-team", "f-state", "f-sweep"]) $(id).addEventListener("change", renderQueue);
   $("filters").addEventListener("submit", (ev) => ev.preventDefault());
   $("queue-more").addEventListener("click", () => { view.allRows = !view.allRows; renderQueue(); });
+  $("job-close").addEventListener("click", closeJob);
   tick();
 }
 
