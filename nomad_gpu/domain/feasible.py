@@ -7,8 +7,8 @@ offer, and an entry that becomes such a job later (its nodes were removed) says 
 
 "The fleet" is every node Nomad lists, down, ineligible and draining ones too (they may come back), at
 its full size, not what is free now; only the job's node pool and datacenters narrow it. A MIG-mode GPU
-counts with every profile its model supports (a re-layout can make any of them, DESIGN 15). Pure: the
-caller passes the nodes.
+counts with every profile its model supports (a re-layout can make any of them, DESIGN 15; the tables
+are `miglayout.py`'s). Pure: the caller passes the nodes.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from itertools import islice, product
 
 from nomad_gpu.domain.ids import MILLI_PER_GPU
 from nomad_gpu.domain.inventory import GpuMode, Node
-from nomad_gpu.domain.migcatalog import per_gpu, profiles_of
+from nomad_gpu.domain.miglayout import geometry_for
 from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, MigSlices, WholeGpus
+from nomad_gpu.domain.units import MigProfile
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,18 @@ def _mig_parents(node: Node) -> dict[str, int]:
     return {model: len(buses.get(model, ())) or -(-used // 7) for model, used in slices.items()}
 
 
+def profiles_of(model: str, node: Node) -> dict[str, int]:
+    """Profile -> the most instances of it one GPU holds, for a MIG-mode model of ``node``: its MIG geometry
+    (`miglayout.py`, the MIG user guide's tables), found from the model and the instances it reports; where
+    no table fits, only the profiles it reports, as many as their compute slices allow on 7."""
+    seen = [(m.profile.name, None) for m in node.migs if m.model == model]
+    geometry = geometry_for(model, seen)
+    if geometry is not None:
+        return {shape.name: shape.max_count for shape in geometry.shapes}
+    return {name: 1 if "+" in name else max(7 // max(MigProfile.parse(name).compute_slices, 1), 1)
+            for name, _ in seen}
+
+
 def _mig_room(g: MigSlices, node: Node) -> dict[str, int]:
     """Instances of the profile a node could offer per model: those reported now, or a re-layout's most."""
     room: dict[str, int] = {}
@@ -115,7 +128,7 @@ def _mig_room(g: MigSlices, node: Node) -> dict[str, int]:
             room[m.model] = room.get(m.model, 0) + 1
     for model, parents in _mig_parents(node).items():
         if g.allows(model):
-            most = parents * per_gpu(model, g.profile) if g.profile in profiles_of(model) else 0
+            most = parents * profiles_of(model, node).get(g.profile, 0)
             if most > room.get(model, 0):
                 room[model] = most
     return {model: n for model, n in room.items() if n > 0}
@@ -178,7 +191,7 @@ def _mig_nearest(g: MigSlices, scope: list[Node]) -> str | None:
     offered: set[str] = {m.profile.name for n in scope for m in n.migs}
     for n in scope:
         for model in _mig_parents(n):
-            offered |= set(profiles_of(model))
+            offered |= set(profiles_of(model, n))
     if not offered:
         return f"MIG {g.profile} asked for; no GPU here is in MIG mode"
     most = max((max(_mig_room(g, n).values(), default=0) for n in scope), default=0)
