@@ -22,10 +22,12 @@ import urllib3
 from requests.adapters import HTTPAdapter
 
 from nomad_gpu.domain.errors import NomadGpuError
+from nomad_gpu.nomad import replies
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+R = TypeVar("R")
 _TRUE = {"1", "t", "true", "yes", "on"}
 
 
@@ -241,17 +243,26 @@ class NomadClient:
             raise NomadUnavailable("Nomad answers but its servers have no leader (GET /v1/status/leader is \"\")")
         return str(leader)
 
+    @staticmethod
+    def _shaped(check: Callable[[Any, str], R], value: Any, what: str) -> R:
+        try:
+            return check(value, what)
+        except replies.MalformedReply as exc:
+            raise NomadUnavailable(str(exc)) from exc
+
     def nodes(self) -> list[dict[str, Any]]:
         """Node stubs with NodeResources (and so devices)."""
-        return list(_translate(lambda: self.api.nodes.get_nodes(resources=True), "list nodes"))
+        return self._shaped(replies.objects, _translate(lambda: self.api.nodes.get_nodes(resources=True),
+                                                        "list nodes"), "list nodes")
 
     def node(self, node_id: str) -> dict[str, Any]:
-        return dict(_translate(lambda: self.api.node.get_node(node_id), f"read node {node_id}"))
+        what = f"read node {node_id}"
+        return self._shaped(replies.mapping, _translate(lambda: self.api.node.get_node(node_id), what), what)
 
     def allocations(self) -> list[dict[str, Any]]:
         """Every allocation with resources: the only list that carries device IDs (reference 3)."""
-        return list(_translate(lambda: self.api.allocations.get_allocations(resources=True),
-                               "list allocations"))
+        return self._shaped(replies.objects, _translate(lambda: self.api.allocations.get_allocations(resources=True),
+                                                        "list allocations"), "list allocations")
 
     def snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, dict[str, int]]:
         """Nodes and allocations (with resources), the raft index to resume the stream from, and what
@@ -278,9 +289,10 @@ class NomadClient:
         resp = _translate(lambda: endpoint.request(method="get", params=query), what)
         try:
             index = int(resp.headers.get("X-Nomad-Index") or 0)
-            return list(resp.json()), index
+            listed = resp.json()
         except ValueError as exc:
             raise NomadUnavailable(f"{what}: the reply is not JSON") from exc
+        return self._shaped(replies.objects, listed, what), index
 
     def namespaces(self) -> list[str]:
         """`GET /v1/namespaces`: the names of the namespaces this token may see (`NamespacesRequest`,
@@ -292,15 +304,18 @@ class NomadClient:
 
     def job(self, job_id: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
-            return dict(_translate(lambda: self.api.job.get_job(job_id, namespace=namespace), f"read job {job_id}"))
+            what = f"read job {job_id}"
+            return self._shaped(replies.mapping, _translate(lambda: self.api.job.get_job(job_id, namespace=namespace),
+                                                            what), what)
         except NomadNotFound:
             return None
 
     def job_allocations(self, job_id: str, namespace: str | None = None) -> list[dict[str, Any]]:
         """Every allocation of one job (stubs: enough to tell whether all have ended)."""
         try:
-            return list(_translate(lambda: self.api.job.get_allocations(job_id, namespace=namespace),
-                                   f"list allocations of {job_id}"))
+            what = f"list allocations of {job_id}"
+            return self._shaped(replies.objects, _translate(
+                lambda: self.api.job.get_allocations(job_id, namespace=namespace), what), what)
         except NomadNotFound:
             return []
 
@@ -346,7 +361,8 @@ class NomadClient:
     # ---- writes ------------------------------------------------------------------------------
     def parse(self, hcl: str) -> dict[str, Any]:
         """HCL2 -> Job JSON through Nomad's own parser (`POST /v1/jobs/parse`)."""
-        return dict(_translate(lambda: self.api.jobs.parse(hcl, canonicalize=False), "parse job"))
+        parsed = _translate(lambda: self.api.jobs.parse(hcl, canonicalize=False), "parse job")
+        return self._shaped(lambda v, w: replies.mapping(v, w, ID=str), parsed, "parse job")
 
     def register(self, job: Mapping[str, Any], hcl: str, *, create_only: bool = False,
                  namespace: str | None = None) -> dict[str, Any]:
@@ -362,12 +378,12 @@ class NomadClient:
         params = {"namespace": namespace} if namespace else {}
         what = f"register job {job.get('ID')}"
         try:
-            return dict(_translate(lambda: self.api.jobs.request(method="post", json=body, params=params).json(),
-                                   what))
+            reply = _translate(lambda: self.api.jobs.request(method="post", json=body, params=params).json(), what)
         except NomadError as exc:
             if create_only and _JOB_EXISTS in str(exc):
                 raise NomadJobExists(f"{what}: the job already exists") from exc
             raise
+        return self._shaped(replies.registered, reply, what)
 
     def deregister(self, job_id: str, purge: bool = False, namespace: str | None = None) -> None:
         _translate(lambda: self.api.job.deregister_job(job_id, purge=purge, namespace=namespace),
