@@ -36,8 +36,9 @@ from .events import EventBroker
 from .faults import FaultGate
 from .hcl import HclError, parse_job_hcl
 from .jobs import JobRequestError, JobValidationError, canonicalize
+from .records import NotFound
 from .register import RegisterConflict, check_register_body, register_namespace, register_options
-from .state import ClusterState, NotFound
+from .state import ClusterState
 from .stream import EventStreamEndpoint
 from .version import DEFAULT_NOMAD_VERSION, NomadVersion
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 from .events import Event
 
 if TYPE_CHECKING:
-    from .state import ClusterState, Pending
+    from .records import Pending
+    from .state import ClusterState
 
 JSON = dict[str, Any]
 

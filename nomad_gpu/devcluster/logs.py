@@ -34,7 +34,8 @@ from starlette.responses import Response, StreamingResponse
 
 from .allocs import Alloc, ClientStatus
 from .queries import BadRequest
-from .state import ClusterState, NotFound
+from .records import NotFound
+from .state import ClusterState
 
 _TRUE = {"1", "t", "T", "TRUE", "true", "True"}
 _FALSE = {"0", "f", "F", "FALSE", "false", "False"}

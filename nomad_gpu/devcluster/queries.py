@@ -14,7 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .jobs import JSON, job_stub
-from .state import ClusterState, JobRecord, NotFound
+from .records import JobRecord, NotFound
+from .state import ClusterState
 
 
 class BadRequest(ValueError):

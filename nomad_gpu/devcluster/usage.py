@@ -26,7 +26,8 @@ from typing import Any
 
 from .allocs import Alloc, ClientStatus
 from .inventory import DeviceGroup
-from .state import ClusterState, NotFound
+from .records import NotFound
+from .state import ClusterState
 
 JSON = dict[str, Any]
 META_GPU_UTIL = "nomad_gpu_dev_gpu_util"
