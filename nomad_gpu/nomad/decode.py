@@ -125,7 +125,7 @@ class AllocInfo:
             if self.migrate:
                 return "migrated"
             return "replaced" if self.next_allocation else f"killed (desired {self.desired_status})"
-        return self.client_status.value
+        return str(self.client_status.value)
 
 
 def _number(value: Any, what: str) -> int:
