@@ -72,7 +72,7 @@ class _StrictLoader(yaml.SafeLoader):
         self._depth = 0
 
     def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        event = self.peek_event()
+        event = self.peek_event()  # type: ignore[no-untyped-call]  # PyYAML's parser API is unannotated
         if isinstance(event, yaml.AliasEvent):
             raise _refused(f"aliases (*{event.anchor}) are not allowed in a spec", event)
         if isinstance(event, yaml.NodeEvent) and event.anchor is not None:
