@@ -144,7 +144,7 @@ def metrics_view(registry: CollectorRegistry, caller: Caller) -> bytes:
     if caller.admin:
         return generate_latest(registry)
     view = CollectorRegistry(auto_describe=False)
-    view.register(_TeamFold(registry, caller))  # type: ignore[arg-type]
+    view.register(_TeamFold(registry, caller))
     return generate_latest(view)
 
 

@@ -240,7 +240,7 @@ def create_app(service: SchedulerService, token: str | None = None,
     ]
     handlers = {NomadGpuError: refused, 404: not_found, 405: bad_method, Exception: crashed}
     return Starlette(routes=routes, middleware=[Middleware(TokenGate, access=rules)],
-                     exception_handlers=handlers)  # type: ignore[arg-type]
+                     exception_handlers=handlers)
 
 
 def answer(payload: Payload, status: int = 200) -> JSONResponse:

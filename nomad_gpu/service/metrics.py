@@ -56,7 +56,7 @@ class Metrics:
         self.wait_seconds = Histogram("nomad_gpu_wait_seconds", "Time from submission to admission, one "
                                       "observation per admission", registry=r, buckets=WAIT_BUCKETS)
         self._at_scrape = _ReadAtScrape()
-        r.register(self._at_scrape)  # type: ignore[arg-type]
+        r.register(self._at_scrape)
 
     def observe_wait(self, seconds: float) -> None:
         self.wait_seconds.observe(max(seconds, 0.0))
