@@ -30,7 +30,7 @@ class Executor(Protocol):
 
 
 def backoff_s(failures: int, base_s: float = 0.5, cap_s: float = 30.0) -> float:
-    return min(cap_s, base_s * 2 ** max(0, failures - 1))
+    return min(cap_s, base_s * 2.0 ** max(0, failures - 1))
 
 
 @dataclass
