@@ -17,13 +17,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nomad_gpu.domain.fit import FitContext, Fitter, ScoreMemo
+from nomad_gpu.domain.fit import FitContext, Fitter
 from nomad_gpu.domain.fragmentation import Demand, RoomLeft
 from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, Team
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import NoFit
 from nomad_gpu.domain.policies import get_policy
 from nomad_gpu.domain.requests import JobRequest
+from nomad_gpu.domain.scoring import ScoreMemo
 from nomad_gpu.sim.trace import Trace, TracePod
 from nomad_gpu.sim.workload import build_workload, typical_demand
 
