@@ -120,8 +120,8 @@ def requirement(request: Request, alloc_namespace: Callable[[str], str | None]) 
         return [None]  # the stream and the namespace list judge themselves
     if parts[:2] in (["v1", "nodes"], ["v1", "node"]):
         return [("", "node-read")]
-    if path == "/v1/jobs/parse":
-        return [(ns, "parse-job")]
+    if path == "/v1/jobs/parse":  # parse-job or submit-job (command/agent/job_endpoint.go `JobsParseRequest`)
+        return [(ns, "parse-job|submit-job")]
     if path == "/v1/jobs":
         return [(ns, "submit-job")] if method in ("POST", "PUT") else ([None] if ns == "*" else [(ns, "list-jobs")])
     if parts[:2] == ["v1", "job"]:
@@ -172,7 +172,8 @@ class AclGate:
                 continue
             namespace, capability = need
             allowed = (token.node_read() if capability == "node-read" else token.management
-                       if capability == "management" else token.allows(namespace, capability))
+                       if capability == "management"
+                       else any(token.allows(namespace, one) for one in capability.split("|")))
             if not allowed:
                 return PlainTextResponse(PERMISSION_DENIED, status_code=403)
         return None

@@ -14,6 +14,8 @@ from nomad_gpu.devcluster.acl import AclToken
 from .conftest import TWO_NODES, ClusterFactory
 from .helpers import StreamReader, jobspec, wait_until
 
+pytestmark = pytest.mark.server  # each test starts a dev cluster
+
 ADMIN = AclToken("admin", management=True)
 SERVICE = AclToken("svc", {"ml": ("write",), "*": ("read",)}, node="read")
 ML_ONLY = AclToken("ml-only", {"ml": ("write",)}, node="read")
@@ -89,3 +91,13 @@ def test_a_1x_stream_refusal_is_a_403(make_cluster: ClusterFactory) -> None:
 
 def _reader(cluster: DevCluster, params: list[tuple[str, str]], token: str) -> StreamReader:
     return StreamReader(cluster.url, [*params], headers={"X-Nomad-Token": token})
+
+
+def test_parse_needs_parse_job_or_submit_job(make_cluster: ClusterFactory) -> None:
+    tokens = (*TOKENS, AclToken("submit-only", {"default": ("submit-job",)}),
+              AclToken("list-only", {"default": ("list-jobs",)}))
+    cluster = make_cluster({**TWO_NODES, "namespaces": ["ml"]}, acl_tokens=tokens)
+    body = {"JobHCL": jobspec("p"), "Canonicalize": True}
+    for token, status in (("submit-only", 200), ("svc", 200), ("list-only", 403)):
+        r = requests.post(f"{cluster.url}/v1/jobs/parse", json=body, headers={"X-Nomad-Token": token}, timeout=5)
+        assert r.status_code == status, (token, r.text)

@@ -4,12 +4,15 @@
 from __future__ import annotations
 
 import nomad
+import pytest
 import requests
 
 from nomad_gpu.devcluster import DevCluster
 
 from .conftest import ClusterFactory
 from .helpers import job_allocs, jobspec, submit, wait_until
+
+pytestmark = pytest.mark.server  # each test starts a dev cluster
 
 ONE_GPU = {"name": "one", "nodes": [{"name": "n1", "gpus": [
     {"model": "NVIDIA A100-SXM4-80GB", "count": 1, "memory_mib": 81920}]}]}

@@ -5,12 +5,15 @@ stream subscribed to `*` that never sees a namespace created after it subscribed
 from __future__ import annotations
 
 import nomad
+import pytest
 import requests
 
 from nomad_gpu.devcluster import DevCluster
 
 from .conftest import TWO_NODES, ClusterFactory
 from .helpers import StreamReader, wait_until
+
+pytestmark = pytest.mark.server  # each test starts a dev cluster
 
 
 def _create(cluster: DevCluster, name: str, body_name: str | None = None) -> requests.Response:

@@ -25,6 +25,7 @@ def _ended(seed: DevCluster, job: str) -> dict[str, Any]:
                                     if a["client_status"] in ("complete", "failed")), None), what=f"{job} ended")
 
 
+@pytest.mark.server
 def test_a_service_task_that_exits_0_with_no_restarts_fails_its_allocation(seed: DevCluster,
                                                                           client: nomad.Nomad) -> None:
     submit(client, jobspec("svc", job_type="service", gpus=1, duration=0.001, restart=(0, "fail")))
@@ -36,6 +37,7 @@ def test_a_service_task_that_exits_0_with_no_restarts_fails_its_allocation(seed:
     assert events[-1]["FailsTask"] and events[-1]["DisplayMessage"] == "Policy allows no restarts"
 
 
+@pytest.mark.server
 def test_a_batch_task_that_exits_0_completes(seed: DevCluster, client: nomad.Nomad) -> None:
     submit(client, jobspec("bat", gpus=1, duration=0.001, restart=(0, "fail")))
     ended = _ended(seed, "bat")
@@ -43,6 +45,7 @@ def test_a_batch_task_that_exits_0_completes(seed: DevCluster, client: nomad.Nom
     assert [e["Type"] for e in _events(seed, ended["alloc_id"])][-1] == "Terminated"
 
 
+@pytest.mark.server
 def test_a_service_task_restarts_on_exit_0_until_its_attempts_are_used(seed: DevCluster,
                                                                       client: nomad.Nomad) -> None:
     submit(client, jobspec("svc2", job_type="service", gpus=1, duration=0.001, restart=(2, "fail")))

@@ -13,6 +13,8 @@ from nomad_gpu.devcluster import DevCluster
 from .conftest import CLUSTERS, ClusterFactory
 from .helpers import job_allocs, jobspec, submit
 
+pytestmark = pytest.mark.server  # each test starts a dev cluster
+
 
 def _instances(cluster: DevCluster, node: str) -> list[str]:
     node_json = requests.get(f"{cluster.url}/v1/node/{cluster.node_ids()[node]}", timeout=5).json()

@@ -4,11 +4,14 @@ nomad/alloc_endpoint.go `List`; `"nodes"`, nomad/node_endpoint.go `List`, v2.0.5
 from __future__ import annotations
 
 import nomad
+import pytest
 import requests
 
 from nomad_gpu.devcluster import DevCluster
 
 from .helpers import job_allocs, jobspec, submit, wait_until
+
+pytestmark = pytest.mark.server  # each test starts a dev cluster
 
 
 def _index(cluster: DevCluster, path: str) -> int:
