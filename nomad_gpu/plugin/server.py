@@ -40,17 +40,23 @@ logger = logging.getLogger(__name__)
 
 PLUGIN_NAME = "nomad-gpu-device"
 DEVICE_API_VERSION = "v0.1.0"
-WORKERS = 16
-"""Long-lived streams (stdio, fingerprint, stats, health watch) each hold a worker; Reserve must never wait."""
+WORKERS = 32
+"""Threads serving RPCs. Long-lived streams (stdio, fingerprint, stats, health watch) each hold one."""
+STREAMS = 24
+"""Long streams open at once at most (Nomad opens four); past it one is refused (RESOURCE_EXHAUSTED) at
+once, so the other WORKERS - STREAMS threads are always free for Reserve, which must never wait."""
+MAX_DETAIL_CHARS = 1024
+"""A refusal's message at most: gRPC sends it as metadata, and a long one (3,000 echoed IDs) breaks the RPC."""
 
 
 class Stopper:
     """One switch that ends the process and wakes every stream waiting on it."""
 
-    def __init__(self) -> None:
+    def __init__(self, streams: int = STREAMS) -> None:
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._calls: set[threading.Event] = set()
+        self._streams = streams
 
     @property
     def stopped(self) -> bool:
@@ -66,12 +72,17 @@ class Stopper:
         return self._stopped.wait(timeout)
 
     def call(self, context: grpc.ServicerContext) -> threading.Event:
-        """An event set when the plugin stops or this call's client goes away."""
+        """An event set when the plugin stops or this call's client goes away; a long stream past the
+        `streams` open at once is refused here (RESOURCE_EXHAUSTED) before it holds a worker."""
         ev = threading.Event()
         with self._lock:
-            if self._stopped.is_set():
-                ev.set()
-            self._calls.add(ev)
+            full = len(self._calls) >= self._streams
+            if not full:
+                if self._stopped.is_set():
+                    ev.set()
+                self._calls.add(ev)
+        if full:
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"{self._streams} streams are open already")
         context.add_callback(ev.set)
         return ev
 
@@ -145,8 +156,8 @@ class BasePlugin(base_pb2_grpc.BasePluginServicer):
                   context: grpc.ServicerContext) -> base_pb2.SetConfigResponse:
         try:
             cfg = plugin_config.decode_config(request.msgpack_config)
-        except plugin_config.ConfigError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{PLUGIN_NAME}: {exc}")
+        except (plugin_config.ConfigError, ValueError, TypeError) as exc:  # a map keyed by a list: TypeError
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, bounded(f"{PLUGIN_NAME}: config: {exc}"))
         self._state.configure(cfg)
         logger.info("configured: %d shared GPU(s), MPS %s", len(cfg.shared_gpus),
                     cfg.mps_pipe_directory or "off")
@@ -182,7 +193,7 @@ class DevicePlugin(device_pb2_grpc.DevicePluginServicer):
         try:
             res = reserve(list(request.device_ids), self._state.published(), self._state.config)
         except ReserveError as exc:
-            context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, bounded(str(exc)))
         logger.info("reserved %s -> %s", ",".join(request.device_ids), res.envs.get("NVIDIA_VISIBLE_DEVICES"))
         return wire.reservation(res)
 
@@ -205,6 +216,14 @@ class DevicePlugin(device_pb2_grpc.DevicePluginServicer):
                 ev.wait(interval)
         finally:
             self._stopper.done(ev)
+
+
+def bounded(message: str) -> str:
+    """``message`` cut to MAX_DETAIL_CHARS, saying how much was left out."""
+    if len(message) <= MAX_DETAIL_CHARS:
+        return message
+    cut = MAX_DETAIL_CHARS - 40
+    return f"{message[:cut]}... ({len(message) - cut} more characters)"
 
 
 def build_server(state: NodeState, stopper: Stopper) -> grpc.Server:
