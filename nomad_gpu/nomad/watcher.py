@@ -103,6 +103,8 @@ class Watcher:
         self._seen_set: set[tuple[int, str, str, str]] = set()
         self.backoff = Backoff()
         self._warned: set[str] = set()
+        self._failing: str | None = None
+        """The last failure said, until Nomad answers again (each failure is said once, not per retry)."""
         self.reconnects = 0
         self.connected = threading.Event()
         self.synced = threading.Event()
@@ -139,6 +141,9 @@ class Watcher:
             try:
                 self._track_namespaces()  # before the resync: what it lists, the stream then covers
                 self.resync()
+                if self._failing is not None:
+                    logger.warning("watching Nomad: it answers again")
+                    self._failing = None
                 heard = self._follow()
                 if not self._stop.is_set() and not self._resubscribe:
                     if heard:
@@ -152,7 +157,9 @@ class Watcher:
             except NomadError as exc:
                 if self._stop.is_set():
                     break
-                logger.warning("watching Nomad: %s; reconnecting", exc)
+                if str(exc) != self._failing:  # one line per change: the back-off retries every few seconds
+                    logger.warning("watching Nomad: %s; retrying", exc)
+                    self._failing = str(exc)
             except Exception:  # a handler bug must not kill the watcher; it is logged loudly
                 logger.exception("event handling failed; resyncing")
             self.connected.clear()
