@@ -11,6 +11,7 @@ dev cluster keeps the same records so that they reach `GET /v1/job/:id/evaluatio
 
 from __future__ import annotations
 
+import functools
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -31,8 +32,11 @@ ALLOC_FAILURE = "alloc-failure"
 NODE_UPDATE = "node-update"
 NODE_DRAIN = "node-drain"
 QUEUED_ALLOCS = "queued-allocs"
+FAILED_FOLLOW_UP = "failed-follow-up"
+FAILED_FOLLOW_UP_WAIT_S = 60.0
+"""`EvalFailedFollowupBaselineDelay` (nomad/config.go, v2.0.5); the random extra of up to 5 min is left out."""
 
-PENDING, BLOCKED, COMPLETE, CANCELED = "pending", "blocked", "complete", "canceled"
+PENDING, BLOCKED, COMPLETE, CANCELED, FAILED = "pending", "blocked", "complete", "canceled", "failed"
 TERMINAL = frozenset({COMPLETE, CANCELED, "failed"})
 _ZERO_TIME = "0001-01-01T00:00:00Z"
 
@@ -57,6 +61,8 @@ class Evaluation:
     queued: dict[str, int] = field(default_factory=dict)
     modify_index: int = 0
     modify_time: float = 0.0
+    fails: bool = False  # the scheduler gives up on it (`fail`): it ends `failed`, with a follow-up
+    wait_s: float = 0.0
 
     def __post_init__(self) -> None:
         self.modify_index = self.modify_index or self.create_index
@@ -84,7 +90,7 @@ class Evaluation:
             "DeploymentID": "",
             "Status": self.status,
             "StatusDescription": self.status_description,
-            "Wait": 0,
+            "Wait": int(self.wait_s * 1e9),
             "WaitUntil": _ZERO_TIME,
             "NextEval": "",
             "PreviousEval": self.previous_eval,
@@ -155,7 +161,12 @@ def settle(state: ClusterState) -> None:
         items = waiting.get(eval_id, [])
         if evaluation.status == BLOCKED and items:
             continue
+        if items and not evaluation.fails and all(item.not_before > now for item in items):
+            continue  # a follow-up that waits out its delay
         index = index or state._next_index()
+        if evaluation.fails:
+            changed.extend(_failed(state, evaluation, items, index, now))
+            continue
         evaluation.set_status(COMPLETE, index, now)
         state.open_evals.discard(eval_id)
         changed.append(evaluation)
@@ -172,6 +183,41 @@ def settle(state: ClusterState) -> None:
                 item.eval_id = blocked.id
     if changed:
         state._emit(index, [evaluation.event(index) for evaluation in changed])
+
+
+def fail(state: ClusterState, evaluation: Evaluation) -> None:
+    """Make the scheduler give up on `evaluation` (fault injection): `retryMax` ends it with
+    "maximum attempts reached (N)", 5 attempts for service jobs and 2 for batch (`SetStatusError`,
+    scheduler/util.go and generic_sched.go, v2.0.5), and nothing of its plan is applied. The leader then
+    creates a `failed-follow-up` evaluation that waits `EvalFailedFollowupBaselineDelay` before it runs
+    (`Evaluation.CreateFailedFollowUpEval`, nomad/structs/eval.go; `reapFailedEvaluations`, nomad/leader.go)."""
+    evaluation.fails = True
+    until = state.clock() + FAILED_FOLLOW_UP_WAIT_S / state.speed
+    for item in state.pending:
+        if item.eval_id == evaluation.id:
+            item.not_before = until
+
+
+def _failed(state: ClusterState, evaluation: Evaluation, items: list[Pending], index: int,
+            now: float) -> list[Evaluation]:
+    attempts = 2 if evaluation.job_type == "batch" else 5
+    evaluation.set_status(FAILED, index, now, f"maximum attempts reached ({attempts})")
+    state.open_evals.discard(evaluation.id)
+    if not items:
+        return [evaluation]
+    follow = Evaluation(str(uuid.uuid4()), evaluation.namespace, evaluation.job_id, evaluation.job_type,
+                        evaluation.priority, FAILED_FOLLOW_UP, evaluation.job_modify_index, index, now,
+                        previous_eval=evaluation.id, wait_s=FAILED_FOLLOW_UP_WAIT_S)
+    state._track(follow)
+    for item in items:
+        item.eval_id = follow.id
+    state.timers.call_at(min(item.not_before for item in items), functools.partial(_follow_up, state))
+    return [evaluation, follow]
+
+
+def _follow_up(state: ClusterState) -> None:
+    with state.lock:
+        state._schedule()
 
 
 def _failed_groups(items: list[Pending]) -> dict[str, JSON]:

@@ -46,6 +46,7 @@ class Pending:
     eval_id: str
     since: float
     previous_alloc: str = ""
+    not_before: float = 0.0  # a failed evaluation's follow-up waits until then (evals.py `fail`)
     refusal_counted: bool = False
     reasons: dict[str, int] = field(default_factory=dict)
     metric: JSON | None = None  # the AllocMetric of the last failed attempt

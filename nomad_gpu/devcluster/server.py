@@ -145,6 +145,11 @@ class DevCluster:
     def audit(self) -> dict[str, Any]:
         return queries.audit(self.state)
 
+    def fail_evaluations(self, count: int) -> None:
+        """The scheduler gives up on the next `count` register evaluations (evals.py `fail`)."""
+        with self.state.lock:
+            self.state.failing_evals = count
+
     def set_leader(self, present: bool) -> None:
         """Lose (or regain) the servers' leader: `/v1/status/leader` then answers `""`."""
         self.state.has_leader = present

@@ -77,6 +77,7 @@ class ClusterState:
         """The index of each table's last write: what a list's `X-Nomad-Index` is (`state.Index("allocs")` in
         nomad/alloc_endpoint.go `List`, `"nodes"` in nomad/node_endpoint.go `List`, v2.0.5)."""
         self.has_leader = True  # False: `/v1/status/leader` answers "" (fault injection: DevCluster.set_leader)
+        self.failing_evals = 0  # the next N register evaluations fail (DevCluster.fail_evaluations)
         # "default" and "all" always exist; a node's pool is created when the node registers.
         self.node_pools = frozenset({"default", "all", *(node.node_pool for node in cluster.nodes)})
         self.faults = Faults(clock)  # network faults in front of the HTTP app (faults.py)
@@ -160,6 +161,9 @@ class ClusterState:
             self._emit(index, [*events, evaluation.event(index)])
             eval_id = evaluation.id
             self._replan(key, record, eval_id, now)
+            if self.failing_evals > 0:  # fault injection: the scheduler gives up on this one
+                self.failing_evals -= 1
+                evals.fail(self, evaluation)
             self._schedule()
             return {"EvalID": eval_id, "EvalCreateIndex": index, "JobModifyIndex": job_index,
                     "Warnings": warnings, "Index": index, "LastContact": 0, "KnownLeader": False}
@@ -261,9 +265,13 @@ class ClusterState:
         short_offers = self._short_offers
         plans: dict[tuple[str, str], tuple[int, list[Alloc]]] = {}
         waiting: list[Pending] = []
+        now = self.clock()
         for item in self.pending:
             record = self.jobs.get((item.namespace, item.job_id))
             if record is None or record.job["Stop"] or item.group not in record.asks:
+                continue
+            if item.not_before > now:  # a failed evaluation's follow-up, not due yet (evals.py `fail`)
+                waiting.append(item)
                 continue
             ask = record.asks[item.group]
             verdict = place_in_pass(ask, views, self.nodes, self.ledger.is_free, short_offers=short_offers)
