@@ -27,6 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
 
 from test_entry_routes import NoActuator  # noqa: E402
 
+pytestmark = pytest.mark.server  # the API served on loopback
+
 
 def spec(name: str, team: str = "vision") -> dict[str, object]:
     return yaml.safe_load(f"name: {name}\nteam: {team}\ntask: {{image: busybox}}\ngpu: {{count: 1}}\n")

@@ -6,9 +6,12 @@ import csv
 import io
 import json
 
+import pytest
 from test_queue_commands import cli, served  # noqa: F401  (a fixture)
 
 from nomad_gpu.service.scheduler import SchedulerService
+
+pytestmark = pytest.mark.server  # the API served on loopback
 
 
 def _sweep(name: str, team: str) -> dict[str, object]:
