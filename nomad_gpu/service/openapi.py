@@ -62,7 +62,8 @@ OPERATIONS: tuple[Operation, ...] = (
               body=("application/yaml", "application/json"), body_schema="Spec", tags=("jobs",)),
     Operation("get", "/v1/jobs", "List entries (a team's token sees its own team's).",
               {200: "Entries in queue order.", 400: "An unknown state or a bad limit/offset."}, "Entries",
-              (Param("state", "query", "Comma-separated states: queued,admitted,running,complete,failed,cancelled."),
+              (Param("state", "query", "Comma-separated states: queued,admitted,running,complete,failed,cancelled,"
+                                      "dependency-failed."),
                Param("sweep", "query", "Only the trials of this sweep."),
                Param("limit", "query", "At most this many entries (default: all).", "integer"),
                Param("offset", "query", "Skip this many entries first.", "integer"),
