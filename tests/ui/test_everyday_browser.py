@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 import requests
-from test_dashboard_browser import headers, js, open_dashboard, row, submit, wait_until
+from test_dashboard_browser import headers, js, open_dashboard, row, run_axe, submit, wait_until
 
 pytestmark = pytest.mark.e2e
 
@@ -107,6 +107,7 @@ def test_the_job_view_shows_the_job_and_acts_on_it(page: tuple[Any, Any, Any]) -
     assert len(log.strip().splitlines()) <= 20
     facts = js(browser, "return document.getElementById('job-facts').innerText")
     assert "running" in facts and "Placement main[0]" in facts and "ends in" in facts
+    assert run_axe(browser) == []  # the job view open: no serious accessibility violation
     wait_until(lambda: js(browser, "return !!document.querySelector('#job-actions button[data-action=cancel]')"),
                "a cancel button for a running job")
     js(browser, "document.querySelector('#job-actions button[data-action=cancel]').click()")
