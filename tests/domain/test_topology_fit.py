@@ -61,20 +61,29 @@ def test_a_4_gpu_job_on_a_pairs_node_takes_two_whole_pairs() -> None:
     assert p.instance_ids == gpu("a100-1", 4, 5, 6, 7)
 
 
-def test_the_nvlink_node_wins_over_a_tighter_one_without_an_nvlink_set() -> None:
-    """frag-aware's best fit alone would take the node with exactly 4 GPUs free (all broken pairs)."""
-    ledger = ledger_of(topo_node("a-tight", pairs("a-tight")), topo_node("b-roomy", pairs("b-roomy")))  # type: ignore[arg-type]
-    hold(ledger, "busy", "a-tight", [0, 3, 5, 6])  # free: 1, 2, 4, 7: no whole pair
-    hold(ledger, "busy2", "b-roomy", [0, 1])  # free: three whole pairs
-    got = admitted(cycle(ledger, [job("train", whole(4))]), "train")
-    (p,) = got.placements
-    assert p.node == NodeId("b-roomy") and p.instance_ids == gpu("b-roomy", 4, 5, 6, 7)  # one NUMA node
+def two_nodes(busy_a: list[int], busy_b: list[int]) -> Ledger:
+    ledger = ledger_of(topo_node("a-first", pairs("a-first")), topo_node("b-second", pairs("b-second")))  # type: ignore[arg-type]
+    hold(ledger, "busy-a", "a-first", busy_a)
+    hold(ledger, "busy-b", "b-second", busy_b)
+    return ledger
+
+
+def test_between_nodes_the_packing_leaves_level_the_nvlink_set_wins() -> None:
+    """Both nodes have 4 GPUs free; only the second has them as whole pairs. Before the term the
+    first node won (the fitter's node order)."""
+    (p,) = admitted(cycle(two_nodes([0, 3, 5, 6], [0, 1, 6, 7]), [job("train", whole(4))]), "train").placements
+    assert p.node == NodeId("b-second") and p.instance_ids == gpu("b-second", 2, 3, 4, 5)
     with hooks_off():
-        ledger2 = ledger_of(topo_node("a-tight", pairs("a-tight")), topo_node("b-roomy", pairs("b-roomy")))  # type: ignore[arg-type]
-        hold(ledger2, "busy", "a-tight", [0, 3, 5, 6])
-        hold(ledger2, "busy2", "b-roomy", [0, 1])
-        (before,) = admitted(cycle(ledger2, [job("train", whole(4))]), "train").placements
-    assert before.node == NodeId("a-tight")  # what the core did before the term
+        (before,) = admitted(cycle(two_nodes([0, 3, 5, 6], [0, 1, 6, 7]), [job("train", whole(4))]),
+                             "train").placements
+    assert before.node == NodeId("a-first")
+
+
+def test_the_term_does_not_undo_packing_a_tighter_node_still_wins() -> None:
+    """The first node has exactly 4 GPUs free (no whole pair), the second 6 (three pairs): packing
+    keeps the second node's room, and the set on the first says what it is."""
+    (p,) = admitted(cycle(two_nodes([0, 3, 5, 6], [0, 1]), [job("train", whole(4))]), "train").placements
+    assert p.node == NodeId("a-first") and p.link is LinkClass.SYSTEM
 
 
 def test_a_1_gpu_job_takes_a_gpu_whose_partner_is_busy() -> None:
