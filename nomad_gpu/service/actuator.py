@@ -23,6 +23,8 @@ logger = logging.getLogger(__name__)
 
 META_ATTEMPT = "nomad_gpu_attempt"
 META_INSTANCE = "nomad_gpu_instance"
+META_SERVICE = "nomad_gpu_service"
+"""The service's configured name (`service_name`): whose job this is, across databases."""
 
 
 @dataclass(frozen=True)
@@ -44,13 +46,15 @@ class NomadActuator(Protocol):
 
 
 class Actuator:
-    def __init__(self, client: NomadClient, templates_dir: Path | None = None) -> None:
+    def __init__(self, client: NomadClient, templates_dir: Path | None = None, service_name: str = "nomad-gpu",
+                 ) -> None:
         self.client = client
+        self.service_name = service_name
         self.renderer = JobRenderer(templates_dir) if templates_dir is not None else JobRenderer()
 
     def render(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str:
         return self.renderer.render_job(spec, job_id=entry.nomad_job_id, placement=placement,
-                                        extra_meta=_meta(entry))
+                                        extra_meta={**_meta(entry), META_SERVICE: self.service_name})
 
     def submit(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str:
         """Register the pinned job, create-only; returns the HCL. Raises NomadError / RenderError."""

@@ -12,6 +12,7 @@ from nomad_gpu.nomad.client import NomadClient
 from nomad_gpu.nomad.watcher import Watcher
 from nomad_gpu.service.actuator import Actuator
 from nomad_gpu.service.api import create_app
+from nomad_gpu.service.existingjobs import check_new_database
 from nomad_gpu.service.history import History, HistorySampler
 from nomad_gpu.service.listen import ApiServer, plan_listen
 from nomad_gpu.service.livemetrics import install as install_live_metrics
@@ -39,7 +40,7 @@ class ServiceRuntime:
         self.metrics = Metrics()
         self.store = SqliteStore(settings.db_path, exclusive=True)  # one service per database
         self.client = NomadClient(settings.nomad)
-        self.actuator = Actuator(self.client, settings.templates_dir)
+        self.actuator = Actuator(self.client, settings.templates_dir, settings.scheduling.service_name)
         self.scheduler = SchedulerService(self.store, self.actuator, settings.scheduling, self.metrics)
         self.scheduler.relayout = build_loop(  # MIG re-layouts, when the operator turned them on
             settings.scheduling.mig_relayout, self.client, executor=self.scheduler.life.executor,
@@ -58,6 +59,9 @@ class ServiceRuntime:
         self.address = settings.listen
 
     def start(self, *, wait_ready_s: float = 0.0) -> str:
+        if self.store.created:  # a lost or replaced database looks like this: are the old one's jobs running?
+            check_new_database(self.client, self.actuator, self.settings.scheduling.service_name,
+                               ignore=self.settings.ignore_existing_jobs)
         self._api = ApiServer(create_app(self.scheduler, access=self.access, nomad_address=self.settings.nomad.address,
                                          history=self.history, usage=self.usage, nomad=self.client,
                                          templates=self.actuator.renderer.template_names()), self.listen,

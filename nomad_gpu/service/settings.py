@@ -99,6 +99,9 @@ class SchedulingSettings:
     """The operator's policy per workload class (`classes:`, service/classconfig.py)."""
     mig_relayout: MigRelayoutConfig = field(default_factory=MigRelayoutConfig)
     """Queue-driven MIG re-layouts (`mig_relayout:`, service/relayoutconfig.py); off by default."""
+    service_name: str = "nomad-gpu"
+    """Written into every job's meta (`nomad_gpu_service`): two services on one cluster tell their jobs
+    apart by it (the job-ID prefix is random per database)."""
 
 
 def _within(wide: frozenset[str], narrow: frozenset[str] | None) -> frozenset[str]:
@@ -193,6 +196,8 @@ class ServiceSettings:
     access: AccessSettings = field(default_factory=AccessSettings)
     tls_cert: str | None = None
     tls_key: str | None = None
+    ignore_existing_jobs: bool = False
+    """Start on a new database even though Nomad runs jobs of this service (they are left to Nomad)."""
 
     def __repr__(self) -> str:
         return f"ServiceSettings(nomad={self.nomad!r}, db_path={self.db_path!r}, listen={self.listen!r})"
@@ -299,7 +304,7 @@ def _names(raw: Any, where: str, star: bool = False) -> list[str]:
 def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> SchedulingSettings:
     known = {"policy", "hol_threshold_s", "tick_s", "half_life_s", "teams", "default_team", "sharing",
              "actuator_workers", "model_weights", "api", "refusal_avoid_s", "admission_deadline_s",
-             "retention_s", "usage", "min_cycle_interval_s", "classes", "mig_relayout"}
+             "retention_s", "usage", "min_cycle_interval_s", "classes", "mig_relayout", "service_name"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -327,12 +332,19 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             refusal_avoid_s=float(raw.get("refusal_avoid_s", base.refusal_avoid_s)),
             admission_deadline_s=float(raw.get("admission_deadline_s", base.admission_deadline_s)),
             retention_s=float(raw.get("retention_s", base.retention_s)),
+            service_name=_service_name(raw.get("service_name", base.service_name), where),
             usage=usage_from_mapping(raw.get("usage") or {}, f"{where}: usage"),
             classes=classes_from_mapping(raw.get("classes")),
             mig_relayout=mig_relayout_from_mapping(raw.get("mig_relayout"), f"{where}: mig_relayout"),
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from exc
+
+
+def _service_name(value: Any, where: str) -> str:
+    if not isinstance(value, str) or not _TEAM.fullmatch(value):
+        raise InvalidRequest(f"{where}: service_name: must be a name (1-64 of A-Z, a-z, 0-9, '_', '.', '-')")
+    return value
 
 
 def _at_most(value: float, limit: float, key: str) -> float:

@@ -147,10 +147,13 @@ class SqliteStore:
         return db
 
     def _instance(self) -> str:
-        """This database's job ID prefix, made once; kept in the file so it survives restarts."""
+        """This database's job ID prefix, made once; kept in the file so it survives restarts. ``created``
+        says whether it was made now: a new database (a lost or replaced one looks the same)."""
+        self.created = False
         found = self.get_meta("instance")
         if found:
             return found
+        self.created = True
         self._db.execute("INSERT OR IGNORE INTO kv (key, value) VALUES ('instance', ?)", (secrets.token_hex(3),))
         return str(self.get_meta("instance"))
 
