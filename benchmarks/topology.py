@@ -6,7 +6,9 @@ A replay through the service's own scheduling cycle (frag-aware, the default pol
 - `any`: the nodes' topology is hidden from the core (the stock plugin: "any N GPUs", today's rule);
   the class of each set is then read from the real topology afterwards;
 - `topology`: the core sees the topology (NVLink set first, then one NUMA node, then anything);
-- `oracle`: the core sees it and a multi-GPU job takes nothing but an NVLink set (it waits instead).
+- `oracle`: the core sees it and a multi-GPU job takes nothing but an NVLink set (it waits instead);
+- two variants of `topology` for comparison: `sets-only` (which GPUs of a node, without the score
+  term between nodes) and `above` (the term above every fragmentation key instead of beside best fit).
 
 Fleets: `pairs` (PCIe A100s bridged GPU 2k to 2k+1, two sockets of 4 GPUs), `sockets` (two sockets,
 no NVLink), `mixed` (half `pairs`, half NVSwitch boards). Workloads: `openb` (the openb default trace's
@@ -35,6 +37,7 @@ from typing import Any
 
 import numpy as np
 
+from nomad_gpu.domain import fragaware
 from nomad_gpu.domain.cycle import Admit, CycleConfig, run_cycle
 from nomad_gpu.domain.fragmentation import Demand
 from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, InstanceId, NodeId, Team
@@ -48,7 +51,8 @@ from nomad_gpu.sim.trace import NODES_CSV, PODS_CSV, load_trace
 
 MODEL = "NVIDIA A100 80GB PCIe"
 TEAM = Team("bench")
-MODES = ("any", "topology", "oracle")
+MODES = ("any", "topology", "oracle", "sets-only", "above")
+DEFAULT_MODES = ("any", "topology", "oracle")
 
 
 @dataclass(frozen=True)
@@ -107,6 +111,21 @@ def synthetic_jobs(seed: int, gpus: int, load: float, count: int) -> list[Job]:
 
 
 @contextmanager
+def variant(mode: str) -> Iterator[None]:
+    """`sets-only`: no score term; `above`: the term above every key of frag-aware (its first design)."""
+    term, plain, large = WHOLE.set_term, fragaware._TIER_PLAIN, fragaware._TIER_LARGE
+    if mode == "sets-only":
+        WHOLE.set_term = None
+    elif mode == "above":
+        fragaware._TIER_PLAIN, fragaware._TIER_LARGE = 128.0, 2.0  # above FGD's 0-100, above fold_large's 0-1
+    try:
+        with nvlink_only() if mode == "oracle" else _nothing():
+            yield
+    finally:
+        WHOLE.set_term, fragaware._TIER_PLAIN, fragaware._TIER_LARGE = term, plain, large
+
+
+@contextmanager
 def nvlink_only() -> Iterator[None]:
     """The oracle: a multi-GPU ask is offered a node's NVLink set or nothing there."""
     def sets(nf: Any, model: str, ids: Any, count: int) -> Iterator[tuple[InstanceId, ...]]:
@@ -142,7 +161,7 @@ def replay(inventory: Inventory, jobs: list[Job], mode: str, policy: str = "frag
     used, util, times = 0, [], []
     start = jobs[0].arrival if jobs else 0.0
     t0 = time.monotonic()
-    with nvlink_only() if mode == "oracle" else _nothing():
+    with variant(mode):
         while arrivals or running:
             now = min(arrivals[0][1].arrival if arrivals else float("inf"), running[0][0] if running else float("inf"))
             while running and running[0][0] <= now:
@@ -217,7 +236,7 @@ def main() -> int:
     parser.add_argument("--load", type=float, default=0.9, help="synthetic: offered load, share of the fleet")
     parser.add_argument("--jobs", type=int, default=2000, help="synthetic: jobs per seed")
     parser.add_argument("--speedup", type=float, default=40.0, help="openb: arrivals compressed by this")
-    parser.add_argument("--modes", default=",".join(MODES))
+    parser.add_argument("--modes", default=",".join(DEFAULT_MODES), help=f"of {', '.join(MODES)}")
     parser.add_argument("--json", type=str, default=None)
     args = parser.parse_args()
     modes = [m for m in args.modes.split(",") if m]
@@ -238,12 +257,13 @@ def main() -> int:
             "alloc_while_arriving_pct", "never_started")
     print(f"{args.fleet} fleet, {args.nodes} nodes, {args.workload}"
           + (f", load {args.load}, {args.jobs} jobs, seeds {args.seeds}" if args.workload == "synthetic"
-             else f", speedup {args.speedup}") + " (median over seeds)")
-    print("| mode | " + " | ".join(cols) + " |")
-    print("|---|" + "---:|" * len(cols))
+             else f", speedup {args.speedup}"))
+    print("| mode | over seeds | " + " | ".join(cols) + " |")
+    print("|---|---|" + "---:|" * len(cols))
     for mode in modes:
         mine = [r for r in runs if r["mode"] == mode]
-        print(f"| {mode} | " + " | ".join(f"{statistics.median(r[c] for r in mine):,.1f}" for c in cols) + " |")
+        for name, how in (("median", statistics.median), ("mean", statistics.mean)):
+            print(f"| {mode} | {name} | " + " | ".join(f"{how(r[c] for r in mine):,.1f}" for c in cols) + " |")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(runs, out, indent=1)
