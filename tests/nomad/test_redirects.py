@@ -12,7 +12,7 @@ import pytest
 
 from nomad_gpu.nomad.client import NomadClient, NomadError, NomadSettings
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.server
 
 
 class Recorder(BaseHTTPRequestHandler):

@@ -14,7 +14,7 @@ import pytest
 
 from nomad_gpu.nomad.client import NomadClient, NomadError, NomadSettings
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.server
 
 
 class Canned(BaseHTTPRequestHandler):

@@ -37,7 +37,7 @@ def port(service: SchedulerService) -> Iterator[int]:
     server.stop()
 
 
-@pytest.mark.e2e
+@pytest.mark.server
 def test_a_client_gone_mid_body_is_one_line_without_a_traceback(port: int, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO)
     with socket.create_connection(("127.0.0.1", port)) as s:

@@ -23,7 +23,7 @@ from nomad_gpu.service.settings import SchedulingSettings
 from nomad_gpu.store import EntryState, SqliteStore
 from tests.service.conftest import NoActuator
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.server
 
 SPEC = "name: x\ntask: {driver: exec, command: /bin/sh, args: [-c, 'touch /tmp/owned']}\n"
 CLIENT_HEADER = {"X-Nomad-Gpu-Client": "test"}

@@ -24,7 +24,7 @@ from nomad_gpu.service.settings import HttpLimits, SchedulingSettings
 from nomad_gpu.store import SqliteStore
 from tests.service.conftest import NoActuator
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.server
 
 ROOT = Path(__file__).resolve().parents[2]
 SHORT = HttpLimits(head_timeout_s=1.5, body_timeout_s=0.5, keep_alive_s=1.0, max_connections=8)

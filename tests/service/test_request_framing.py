@@ -13,7 +13,7 @@ from nomad_gpu.service.api import create_app
 from nomad_gpu.service.listen import ApiServer, plan_listen
 from nomad_gpu.service.scheduler import SchedulerService
 
-pytestmark = pytest.mark.e2e
+pytestmark = pytest.mark.server
 
 
 @pytest.fixture
