@@ -408,7 +408,7 @@ class EvalInfo:
 
     @property
     def refused(self) -> bool:
-        return bool(self.failures) or self.status == "blocked"
+        return bool(self.failures) or self.status in ("blocked", "failed")
 
 
 def decode_eval(raw: Mapping[str, Any]) -> EvalInfo:
@@ -419,6 +419,8 @@ def decode_eval(raw: Mapping[str, Any]) -> EvalInfo:
         why += [f"{k} exhausted ({v})" for k, v in sorted((metric.get("DimensionExhausted") or {}).items())]
         evaluated = int(metric.get("NodesEvaluated") or 0)
         failures.append(f"group {group}: {evaluated} node(s) evaluated" + (f"; {', '.join(why)}" if why else ""))
+    if raw.get("Status") == "failed":  # the scheduler gave up ("maximum attempts reached (N)": scheduler/util.go
+        failures.append(f"evaluation failed: {raw.get('StatusDescription') or 'no reason given'}")  # v2.0.5)
     return EvalInfo(id=str(raw.get("ID") or ""), job_id=str(raw.get("JobID") or ""),
                     namespace=str(raw.get("Namespace") or "default"), status=str(raw.get("Status") or ""),
                     triggered_by=str(raw.get("TriggeredBy") or ""), failures="; ".join(failures))

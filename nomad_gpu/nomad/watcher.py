@@ -359,7 +359,7 @@ class Watcher:
             self.handler.on_job_deregistered(str(job.get("ID") or event.get("Key")))
         elif topic == "Evaluation":
             ev = payload.get("Evaluation") or {}
-            if ev.get("FailedTGAllocs") or ev.get("Status") == "blocked":  # only refusals matter; most evals don't
+            if ev.get("FailedTGAllocs") or ev.get("Status") in ("blocked", "failed"):  # refusals only
                 self.handler.on_eval(decode_eval(ev))
 
 
