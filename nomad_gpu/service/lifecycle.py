@@ -305,13 +305,16 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
         if (t is None or t.entry.nomad_job_id != ev.job_id or t.entry.state is not EntryState.ADMITTED
                 or not ev.refused):
             return
-        self._refused(t, f"Nomad could not place it: {ev.failures or ev.status}", self.clock())
+        # a failed evaluation is the scheduler giving up, not the node refusing: that node stays a candidate
+        self._refused(t, f"Nomad could not place it: {ev.failures or ev.status}", self.clock(),
+                      avoid=ev.status != "failed")
 
-    def _refused(self, t: Tracked, why: str, now: float) -> None:
-        nodes = {NodeId(str(p["node"])) for p in t.entry.placements}
+    def _refused(self, t: Tracked, why: str, now: float, *, avoid: bool = True) -> None:
+        nodes = {NodeId(str(p["node"])) for p in t.entry.placements} if avoid else set()
         for node in nodes:
             t.avoid[node] = now + self.refusal_avoid_s
-        logger.warning("entry %s: %s; re-queued away from %s", t.entry.id, why, ", ".join(sorted(nodes)))
+        logger.warning("entry %s: %s; re-queued%s", t.entry.id, why,
+                       f" away from {', '.join(sorted(nodes))}" if nodes else "")
         self.end(t, EntryState.QUEUED, why, refused=True)
         self.metrics.finished.labels("refused").inc()
 
