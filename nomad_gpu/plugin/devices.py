@@ -21,7 +21,10 @@ from nomad_gpu.plugin.config import PluginConfig
 from nomad_gpu.plugin.migplacement import placement_attribute
 from nomad_gpu.plugin.topology import ATTRIBUTE as TOPOLOGY
 from nomad_gpu.plugin.topology import topology_attribute
-from nomad_gpu.sharecontract import SHARED_TYPE, SHARED_VENDOR, group_name, share_id
+from nomad_gpu.sharecontract import SHARED_TYPE as SHARED_TYPE  # the plugin's side of the contract, re-exported
+from nomad_gpu.sharecontract import SHARED_VENDOR as SHARED_VENDOR
+from nomad_gpu.sharecontract import group_name
+from nomad_gpu.sharecontract import share_id as share_id
 
 NVIDIA_VENDOR, GPU_TYPE = "nvidia", "gpu"
 

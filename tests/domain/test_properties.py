@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from typing import cast
 
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
@@ -274,7 +275,8 @@ def check_admission(world: World, d: Admit) -> None:
             split = split_mig_device_name(p.device_name or "")
             assert split is not None and split[1] == g.profile and len(p.instance_ids) == g.count
         else:
-            shared = gpus[p.shared_gpu or ""]
+            assert isinstance(g, GpuShare)
+            shared = gpus[p.shared_gpu or InstanceId("")]
             assert p.share_milli == g.milli and g.allows(shared.model)
             assert len(p.instance_ids) == (shared.instances_for(g.milli) if shared.share_ids else 1)
 
@@ -355,10 +357,10 @@ def run(cluster: tuple[Node, ...], steps: list[tuple[str, object]], policy: str,
             set_node({"down": replace(node, status=NodeStatus.DOWN), "drain": replace(node, draining=True),
                       "ineligible": replace(node, eligible=False), "back": base[n]}[op])
         elif op == "sick":
-            ni, k = arg  # type: ignore[misc]
+            ni, k = cast(tuple[int, int], arg)
             n = ids[ni % len(ids)]
             node = world.now_nodes[n]
-            insts = [*node.gpus, *node.migs]
+            insts: list[Gpu | MigSlice] = [*node.gpus, *node.migs]
             if insts:
                 target = insts[k % len(insts)].id
                 set_node(replace(node, gpus=tuple(replace(g, healthy=g.healthy and g.id != target)
