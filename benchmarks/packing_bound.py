@@ -12,11 +12,14 @@ the gap between FGD and the bound that `frag-aware` closes. Needs the `bound` ex
     .venv/bin/python benchmarks/packing_bound.py [--seeds 42-51] [--workers 2] \\
         [--curves dominance.json] [--pods-dir DIR --traces NAME,...] [--json bound.json]
 
---curves reads the policies' per-seed curves that `packing_dominance.py --json` wrote instead of
-simulating them again; --bounds-only solves the bounds alone (--json keeps them) and --bounds reads
-them back, so the two halves can run apart. --tightness measures the relaxation against the integer program solved to
-optimality (`bound_model.exact`) on samples of a few nodes, with the same arrival protocol (the
-tasks arrived by each level's last event):
+--curves reads the policies' per-seed curves that `packing_dominance.py --json` (or this script's
+--json) wrote instead of simulating them again; --published takes FGD's from the paper's published
+curves, which our `fgd` reproduces point for point. --bounds-only and --curves-only compute one half
+(--json keeps it), and --bounds reads the bounds back, so the two halves can run apart.
+
+--tightness measures the relaxation against the integer program solved to optimality
+(`bound_model.exact`) on samples of a few nodes, with the same arrival protocol (the tasks arrived
+by each level's last event):
 
     .venv/bin/python benchmarks/packing_bound.py --tightness --sample-nodes 8,32 --seeds 42-51
 """
@@ -39,7 +42,8 @@ from bound_model import Relaxation, exact, node_classes, task_counts
 from packing_dominance import POINTS, _pods_csv, _seeds
 
 from nomad_gpu.sim.packing import run_seeds
-from nomad_gpu.sim.trace import NODES_CSV, Trace, load_trace
+from nomad_gpu.sim.report import published_summary
+from nomad_gpu.sim.trace import NODES_CSV, Trace, TraceError, load_trace
 from nomad_gpu.sim.workload import build_workload
 
 POLICIES = ("fgd", "frag-aware")
@@ -103,6 +107,13 @@ def _curves(args: argparse.Namespace, name: str, trace: Trace, seeds: list[int],
         return {p: {s: raw[p][str(s)] for s in seeds} for p in POLICIES}
     out = {}
     for policy in POLICIES:
+        if policy == "fgd" and args.published:
+            # our fgd reproduces the paper's curves point for point (docs/packing.md, Validation)
+            paper = published_summary(args.published, f"openb_pod_list_{name}", policy)
+            if paper is None or not set(seeds) <= set(paper.by_seed):
+                raise LookupError(f"{args.published.name} has no {policy} curves of {name} for seeds {args.seeds}")
+            out[policy] = {s: list(paper.by_seed[s]) for s in seeds}
+            continue
         runs = run_seeds(trace, policy, seeds, workers=workers)
         out[policy] = {r.seed: r.sampled() for r in runs}
     return out
@@ -110,6 +121,8 @@ def _curves(args: argparse.Namespace, name: str, trace: Trace, seeds: list[int],
 
 def _bounds(args: argparse.Namespace, name: str, trace: Trace, seeds: list[int], levels: tuple[int, ...],
             workers: int) -> dict[int, dict[int, float]]:
+    if args.curves_only:
+        return {}
     if args.bounds:
         raw = json.loads(args.bounds.read_text())[name]["bound"]
         return {s: {x: raw[str(s)][str(x)] for x in levels} for s in seeds}
@@ -125,7 +138,7 @@ def report(args: argparse.Namespace) -> int:
     seeds = _seeds(args.seeds)
     levels = tuple(int(x) for x in args.levels.split(","))
     workers = max(1, min(len(seeds), args.workers or os.cpu_count() or 1))
-    saved: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    saved: dict[str, dict[str, dict[str, object]]] = {}
     print("| trace | arrived % | fgd | frag-aware | bound | fgd of bound | frag-aware of bound "
           "| gap closed by frag-aware | samples below the bound |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
@@ -137,7 +150,11 @@ def report(args: argparse.Namespace) -> int:
         bounds = _bounds(args, name, trace, seeds, levels, workers)
         print(f"# {name}: curves {t1 - t0:.0f} s, bounds {time.monotonic() - t1:.0f} s", file=sys.stderr, flush=True)
         saved[name] = {"bound": {str(s): {str(x): b for x, b in bounds[s].items()} for s in seeds}}
+        if curves is not None:
+            saved[name].update({p: {str(s): c for s, c in by.items()} for p, by in curves.items()})
         for x in levels:
+            if not bounds:
+                continue
             b = statistics.fmean(bounds[s][x] for s in seeds)
             if curves is None:
                 print(f"| {name} | {x} | | | {_pct(b)} | | | | |", flush=True)
@@ -211,6 +228,9 @@ def main() -> int:
     parser.add_argument("--json", type=Path, default=None, help="write the per-seed bounds here")
     parser.add_argument("--bounds", type=Path, default=None, help="read the bounds a previous --json wrote")
     parser.add_argument("--bounds-only", action="store_true", help="the bounds alone, no policy curves")
+    parser.add_argument("--curves-only", action="store_true", help="the policy curves alone (for --json)")
+    parser.add_argument("--published", type=Path, default=None,
+                        help="take fgd's curves from the paper's published file (analysis_allo_discrete.csv)")
     parser.add_argument("--pooled", action="store_true", help="weaker bound: shares pooled, no GPU patterns")
     parser.add_argument("--no-cuts", action="store_true", help="weaker bound: without the per-node cuts")
     parser.add_argument("--tightness", action="store_true", help="LP against the ILP on samples of a few nodes")
@@ -224,7 +244,10 @@ def main() -> int:
         parser.error(str(e))
     if args.levels is None:
         args.levels = "100,130" if args.tightness else ",".join(str(x) for x in POINTS)
-    return tightness(args) if args.tightness else report(args)
+    try:
+        return tightness(args) if args.tightness else report(args)
+    except (LookupError, TraceError) as e:
+        parser.error(str(e))
 
 
 if __name__ == "__main__":
