@@ -55,7 +55,10 @@ def node_view(node: Node, nf: Any, held: Mapping[str, list[Holder]] | None = Non
     migs = tuple(MigView(m.id, m.device_name, m.healthy, m.profile.name,
                          nf is not None and m.id in nf.mig_free.get(m.device_name, []),
                          tuple(held.get(str(m.id), [])), m.pci_bus_id, m.profile.compute_slices) for m in node.migs)
-    groups = node.topology.nvlink_groups() if node.topology is not None else []
+    order = {g.id: k for k, g in enumerate(node.gpus)}  # groups and their GPUs in device order: a, a, b, b, ...
+    groups = sorted((sorted(m, key=lambda i: order.get(i, len(order))) for m in
+                     (node.topology.nvlink_groups() if node.topology is not None else [])),
+                    key=lambda m: order.get(m[0], len(order)))
     group_of = {gpu: k for k, members in enumerate(groups) for gpu in members}
     return NodeView(
         id=node.id, name=node.name, datacenter=node.datacenter, status=node.status.value,

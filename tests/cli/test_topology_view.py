@@ -85,3 +85,8 @@ def test_status_and_queue_say_the_link_class_of_a_multi_gpu_placement() -> None:
     assert ("gpus", "4 x A100 on a100-1, NVLink") in lines
     assert sum(1 for label, _ in lines if label == "gpus") == 1
     assert where(entry, {"n-1": "a100-1"}) == "a100-1: 5 devices, NVLink"
+
+
+def test_nvlink_groups_are_lettered_in_device_order() -> None:
+    node = views()["a100-pairs-1"]
+    assert [g.nvlink_group for g in node.gpus] == [0, 0, 1, 1, 2, 2, 3, 3]
