@@ -66,7 +66,7 @@ def test_an_eight_gpu_row_stays_readable(page: tuple[Any, Any, Any], size: tuple
         browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
 
 
-def test_one_word_for_a_queued_entry(page: tuple[Any, Any, Any]) -> None:
+def test_one_word_for_a_queued_entry_and_a_badge_for_one_that_can_never_run(page: tuple[Any, Any, Any]) -> None:
     browser, _, runtime = page
     waiting = submit(runtime, spec("behind-the-eight", 1, 60))  # the eight GPUs are taken
     shown = wait_until(lambda: row(browser, waiting), "the queued row")
@@ -75,6 +75,12 @@ def test_one_word_for_a_queued_entry(page: tuple[Any, Any, Any]) -> None:
     assert shown["state"] == "queued" and state_text == "queued"
     assert js(browser, "return document.querySelector('#summary dt').textContent") == "Queued"
     requests.delete(f"{runtime.address}/v1/jobs/{waiting}", headers=headers(runtime), timeout=10).raise_for_status()
+    never = submit(runtime, spec("nine", 9, 60, "allow_unschedulable: true\n"))  # 8 GPUs is the most here
+    badge = wait_until(lambda: js(browser, "const b = document.querySelector("
+                                           "`#queue-rows tr[data-entry='${arguments[0]}'] .badge`); return b && "
+                                           "b.textContent", never), "the unschedulable badge")
+    assert badge == "unschedulable" and "at most 8 on one node here" in (row(browser, never) or {})["why"]
+    requests.delete(f"{runtime.address}/v1/jobs/{never}", headers=headers(runtime), timeout=10).raise_for_status()
 
 
 def test_the_job_view_shows_the_job_and_acts_on_it(page: tuple[Any, Any, Any]) -> None:

@@ -181,7 +181,10 @@ function renderQueue() {
         "aria-label": `${e.name} (${e.id}): details`, onclick: () => openJob(e.id) }, e.name)),
         el("div", { class: "devices" }, e.id)),
       el("td", { "data-label": "Team" }, e.team),
-      el("td", { "data-label": "State" }, el("span", { class: `state ${e.state}` }, e.state)),
+      el("td", { "data-label": "State" }, el("span", { class: `state ${e.state}` }, e.state),
+        // queued, but no node of the fleet could ever run it (the service's wait reason says why)
+        e.state === "queued" && String(e.reason || "").startsWith("unschedulable:")
+          ? el("span", { class: "badge never" }, "unschedulable") : null),
       el("td", { "data-label": "Priority", class: "num" }, e.priority),
       el("td", { "data-label": "Request" }, requestOf(e)),
       el("td", { "data-label": "Waited", class: "num" }, duration(waited)),
