@@ -104,9 +104,9 @@ def _curves(args: argparse.Namespace, name: str, trace: Trace, seeds: list[int],
         return None
     if args.curves:
         raw = json.loads(args.curves.read_text())[name]
-        return {p: {s: raw[p][str(s)] for s in seeds} for p in POLICIES}
+        return {p: {s: raw[p][str(s)] for s in seeds} for p in POLICIES if p in args.policies}
     out = {}
-    for policy in POLICIES:
+    for policy in args.policies:
         if policy == "fgd" and args.published:
             # our fgd reproduces the paper's curves point for point (docs/packing.md, Validation)
             paper = published_summary(args.published, f"openb_pod_list_{name}", policy)
@@ -159,14 +159,17 @@ def report(args: argparse.Namespace) -> int:
             if curves is None:
                 print(f"| {name} | {x} | | | {_pct(b)} | | | | |", flush=True)
                 continue
-            mean = {p: statistics.fmean(float(curves[p][s][x] or 0.0) for s in seeds) for p in POLICIES}
+            mean = {p: statistics.fmean(float(by[s][x] or 0.0) for s in seeds) for p, by in curves.items()}
             # every policy's point is a mean of placements of these tasks: none may exceed the bound
             # (but for the curve's two roundings to 0.01 point)
-            below = sum(1 for s in seeds if all((curves[p][s][x] or 0.0) <= bounds[s][x] + 0.01 for p in POLICIES))
-            base, ours = mean["fgd"], mean["frag-aware"]
-            closed = f"{100 * (ours - base) / (b - base):+.1f} %" if b - base >= 0.005 else "-"
-            print(f"| {name} | {x} | {_pct(base)} | {_pct(ours)} | {_pct(b)} | {100 * base / b:.2f} % "
-                  f"| {100 * ours / b:.2f} % | {closed} | {below} / {len(seeds)} |", flush=True)
+            below = sum(1 for s in seeds if all((by[s][x] or 0.0) <= bounds[s][x] + 0.01 for by in curves.values()))
+            cells = [_pct(mean[p]) if p in mean else "" for p in POLICIES] + [_pct(b)]
+            cells += [f"{100 * mean[p] / b:.2f} %" if p in mean else "" for p in POLICIES]
+            base, ours = mean.get("fgd"), mean.get("frag-aware")
+            closed = ""
+            if base is not None and ours is not None:
+                closed = f"{100 * (ours - base) / (b - base):+.1f} %" if b - base >= 0.005 else "-"
+            print(f"| {name} | {x} | " + " | ".join(cells) + f" | {closed} | {below} / {len(seeds)} |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(saved))
     return 0
@@ -229,6 +232,7 @@ def main() -> int:
     parser.add_argument("--bounds", type=Path, default=None, help="read the bounds a previous --json wrote")
     parser.add_argument("--bounds-only", action="store_true", help="the bounds alone, no policy curves")
     parser.add_argument("--curves-only", action="store_true", help="the policy curves alone (for --json)")
+    parser.add_argument("--policies", default=",".join(POLICIES), help="which of fgd,frag-aware to compare")
     parser.add_argument("--published", type=Path, default=None,
                         help="take fgd's curves from the paper's published file (analysis_allo_discrete.csv)")
     parser.add_argument("--pooled", action="store_true", help="weaker bound: shares pooled, no GPU patterns")
@@ -242,6 +246,7 @@ def main() -> int:
             _pods_csv(name, args.pods_dir)
     except LookupError as e:
         parser.error(str(e))
+    args.policies = [p for p in POLICIES if p in args.policies.split(",")]
     if args.levels is None:
         args.levels = "100,130" if args.tightness else ",".join(str(x) for x in POINTS)
     try:
