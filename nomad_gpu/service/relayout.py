@@ -122,26 +122,36 @@ class RelayoutController:
         self.port = port
         self.settings = settings
         self._save = save
-        self.records: list[Record] = []
+        self._records: list[Record] = []
+        """Moved by `step` only (one worker at a time); readers see `_snap`, published whole after each step."""
         self.last_relayout_at: dict[str, float] = {}
         self.backoff_until: dict[str, float] = {}
         self.failures: dict[str, int] = {}
-        self.counts = Counts()
+        self._counts = Counts()
         self._serial = 0
         raw = load()
         if raw:
             state = json.loads(raw)
-            self.records = [Record.from_json(r) for r in state.get("records", [])]
+            self._records = [Record.from_json(r) for r in state.get("records", [])]
             self.last_relayout_at = dict(state.get("last_relayout_at", {}))
             self.backoff_until = dict(state.get("backoff_until", {}))
             self.failures = dict(state.get("failures", {}))
             self._serial = int(state.get("serial", 0))
+        self._snap: tuple[tuple[Record, ...], Counts] = (tuple(self._records), replace(self._counts))
+
+    @property
+    def records(self) -> list[Record]:
+        return list(self._snap[0])
+
+    @property
+    def counts(self) -> Counts:
+        return self._snap[1]
 
     # ---- what the cycle reads ------------------------------------------------------------------
     def in_flight(self) -> list[Record]:
-        return [r for r in self.records if not r.phase.is_terminal()]
+        return [r for r in self._snap[0] if not r.phase.is_terminal()]
 
-    def held(self) -> dict[str, frozenset[str]]:
+    def held(self) -> dict[str, frozenset[str]]:  # (from the published snapshot, via in_flight)
         """Node ID -> instances the cycle must not place onto (they are being destroyed)."""
         out: dict[str, frozenset[str]] = {}
         for r in self.in_flight():
@@ -156,9 +166,10 @@ class RelayoutController:
         return None
 
     def status(self) -> dict[str, object]:
-        return {"in_flight": [r.to_json() for r in self.in_flight()],
-                "failed": [r.to_json() for r in self.records if r.phase is Phase.FAILED][-20:],
-                "counts": asdict(self.counts)}
+        records, counts = self._snap
+        return {"in_flight": [r.to_json() for r in records if not r.phase.is_terminal()],
+                "failed": [r.to_json() for r in records if r.phase is Phase.FAILED][-20:],
+                "counts": asdict(counts)}
 
     # ---- the one mover -------------------------------------------------------------------------
     def step(self, now: float, gpus: Sequence[MigGpu], asks: Sequence[MigAsk],
@@ -166,18 +177,18 @@ class RelayoutController:
         """Advance the re-layouts in flight, then start the ones the planner chooses. Returns those started."""
         changed = False
         touched: set[NodeId] = set()
-        for k, r in enumerate(self.records):
+        for k, r in enumerate(self._records):
             if not r.phase.is_terminal():
                 moved = self._advance(r, now)
                 if moved != r:
-                    self.records[k], changed = moved, True
+                    self._records[k], changed = moved, True
                     touched.add(NodeId(r.node))  # the view of it the caller read predates this
-        served = {a for r in self.records if r.phase is Phase.DONE
+        served = {a for r in self._records if r.phase is Phase.DONE
                   and now - (r.ended_at or now) < self.settings.admit_grace_s for a in r.admits}
         asks = [a for a in asks if a.key not in served]
         started: list[Record] = []
         if self.settings.enabled and asks:
-            busy_nodes = {NodeId(r.node) for r in self.in_flight()} | touched
+            busy_nodes = {NodeId(r.node) for r in self._records if not r.phase.is_terminal()} | touched
             usable = [replace(g, last_relayout_at=self.last_relayout_at.get(g.uuid)) for g in gpus
                       if self.backoff_until.get(g.uuid, 0.0) <= now]
             settings = PlanSettings(cool_down_s=self.settings.cool_down_s,
@@ -187,22 +198,23 @@ class RelayoutController:
                 record = Record(relayout.node, (names or {}).get(relayout.node, ""), relayout.gpu,
                                 apply_job_id(relayout.node, relayout.gpu, self._serial), relayout.layout,
                                 relayout.destroy, relayout.admits, now)
-                self.records.append(record)
+                self._records.append(record)
                 self._persist()  # the intent is durable before Nomad hears of it
                 try:
                     self.port.register_apply(record)
                 except Exception as exc:  # Nomad refused or is unreachable: roll back at once
                     logger.warning("MIG re-layout of %s on %s: register failed: %s", record.gpu, record.node, exc)
-                    self.records[-1] = self._fail(record, now, f"apply job not registered: {exc}")
+                    self._records[-1] = self._fail(record, now, f"apply job not registered: {exc}")
                     continue
-                self.counts.started += 1
+                self._counts.started += 1
                 started.append(record)
                 logger.info("MIG re-layout of %s on %s to %s for %s", record.gpu, record.node, record.layout,
                             ", ".join(record.admits))
             changed = changed or bool(started)
         if changed:
-            self.records = self.records[-200:]
+            self._records = self._records[-200:]
             self._persist()
+        self._snap = (tuple(self._records), replace(self._counts))
         return started
 
     def _advance(self, r: Record, now: float) -> Record:
@@ -221,7 +233,7 @@ class RelayoutController:
         seen = self.port.node_layout(r.node)
         target = sorted(r.layout.split(","))
         if seen is not None and sorted(seen[1].get(r.gpu, [])) == target:
-            self.counts.done += 1
+            self._counts.done += 1
             self.last_relayout_at[r.gpu] = now
             self.failures.pop(r.gpu, None)
             self.port.stop(r)
@@ -237,7 +249,7 @@ class RelayoutController:
         n = self.failures.get(r.gpu, 0) + 1
         self.failures[r.gpu] = n
         self.backoff_until[r.gpu] = now + min(self.settings.backoff_s * 2 ** (n - 1), self.settings.backoff_max_s)
-        self.counts.failed += 1
+        self._counts.failed += 1
         logger.warning("MIG re-layout of %s on %s failed: %s", r.gpu, r.node, reason)
         try:
             self.port.stop(r)
@@ -246,6 +258,6 @@ class RelayoutController:
         return replace(r, phase=Phase.FAILED, ended_at=now, reason=f"re-layout failed: {reason}")
 
     def _persist(self) -> None:
-        self._save(json.dumps({"records": [r.to_json() for r in self.records],
+        self._save(json.dumps({"records": [r.to_json() for r in self._records],
                                "last_relayout_at": self.last_relayout_at, "backoff_until": self.backoff_until,
                                "failures": self.failures, "serial": self._serial}, sort_keys=True))

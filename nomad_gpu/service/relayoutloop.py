@@ -27,6 +27,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from nomad_gpu.domain.ids import NodeId
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.migplanner import MigAsk, waiting_mig_asks
+from nomad_gpu.domain.placement import WaitReason
 from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.nomad.client import NomadClient
 from nomad_gpu.service.relayout import RelayoutController
@@ -34,6 +35,10 @@ from nomad_gpu.service.relayoutport import opted_in_gpus
 from nomad_gpu.service.tracking import Executor
 
 logger = logging.getLogger(__name__)
+
+RELAYOUT_HELPS = frozenset({WaitReason.NO_SUCH_SHAPE, WaitReason.FRAGMENTED, WaitReason.INSUFFICIENT})
+"""Waits a new instance can end. Not quota, CPU or memory, a gang, nor capacity reserved for the head of
+the queue or held for an entry: those would wait on after a re-layout too."""
 
 
 class RelayoutLoop:

@@ -36,7 +36,7 @@ from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.reconcile import Reconciler
-from nomad_gpu.service.relayoutloop import RelayoutLoop
+from nomad_gpu.service.relayoutloop import RELAYOUT_HELPS, RelayoutLoop
 from nomad_gpu.service.settings import SchedulingSettings
 from nomad_gpu.service.tracking import LIVE, Executor, Tracked
 from nomad_gpu.service.translate import check_supported
@@ -303,7 +303,7 @@ class SchedulerService:
                         reasons[d.entry] = text
                         t.entry = replace(t.entry, reason=text)
             if self.relayout is not None:
-                waiting = [t.request for d in result.decisions if isinstance(d, Wait)
+                waiting = [t.request for d in result.decisions if isinstance(d, Wait) and d.reason in RELAYOUT_HELPS
                            and (t := self.life.entries.get(d.entry)) is not None and t.request is not None]
                 for entry, text in self.relayout.after_cycle(now, waiting).items():
                     tracked = self.life.entries.get(EntryId(entry))
