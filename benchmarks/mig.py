@@ -163,7 +163,7 @@ def run(policy: str, pods: list[Pod], gpus_per_node: list[int], delay: float, sp
     hours = max(now - start, 1.0) / 3600.0
     placed_waits = sorted(waits)
     waits = sorted(waits + [now - pod.at for pod in waiting])  # never placed: waited until the replay's end
-    return {"policy": policy, "gpus": len(gpus), "pods": len(arrivals), "placed": len(waits),
+    return {"policy": policy, "gpus": len(gpus), "pods": len(arrivals), "placed": len(placed_waits),
             "never_placed": len(waiting), "wait_p50_s": pct(waits, 50), "wait_p95_s": pct(waits, 95),
             "placed_wait_p95_s": pct(placed_waits, 95),
             "alloc_pct_at_130": round(alloc_at_cut or 0.0, 2),
