@@ -45,7 +45,14 @@ def state_of(runtime: Any, name: str) -> dict[str, Any]:
     return next(e for e in entries(runtime) if e["name"] == name)
 
 
-def test_the_service_relays_the_idle_gpu_and_the_waiting_3g_runs(cluster: DevCluster, tmp_path: Path) -> None:
+SERVING = ("name: waiting-3g\nteam: e2e\nclass: serving\ngpu_memory: 30GiB\ntask: {image: busybox}\n"
+           "resources: {cpu: 1000, memory: 1024}\ndev: {duration_s: 100000}\n")
+
+
+@pytest.mark.parametrize("waiting", [pytest.param(mig_job("waiting-3g", "3g.40gb", 1e5), id="mig-ask"),
+                                     pytest.param(SERVING, id="serving-class-30GiB")])
+def test_the_service_relays_the_idle_gpu_and_the_waiting_3g_runs(cluster: DevCluster, tmp_path: Path,
+                                                                 waiting: str) -> None:
     config = MigRelayoutConfig(enabled=True, interval_s=0.05,
                                controller=RelayoutSettings(fingerprint_timeout_s=10.0, job_timeout_s=20.0))
     with cluster.state.lock:
@@ -57,7 +64,7 @@ def test_the_service_relays_the_idle_gpu_and_the_waiting_3g_runs(cluster: DevClu
             submit(runtime, mig_job(name, profile, 1e5))
             wait_for(lambda n=name: state_of(runtime, n)["state"] == "running", what=f"{name} running")
         before = {a["job_id"]: a["device_ids"] for a in cluster.audit()["allocations"]}
-        submit(runtime, mig_job("waiting-3g", "3g.40gb", 1e5))
+        submit(runtime, waiting)
         wait_for(lambda: "waiting for a MIG re-layout" in (state_of(runtime, "waiting-3g").get("reason") or ""),
                  what="the re-layout reason")
         reason = state_of(runtime, "waiting-3g")["reason"]
