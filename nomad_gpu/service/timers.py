@@ -47,8 +47,13 @@ class Timers:
         def end(self, t: Tracked, to: EntryState, reason: str) -> QueueEntry: ...
 
     def _schedule(self, when: float, entry_id: str) -> None:
-        """Look at the entry at ``when``, a wall time: kept on the steady clock, so a step moves nothing."""
-        self._schedule_in(when - self.clock(), entry_id)
+        """Look at the entry at ``when``, a wall time: kept on the steady clock, so a step moves nothing. A
+        register retry (``when`` is the entry's ``retry_at``) remembers its steady due time too."""
+        seconds = when - self.clock()
+        t = self.live.get(entry_id)
+        if t is not None and when == t.retry_at:
+            t.retry_due = self.steady() + max(0.0, seconds)
+        self._schedule_in(seconds, entry_id)
 
     def _schedule_in(self, seconds: float, entry_id: str) -> None:
         self.due.add(self.steady() + max(0.0, seconds), entry_id, self.live, len(self.live))
@@ -92,7 +97,7 @@ class Timers:
                 continue
             if t.entry.state is EntryState.ADMITTED:
                 if t.entry.registered_at is None:
-                    if 0 < t.retry_at <= now:
+                    if 0 < t.retry_at and (t.retry_at <= now or 0 < t.retry_due <= self.steady()):
                         self.start_register(t)
                 elif not t.allocs:
                     waited = self._elapsed(t, t.entry.registered_at, now)

@@ -44,6 +44,8 @@ class Tracked:
     registering: bool = False
     failures: int = 0
     retry_at: float = 0.0
+    retry_due: float = 0.0
+    """`retry_at` on the steady clock (service/timers.py): a wall-clock step back does not hold a retry."""
     running_since: float = 0.0
     """When this process saw the attempt start (0 after a restart: its admission time stands in)."""
     avoid: dict[NodeId, float] = field(default_factory=dict)

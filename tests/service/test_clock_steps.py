@@ -90,3 +90,22 @@ def test_a_step_while_the_service_was_down_is_logged_not_obeyed(tmp_path: Path, 
     steady.now += 3440  # 60 + 100 + 3440 = 3600 s of measured run
     svc2.run_cycle()
     assert svc2.store.get(entry).state is EntryState.FAILED
+
+
+def test_a_backward_step_does_not_hold_back_a_register_retry() -> None:
+    from nomad_gpu.nomad.client import NomadUnavailable
+
+    wall, steady, ex, nomad = Clock(1_000_000.0), Clock(50.0), ManualExecutor(), FakeNomad()
+    svc = start(SqliteStore(), nomad, wall, steady, ex)
+    nomad.fail = NomadUnavailable("register: cannot reach Nomad (ReadTimeout)")
+    svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()  # the register fails: a retry is due after its backoff
+    nomad.fail = None
+    wall.now -= 7200  # stepped two hours back
+    for _ in range(60):  # a minute of cycles, a second apart, on the steady clock
+        wall.now += 1
+        steady.now += 1
+        svc.run_cycle()
+        ex.run_all()
+    assert len(nomad.registers()) >= 2
