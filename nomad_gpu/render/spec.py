@@ -122,6 +122,8 @@ def _scalar_text(value: object) -> object:
 def _valid_unicode(value: str) -> str:
     if any(0xD800 <= ord(char) <= 0xDFFF for char in value):
         raise ValueError("must be valid Unicode text (contains a lone surrogate)")
+    if "\x00" in value:  # a task's env and arguments are C strings (execve): a NUL cannot reach it
+        raise ValueError("must not contain a NUL character")
     return value
 
 
