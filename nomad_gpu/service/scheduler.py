@@ -101,7 +101,7 @@ class SchedulerService:
         if executor is None:
             self._pool = ThreadPoolExecutor(max_workers=settings.actuator_workers, thread_name_prefix="actuator")
             executor = self._pool
-        self.outage = Outage(clock, self.metrics)
+        self.outage = Outage(self.steady, self.metrics)  # its probes back off on the steady clock
         self.classes = ClassBook(settings.classes)
         self.life = Lifecycle(store, self.ledger, actuator, lock=self._lock, executor=executor, clock=clock,
                               metrics=self.metrics, outage=self.outage, wake=self.wake_now,
@@ -122,7 +122,7 @@ class SchedulerService:
         self.cycle_failures = 0
         self.last_cycle_error: str | None = None
         with self._lock:
-            self.life.steady, self.life.started_at = self.steady, clock()
+            self.life.steady, self.life.started_at, self.life.started_steady = self.steady, clock(), self.steady()
             self.life.wall_step = self._wall_step_while_down()
             self.life.load()
         raw = self.store.get_meta("sweep_limits")
@@ -277,7 +277,7 @@ class SchedulerService:
             now = self.clock()
             self.life.tick(now)
             if self.outage.down:
-                if self.outage.probe_due(now):
+                if self.outage.probe_due(self.steady()):
                     self.life.executor.submit(self._probe)
                 return []
             self.usage = self.usage.advance(now, self.ledger.team_usage(), self.settings.fair.half_life_s)

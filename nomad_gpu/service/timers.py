@@ -38,6 +38,8 @@ class Timers:
     started_at: float = float("-inf")
     """The wall time this process started: a time stored before it may carry a step made while it was down."""
     wall_step: float = 0.0
+    started_steady: float = 0.0
+    """The steady clock's reading when this process started (with `started_at`)."""
     """How far the wall clock moved beyond the measured downtime before this process started (0: unknown)."""
 
     if TYPE_CHECKING:
@@ -114,7 +116,11 @@ class Timers:
                     self.metrics.finished.labels("timeout").inc()
                 else:
                     self._schedule_in(limit - ran, entry_id)
-        if now - self._stops_checked >= STOPS_CHECK_S:  # a query per cycle would cost more than it finds
-            self._stops_checked = now
-            for s in self.store.stops(due_by=now):
+        steady_now = self.steady()
+        if steady_now - self._stops_checked >= STOPS_CHECK_S:  # a query per cycle would cost more than it finds
+            self._stops_checked = steady_now
+            # a stop's next try is a stored wall time; after a step back, the wall clock as it would read
+            # without the step decides (a step forward only makes a retry early, which does no harm)
+            unstepped = max(now, self.started_at + (steady_now - self.started_steady))
+            for s in self.store.stops(due_by=unstepped):
                 self.start_stop(s.job_id, s.namespace)

@@ -109,3 +109,44 @@ def test_a_backward_step_does_not_hold_back_a_register_retry() -> None:
         svc.run_cycle()
         ex.run_all()
     assert len(nomad.registers()) >= 2
+
+
+
+def test_a_backward_step_does_not_hold_back_a_stop_retry() -> None:
+    from nomad_gpu.nomad.client import NomadUnavailable
+
+    wall, steady, ex, nomad = Clock(1_000_000.0), Clock(50.0), ManualExecutor(), FakeNomad()
+    svc = start(SqliteStore(), nomad, wall, steady, ex)
+    entry, job = running_job(svc, ex)
+    nomad.fail = NomadUnavailable("deregister: cannot reach Nomad (ConnectionError)")
+    svc.cancel(entry)
+    ex.run_all()  # the stop fails: retried after its backoff
+    nomad.fail = None
+    wall.now -= 7200  # stepped two hours back
+    for _ in range(60):  # a minute of cycles on the steady clock
+        wall.now += 1
+        steady.now += 1
+        svc.run_cycle()
+        ex.run_all()
+    assert nomad.jobs[job].stopped
+
+
+def test_a_backward_step_does_not_hold_back_the_outage_probe() -> None:
+    """As test_lifecycle's outage that ends by a probe (nothing left to retry), with the wall clock stepped back."""
+    wall, steady, ex = Clock(1_000_000.0), Clock(50.0), ManualExecutor()
+    nomad = FakeNomad(lose_reply=1)
+    svc = start(SqliteStore(), nomad, wall, steady, ex)
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    assert svc.outage.down
+    job = svc.store.get(a.id).nomad_job_id
+    svc.on_alloc(alloc(job, "running", index=11))
+    svc.on_alloc(alloc(job, "complete", index=12))
+    wall.now -= 7200  # stepped two hours back
+    for _ in range(3):
+        wall.now += 5
+        steady.now += 5
+        svc.run_cycle()
+        ex.run_all()
+    assert ("ping", "") in nomad.calls and not svc.outage.down
