@@ -15,6 +15,11 @@ $(STAMP): pyproject.toml setup.py
 test: $(STAMP)
 	$(BIN)/python -m pytest
 
+# the fast loop: every test that starts no server or subprocess (tests/conftest.py fails one that does
+# unmarked) and runs no whole packing simulation
+check: $(STAMP)
+	$(BIN)/python -m pytest -m "not e2e and not server and not slow and not gpu" -p no:cacheprovider
+
 lint: $(STAMP)
 	$(BIN)/ruff check nomad_gpu tests benchmarks plugins
 	$(BIN)/mypy

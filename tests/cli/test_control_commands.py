@@ -28,6 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))
 
 from test_entry_routes import SPEC, SWEEP, FakeNomad, NoActuator, alloc, run  # noqa: E402
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 
 @pytest.fixture
 def served() -> Iterator[tuple[SchedulerService, FakeNomad, str]]:

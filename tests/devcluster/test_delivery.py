@@ -121,6 +121,7 @@ def test_a_reply_head_goes_out_with_its_body_and_a_lone_head_on_the_next_turn() 
         loop.close()
 
 
+@pytest.mark.server
 def test_pipelined_replies_are_whole_and_in_order(seed: DevCluster) -> None:
     host, port = seed.url.removeprefix("http://").split(":")
     request = b"GET /v1/status/leader HTTP/1.1\r\nHost: x\r\n\r\nGET /v1/namespaces HTTP/1.1\r\nHost: x\r\n\r\n"
@@ -139,6 +140,7 @@ def test_pipelined_replies_are_whole_and_in_order(seed: DevCluster) -> None:
 @pytest.mark.parametrize("spec", [
     pytest.param(jobspec("copy-1", gpus=2, duration=0.5), id="gpu-job"),
 ])
+@pytest.mark.server
 def test_copy_json_is_a_deep_copy(seed: DevCluster, spec: str) -> None:
     from nomad_gpu.devcluster.hcl import parse_job_hcl
 

@@ -11,6 +11,8 @@ from nomad_gpu.devcluster import DevCluster
 from .conftest import ClusterFactory
 from .helpers import StreamReader, alloc_events, jobspec, submit, wait_until
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 
 def test_alloc_lifecycle_on_the_stream(seed: DevCluster, client: nomad.Nomad) -> None:
     reader = StreamReader(seed.url, [("topic", "Allocation"), ("topic", "Job")])

@@ -4,12 +4,15 @@ replacement, and the audit record of every allocation."""
 from __future__ import annotations
 
 import nomad
+import pytest
 import requests
 
 from nomad_gpu.devcluster import DevCluster
 
 from .conftest import TWO_NODES, ClusterFactory
 from .helpers import StreamReader, alloc_events, job_allocs, jobspec, submit, wait_until
+
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
 
 
 def test_node_down_makes_allocations_lost_and_frees_devices(make_cluster: ClusterFactory) -> None:

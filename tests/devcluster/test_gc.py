@@ -5,12 +5,15 @@ never collected."""
 from __future__ import annotations
 
 import nomad
+import pytest
 import requests
 
 from nomad_gpu.devcluster import DevCluster
 
 from .conftest import TWO_NODES, ClusterFactory
 from .helpers import StreamReader, job_allocs, jobspec, submit, wait_until
+
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
 
 
 def _done(cluster: DevCluster, job_id: str) -> None:

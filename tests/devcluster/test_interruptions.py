@@ -19,6 +19,8 @@ from nomad_gpu.devcluster import DevCluster
 from .conftest import TWO_NODES, ClusterFactory
 from .helpers import jobspec, submit, wait_until
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 
 def _allocs(cluster: DevCluster, job_id: str) -> list[dict[str, Any]]:
     """Full allocations of a job, oldest first."""

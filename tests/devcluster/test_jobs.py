@@ -11,6 +11,8 @@ from nomad_gpu.devcluster import DevCluster
 
 from .helpers import job_allocs, jobspec, submit, wait_until
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 
 def test_register_reply_and_submission_round_trip(seed: DevCluster, client: nomad.Nomad) -> None:
     hcl = jobspec("sub-1", duration=0.001)

@@ -7,6 +7,7 @@ import json
 from typing import Any
 
 import nomad
+import pytest
 import requests
 
 from nomad_gpu.devcluster import DevCluster
@@ -14,6 +15,8 @@ from nomad_gpu.devcluster.logs import STEPS
 
 from .conftest import ClusterFactory
 from .helpers import job_allocs, jobspec, submit, wait_until
+
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
 
 
 def _logs(cluster: DevCluster, alloc_id: str, **params: str) -> requests.Response:

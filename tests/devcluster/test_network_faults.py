@@ -14,6 +14,8 @@ from nomad_gpu.devcluster import DevCluster
 from .conftest import TWO_NODES, ClusterFactory
 from .helpers import StreamReader, job_allocs, jobspec, wait_until
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 
 class FakeClock:
     def __init__(self) -> None:

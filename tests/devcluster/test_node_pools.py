@@ -17,6 +17,8 @@ from nomad_gpu.devcluster import DevCluster
 from .conftest import CLUSTERS, TWO_NODES, ClusterFactory
 from .helpers import job_allocs, jobspec, wait_until
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 
 @pytest.fixture
 def fleet(make_cluster: ClusterFactory) -> DevCluster:

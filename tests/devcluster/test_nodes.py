@@ -11,6 +11,8 @@ from nomad_gpu.devcluster import DevCluster
 
 from .conftest import CLUSTERS, ClusterFactory
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 
 def test_node_stubs_have_no_resources_unless_asked(shared_mixed: DevCluster) -> None:
     client = nomad.Nomad(address=shared_mixed.url, timeout=5)

@@ -154,6 +154,7 @@ def test_rejections(hcl: str, message: str) -> None:
         parse_job_hcl(hcl)
 
 
+@pytest.mark.server
 def test_parse_over_http_with_python_nomad(seed: DevCluster) -> None:
     client = nomad.Nomad(address=seed.url, timeout=5)
     raw = client.jobs.parse(jobspec("p1", gpus=1, node="n-1", pin=["GPU-x"]), canonicalize=False)
@@ -173,6 +174,7 @@ def test_parse_over_http_with_python_nomad(seed: DevCluster) -> None:
     pytest.param({}, 400, "Job spec is empty", id="missing"),
     pytest.param({"JobHCL": 'job "a" {\n  bogus = 1\n}\n'}, 400, "Failed to parse job: ", id="unknown"),
 ])
+@pytest.mark.server
 def test_parse_errors_are_plain_text(seed: DevCluster, body: dict[str, object], status: int, text: str) -> None:
     reply = requests.post(f"{seed.url}/v1/jobs/parse", json=body)
     assert reply.status_code == status

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import nomad
+import pytest
 
 from nomad_gpu.devcluster.jobs import Constraint, GroupAsk
 from nomad_gpu.devcluster.passviews import pinned_node
 
 from .conftest import TWO_NODES, ClusterFactory
 from .helpers import job_allocs, jobspec, submit
+
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
 
 
 def test_a_refused_pin_reports_every_node(make_cluster: ClusterFactory) -> None:

@@ -5,12 +5,15 @@ from __future__ import annotations
 from typing import Any
 
 import nomad
+import pytest
 import requests
 
 from nomad_gpu.devcluster import DevCluster
 
 from .conftest import CLUSTERS, TWO_NODES, ClusterFactory
 from .helpers import job_allocs, jobspec, submit, wait_until
+
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
 
 
 def _instances(cluster: DevCluster, node: str, group: int = 0) -> list[str]:

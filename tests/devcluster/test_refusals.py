@@ -17,6 +17,8 @@ from nomad_gpu.devcluster import DevCluster
 from .conftest import TWO_NODES, ClusterFactory
 from .helpers import StreamReader, job_allocs, jobspec, submit, wait_until
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 
 def _constrained(job_id: str, attribute: str, operator: str, value: str, **options: Any) -> str:
     constraint = (f'constraint {{\n    attribute = "{attribute}"\n    operator = "{operator}"\n'

@@ -14,6 +14,8 @@ from nomad_gpu.devcluster import DevCluster
 
 from .helpers import StreamReader, job_allocs, jobspec, submit, wait_until
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 
 def _register(cluster: DevCluster, job: dict[str, Any], *, path: str = "/v1/jobs", **fields: Any) -> requests.Response:
     return requests.post(f"{cluster.url}{path}", json={"Job": job, **fields}, timeout=5)

@@ -14,6 +14,8 @@ from nomad_gpu.devcluster.restarts import RestartPolicy, Verdict, decide
 
 from .helpers import job_allocs, jobspec, submit, wait_until
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 
 def _events(seed: DevCluster, alloc_id: str) -> list[dict[str, Any]]:
     alloc = requests.get(f"{seed.url}/v1/allocation/{alloc_id}", timeout=5).json()

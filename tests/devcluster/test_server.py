@@ -17,6 +17,8 @@ from nomad_gpu.devcluster import DevCluster, load_cluster_file
 
 from .conftest import CLUSTERS, ClusterFactory
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 
 def test_cluster_from_path_mapping_or_spec(make_cluster: ClusterFactory) -> None:
     path = CLUSTERS / "seed-a800.yaml"

@@ -25,6 +25,8 @@ from nomad_gpu.devcluster.version import NomadVersion
 from .conftest import CLUSTERS, ClusterFactory
 from .helpers import StreamReader, jobspec, submit, wait_until
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 V2_HEAD = (b"HTTP/1.1 200 OK\r\nConnection: close\r\nCache-Control: no-cache\r\n"
            b"Content-Type: application/json\r\nVary: Accept-Encoding\r\n\r\n")
 STREAM = "GET /v1/event/stream?topic=Job HTTP/1.1\r\nHost: nomad\r\nAccept-Encoding: {enc}\r\n\r\n"

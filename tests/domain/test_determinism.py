@@ -11,6 +11,10 @@ import os
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.server  # runs the scenario in subprocesses: not in `make check`
+
 SCENARIO = r"""
 from nomad_gpu.domain.cycle import CycleConfig, run_cycle
 from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId, Team

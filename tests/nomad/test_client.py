@@ -22,6 +22,8 @@ from nomad_gpu.nomad.client import (
 )
 from nomad_gpu.nomad.decode import decode_node
 
+pytestmark = pytest.mark.server  # a loopback server or the plugin as a subprocess, shared by the module
+
 CLUSTER = Path(__file__).resolve().parents[2] / "clusters" / "mig-h100.yaml"
 
 

@@ -19,6 +19,8 @@ from nomad_gpu.nomad.client import NomadClient, NomadSettings
 from nomad_gpu.nomad.decode import NO_SHARING, AllocInfo, EvalInfo
 from nomad_gpu.nomad.watcher import Backoff, Watcher
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 
 class Recorder:
     def __init__(self) -> None:

@@ -27,6 +27,8 @@ from plugin_host import (
 from nomad_gpu.nvml.layouts import a800x8, h100_mig
 from nomad_gpu.plugin.proto import base_pb2, device_pb2, health_pb2
 
+pytestmark = pytest.mark.server  # a loopback server or the plugin as a subprocess, shared by the module
+
 A800 = a800x8().with_ids()
 UUIDS = [g.uuid for g in A800.gpus]
 SHARED = {UUIDS[0]: 4, UUIDS[7]: 4}

@@ -12,6 +12,8 @@ from plugin_host import plugin_env, start_plugin, validate_fingerprint
 
 from nomad_gpu.nvml import Inventory, read_inventory
 
+pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
+
 SCRIPT = Path(sys.executable).parent / "nomad-gpu-device"
 
 

@@ -73,6 +73,7 @@ def test_plugin_type_values() -> None:
 
 
 @pytest.mark.skipif(importlib.util.find_spec("grpc_tools") is None, reason="grpcio-tools (dev extra) not installed")
+@pytest.mark.server
 def test_committed_modules_are_generated_from_the_committed_protos(tmp_path: Path) -> None:
     proto_dir = ROOT / "nomad_gpu" / "plugin" / "proto"
     copy = tmp_path / "nomad_gpu" / "plugin" / "proto"

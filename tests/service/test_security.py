@@ -235,6 +235,7 @@ def certificate(tmp_path: Path) -> tuple[str, str]:
     return str(cert), str(key)
 
 
+@pytest.mark.server
 def test_an_https_address_is_served_with_tls(service: SchedulerService, certificate: tuple[str, str]) -> None:
     cert, key = certificate
     server = ApiServer(create_app(service), plan_listen("https://127.0.0.1:0", token_required=False,
@@ -249,6 +250,7 @@ def test_an_https_address_is_served_with_tls(service: SchedulerService, certific
         server.stop()
 
 
+@pytest.mark.server
 def test_a_bad_key_is_refused_before_serving(service: SchedulerService, certificate: tuple[str, str],
                                              tmp_path: Path) -> None:
     cert, _ = certificate

@@ -13,6 +13,8 @@ from nomad_gpu.sim.report import paired, published_summary, summarise
 from nomad_gpu.sim.trace import PUBLISHED_CSV, Trace
 from nomad_gpu.sim.workload import build_workload, typical_demand
 
+pytestmark = pytest.mark.slow  # each test runs a whole packing simulation: not in `make check`
+
 
 def test_workload_is_the_papers(openb_default: Trace) -> None:
     wl = build_workload(openb_default, 42)
