@@ -22,7 +22,7 @@ check: $(STAMP)
 
 lint: $(STAMP)
 	$(BIN)/ruff check nomad_gpu tests benchmarks plugins
-	$(BIN)/mypy
+	$(BIN)/mypy --strict
 
 demo: $(STAMP)
 	$(BIN)/nomad-gpu demo
