@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from nomad_gpu.api.payloads import Entry, Patch
+from nomad_gpu.cli import connect
 from nomad_gpu.cli.api_client import ApiClient, ServiceError
 from nomad_gpu.cli.errors import friendly
 from nomad_gpu.cli.output import emit_json
@@ -23,9 +24,7 @@ FOLLOW_EVERY_S = 1.0
 
 
 def _client() -> ApiClient:
-    from nomad_gpu.cli.main import _client as client  # one place reads NOMAD_GPU_ADDR / NOMAD_GPU_TOKEN
-
-    return client()
+    return connect.client()  # one place reads NOMAD_GPU_ADDR / NOMAD_GPU_TOKEN
 
 
 def _done(entry: Entry, as_json: bool, note: str = "") -> None:

@@ -21,7 +21,8 @@ import click
 
 from nomad_gpu import __version__
 from nomad_gpu.api.payloads import Allocations
-from nomad_gpu.cli.api_client import ApiClient
+from nomad_gpu.cli import connect
+from nomad_gpu.cli.connect import with_scheme as with_scheme  # where `serve --listen` gets its scheme
 from nomad_gpu.cli.errors import friendly
 from nomad_gpu.cli.output import emit_json, table
 from nomad_gpu.defaults import DEFAULT_ADDR
@@ -30,15 +31,6 @@ CLUSTER_HELP = "Cluster file (YAML), or a bundled cluster by name: seed-a800, mi
 TEMPLATES_HELP = "Directory of job templates (<name>.hcl.j2) to use instead of the bundled ones."
 
 
-def _client() -> ApiClient:
-    return ApiClient(with_scheme(os.environ.get("NOMAD_GPU_ADDR") or DEFAULT_ADDR), os.environ.get("NOMAD_GPU_TOKEN"))
-
-
-def with_scheme(address: str) -> str:
-    """`127.0.0.1:4690` -> `http://127.0.0.1:4690`: an address without a scheme is plain http, as users
-    expect from NOMAD_ADDR."""
-    address = address.strip()
-    return address if "://" in address else f"http://{address}"
 
 
 def _setup_logging(verbose: int) -> None:
@@ -76,7 +68,7 @@ def submit(spec_file: Path, idempotency_key: str | None, allow_unschedulable: bo
         from nomad_gpu.render.loading import decode_spec
 
         text = json.dumps({**decode_spec(text).data, "allow_unschedulable": True})
-    entries = _client().submit(text, idempotency_key)
+    entries = connect.client().submit(text, idempotency_key)
     if as_json:
         emit_json([e.to_json() for e in entries])
         return
@@ -85,16 +77,6 @@ def submit(spec_file: Path, idempotency_key: str | None, allow_unschedulable: bo
                    f"(nomad-gpu sweep status {entries[0].sweep})")
     for e in entries:
         click.echo(f"{e.id}  {e.name}  {e.state}  (nomad job {e.nomad_job_id})")
-
-
-def _node_names(client: ApiClient) -> dict[str, str]:
-    """Node ID -> name from the API's inventory view; IDs stand in where it cannot be read."""
-    from nomad_gpu.cli.api_client import ServiceError
-
-    try:
-        return {n.id: n.name or n.id for n in client.inventory()}
-    except ServiceError:  # e.g. a token that may list its entries but not the inventory
-        return {}
 
 
 @main.command()
@@ -107,7 +89,7 @@ def status(entry_id: str | None, hcl: bool, as_json: bool) -> None:
     times, its Nomad job and allocations, where to see it."""
     from nomad_gpu.cli.api_client import ServiceError
 
-    client = _client()
+    client = connect.client()
     if not entry_id:
         if hcl:
             raise ValueError("--hcl needs an entry ID: nomad-gpu status ID --hcl")
@@ -138,7 +120,7 @@ def status(entry_id: str | None, hcl: bool, as_json: bool) -> None:
     from nomad_gpu.cli.entryview import status_lines
     from nomad_gpu.cli.queueview import usage_note
 
-    names = _node_names(client) if info.placements else {}
+    names = connect.node_names(client) if info.placements else {}
     for label, value in status_lines(info, nomad, nomad_error, names):
         click.echo(f"{label:13} {value}")
     if after := info.spec.get("after"):
@@ -167,7 +149,7 @@ def inventory(as_json: bool, devices: bool) -> None:
     )
     from nomad_gpu.cli.modelsview import MODEL_COLUMNS, model_rows
 
-    nodes = sorted(_client().inventory(), key=lambda n: (n.name, n.id))
+    nodes = sorted(connect.client().inventory(), key=lambda n: (n.name, n.id))
     if as_json:
         emit_json([n.to_json() for n in nodes])
         return

@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 import click
 
 from nomad_gpu.api.payloads import Entry
+from nomad_gpu.cli import connect
 from nomad_gpu.cli.api_client import ApiClient, ServiceError
 from nomad_gpu.cli.errors import BAD_INPUT, friendly
 from nomad_gpu.cli.output import emit_json, table
@@ -31,9 +32,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _client() -> ApiClient:
-    from nomad_gpu.cli.main import _client as client  # one place reads NOMAD_GPU_ADDR / NOMAD_GPU_TOKEN
-
-    return client()
+    return connect.client()  # one place reads NOMAD_GPU_ADDR / NOMAD_GPU_TOKEN
 
 
 def interactive() -> bool:
@@ -73,7 +72,6 @@ def queue(team: str | None, name_glob: str | None, state: str | None, sweep_id: 
           wide: bool, as_json: bool) -> None:
     """Waiting and running entries (--all for history): what each asks for, how long it waited, and why it
     waits or where it runs."""
-    from nomad_gpu.cli.main import _node_names
     from nomad_gpu.cli.queueview import QUEUE_COLUMNS, QUEUE_WIDE_COLUMNS, queue_row
 
     client = _client()
@@ -82,7 +80,7 @@ def queue(team: str | None, name_glob: str | None, state: str | None, sweep_id: 
     if as_json:
         emit_json([e.to_json() for e in entries])
         return
-    names = _node_names(client) if any(e.placements for e in entries) else {}
+    names = connect.node_names(client) if any(e.placements for e in entries) else {}
     now = time.time()
     table(None, QUEUE_WIDE_COLUMNS if wide else QUEUE_COLUMNS, [queue_row(e, names, now, wide) for e in entries])
 

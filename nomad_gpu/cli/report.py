@@ -33,9 +33,9 @@ def _wait(seconds: float | None) -> str:
 @friendly
 def report(since: str, by: str, as_csv: bool, as_json: bool) -> None:
     """GPU-hours, jobs, waits and failures over a window, by team, class, kind or model."""
-    from nomad_gpu.cli.main import _client
+    from nomad_gpu.cli import connect
 
-    answer = UsageReport.from_json(_client().call("GET", "/v1/usage", params={"since": since, "by": by}))
+    answer = UsageReport.from_json(connect.client().call("GET", "/v1/usage", params={"since": since, "by": by}))
     if as_json:
         emit_json(answer.to_json())
         return

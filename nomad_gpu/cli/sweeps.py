@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 
 from nomad_gpu.api.payloads import Sweep
+from nomad_gpu.cli import connect
 from nomad_gpu.cli.api_client import ApiClient
 from nomad_gpu.cli.errors import friendly
 from nomad_gpu.cli.output import Column, emit_json, table
@@ -25,9 +26,7 @@ HELP = ("Hyper-parameter sweeps as throttled job arrays.\n\n"
 
 
 def _client() -> ApiClient:
-    from nomad_gpu.cli.main import _client as client  # one place reads NOMAD_GPU_ADDR / NOMAD_GPU_TOKEN
-
-    return client()
+    return connect.client()  # one place reads NOMAD_GPU_ADDR / NOMAD_GPU_TOKEN
 
 
 class SweepGroup(click.Group):

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from nomad_gpu.api.payloads import NodeView
+from nomad_gpu.cli import connect
 from nomad_gpu.cli import main as cli_main
 from nomad_gpu.cli.inventoryview import MIG_COLUMNS, device_rows, free_equivalents, mig_picture, mig_rows, node_row
 from nomad_gpu.cli.output import table
@@ -49,7 +50,7 @@ def test_the_command(monkeypatch: Any) -> None:
         def inventory(self) -> list[NodeView]:
             return [NODE]
 
-    monkeypatch.setattr(cli_main, "_client", FakeClient)
+    monkeypatch.setattr(connect, "client", FakeClient)
     out = CliRunner().invoke(cli_main.main, ["inventory", "--devices"])
     assert out.exit_code == 0 and "q000007" in out.stdout and "###...." in out.stdout
     assert "GPU-EQ FREE" in CliRunner().invoke(cli_main.main, ["inventory"]).stdout
@@ -106,7 +107,7 @@ def test_the_command_shows_the_mig_table_only_where_there_are_mig_gpus(monkeypat
         def inventory(self) -> list[NodeView]:
             return nodes
 
-    monkeypatch.setattr(cli_main, "_client", FakeClient)
+    monkeypatch.setattr(connect, "client", FakeClient)
     assert "SLICES" not in CliRunner().invoke(cli_main.main, ["inventory"]).stdout
     nodes = [NODE, MIG_NODE]
     out = CliRunner().invoke(cli_main.main, ["inventory"]).stdout

@@ -11,6 +11,7 @@ from click.testing import CliRunner
 from rich.console import Console
 
 from nomad_gpu.api.payloads import Entry, NodeView
+from nomad_gpu.cli import connect
 from nomad_gpu.cli import main as cli_main
 from nomad_gpu.cli.output import table
 from nomad_gpu.cli.queueview import QUEUE_COLUMNS, QUEUE_WIDE_COLUMNS, queue_row, request_of, short_model, waited
@@ -136,7 +137,7 @@ def test_piped_output_is_tab_separated_and_never_cut(monkeypatch: pytest.MonkeyP
         def inventory(self) -> list[NodeView]:
             return [NodeView(id=NODE, name="gpu-a800-1")]
 
-    monkeypatch.setattr(cli_main, "_client", FakeClient)
+    monkeypatch.setattr(connect, "client", FakeClient)
     monkeypatch.setattr(cli_main.time, "time", lambda: NOW)
     result = CliRunner().invoke(cli_main.main, ["queue"])
     assert result.exit_code == 0, result.output

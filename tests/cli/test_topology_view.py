@@ -8,6 +8,7 @@ from typing import Any
 from click.testing import CliRunner
 
 from nomad_gpu.api.payloads import NodeView
+from nomad_gpu.cli import connect
 from nomad_gpu.cli import main as cli_main
 from nomad_gpu.cli.inventoryview import device_rows, topology_rows
 from nomad_gpu.devcluster import load_cluster_file
@@ -56,7 +57,7 @@ def test_the_command_adds_the_topology_table_only_where_a_node_publishes_one(mon
         def inventory(self) -> list[NodeView]:
             return self.shown
 
-    monkeypatch.setattr(cli_main, "_client", FakeClient)
+    monkeypatch.setattr(connect, "client", FakeClient)
     FakeClient.shown = [nodes["gpu-a800-1"]]
     assert "NVLINK GROUPS" not in CliRunner().invoke(cli_main.main, ["inventory", "--devices"]).stdout
     FakeClient.shown = list(nodes.values())
