@@ -74,3 +74,86 @@ def test_the_domain_does_no_io() -> None:
     bad = [f"{p.relative_to(PACKAGE)} imports {name}" for p in modules("domain") for name in imports(p)
            if name.split(".")[0] in DOMAIN_FORBIDDEN]
     assert not bad, "\n".join(bad)
+
+
+# ---- no import circle between the files of one package ----------------------------------------------
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _runtime_imports(path: Path, known: set[str]) -> set[str]:
+    """Our modules `path` imports when it runs, wherever the import sits (a function-level import
+    still ties the files together); imports only for type checkers (`if TYPE_CHECKING:`) are left out.
+    `from package import name` ties to `package.name` when that is a module, else to the package."""
+    found: set[str] = set()
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for other in child.orelse:
+                    visit_one(other)
+                continue
+            visit_one(child)
+
+    def visit_one(node: ast.AST) -> None:
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in known)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module in known:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in known else node.module)
+        visit(node)
+
+    visit(ast.parse(path.read_text(encoding="utf-8")))
+    return found
+
+
+def _circles() -> list[list[str]]:
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py") if "proto" not in p.parts}
+    known = set(paths)
+    graph = {name: _runtime_imports(path, known) - {name} for name, path in paths.items()}
+
+    def layer(name: str) -> str:
+        return name.split(".")[1] if name.count(".") else name
+
+    # Tarjan's strongly connected components over the edges inside one package
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    out: list[list[str]] = []
+
+    def strong(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if layer(w) != layer(v):
+                continue
+            if w not in index:
+                strong(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                out.append(sorted(component))
+
+    for name in sorted(graph):
+        if name not in index:
+            strong(name)
+    return out
+
+
+def test_no_import_circle_inside_a_package() -> None:
+    """Files of one package import each other one way (kopf's import-linter `layers` inside a package):
+    a circle means a module is half-initialised when the other reads it, and that order decides."""
+    assert not _circles(), "\n".join(" <-> ".join(c) for c in _circles())
