@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import builtins
 import json
-import os
 import secrets
 import sqlite3
 import threading
@@ -21,19 +20,16 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, cast
 
-from nomad_gpu.domain.errors import NomadGpuError, OverLimit, Unavailable, UnknownEntry
+from nomad_gpu.domain.errors import NomadGpuError, UnknownEntry
 from nomad_gpu.store import specdiff
+from nomad_gpu.store.connection import StoreDamaged, StoreFull, Transaction, open_checked
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps
 from nomad_gpu.store.lock import DatabaseLock
-from nomad_gpu.store.schema import migrate
+from nomad_gpu.store.quota import NewRow, TeamQuota, check_quota
 
-
-class StoreDamaged(NomadGpuError):
-    """The database file fails SQLite's integrity check (or is empty): the service refuses to start on it."""
-
-
-class StoreFull(Unavailable):
-    """The database's disk (or its size limit) is full: nothing of the write was stored; retry later."""
+__all__ = ["Admission", "SqliteStore", "StaleTransition", "StopIntent", "Store", "StoreDamaged", "StoreFull",
+           "TeamQuota"]
+"""StoreDamaged and StoreFull (store/connection.py) and TeamQuota (store/quota.py) are read from here too."""
 
 
 class StaleTransition(NomadGpuError):
@@ -50,21 +46,6 @@ class StopIntent:
     created_at: float = 0.0
     attempts: int = 0
     next_at: float = 0.0
-
-
-@dataclass(frozen=True)
-class TeamQuota:
-    """What one team may hold at once: live entries, and bytes of their stored specs."""
-
-    max_entries: int
-    max_stored_bytes: int
-
-
-@dataclass(frozen=True)
-class _NewRow:
-    entry: QueueEntry
-    base_id: str | None
-    stored: str
 
 
 @dataclass(frozen=True)
@@ -104,7 +85,7 @@ class SqliteStore:
             self._file_lock = DatabaseLock(path)
             self._file_lock.acquire()
         try:
-            self._db = self._open_checked(path)
+            self._db = open_checked(path)
         except BaseException:
             if self._file_lock is not None:
                 self._file_lock.release()
@@ -116,35 +97,6 @@ class SqliteStore:
         every state move, and its spec (a sweep trial's: a copy of the sweep's with the difference applied)
         never changes. An entry that ends leaves it, so it holds the queue and the live entries, bounded."""
         self.instance = self._instance()
-
-    @staticmethod
-    def _open_checked(path: str) -> sqlite3.Connection:
-        """The connection, after SQLite's quick integrity check: a damaged file is StoreDamaged, never a
-        queue that starts "ready" and then fails every cycle. A zero-length file is refused too: SQLite would
-        take it for a new database, and the service would start an empty queue under a new job prefix while
-        the jobs the lost one ran kept running, unmanaged."""
-        if path != ":memory:" and os.path.exists(path) and os.path.getsize(path) == 0:
-            raise StoreDamaged(f"the queue database {path} is empty (0 bytes), not a database: restore it from a "
-                               "backup (nomad-gpu backup), or remove it to start an empty queue on purpose")
-        db = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=5.0)
-        try:
-            db.row_factory = sqlite3.Row
-            found = [str(r[0]) for r in db.execute("PRAGMA quick_check(5)").fetchall()]
-            if found != ["ok"]:
-                raise StoreDamaged(f"the queue database {path} is damaged ({'; '.join(found)[:300]}): restore it "
-                                   "from a backup (nomad-gpu backup)")
-            if path != ":memory:":
-                db.execute("PRAGMA journal_mode=WAL")
-            db.execute("PRAGMA synchronous=FULL")
-            migrate(db)
-        except sqlite3.DatabaseError as exc:  # "file is not a database", "malformed": the same verdict
-            db.close()
-            raise StoreDamaged(f"the queue database {path} is damaged ({exc}): restore it from a backup "
-                               "(nomad-gpu backup)") from exc
-        except BaseException:
-            db.close()
-            raise
-        return db
 
     def _instance(self) -> str:
         """This database's job ID prefix, made once; kept in the file so it survives restarts. ``created``
@@ -173,7 +125,7 @@ class SqliteStore:
         if self._file_lock is not None:
             self._file_lock.release()
 
-    def _tx(self, durable: bool = True) -> _Transaction:
+    def _tx(self, durable: bool = True) -> Transaction:
         """A transaction; `durable=False` commits without waiting for the disk (WAL, synchronous=NORMAL):
         it survives a crash of the process (kill -9), and only a power loss or kernel crash can undo it,
         never corrupt the file. For facts Nomad still holds and a resync re-derives; everything a user
@@ -183,7 +135,7 @@ class SqliteStore:
         if wanted != self._synchronous:
             self._db.execute(f"PRAGMA synchronous={wanted}")
             self._synchronous = wanted
-        return _Transaction(self._db)
+        return Transaction(self._db)
 
     # ---- entries -----------------------------------------------------------------------------
     def add(self, entries: Sequence[QueueEntry], quota: TeamQuota | None = None) -> list[QueueEntry]:
@@ -194,7 +146,7 @@ class SqliteStore:
         shared = _sweep_bases(entries)
         bases = {sweep_id: dumps(base) for sweep_id, base in shared.items()}
         with self._lock, self._tx():
-            plan: list[QueueEntry | _NewRow] = []
+            plan: list[QueueEntry | NewRow] = []
             for e in entries:
                 if e.idempotency_key:
                     found = self._db.execute("SELECT * FROM entries WHERE idempotency_key = ?",
@@ -204,15 +156,15 @@ class SqliteStore:
                         continue
                 base_id = e.sweep if e.sweep in bases else None
                 stored = dumps(specdiff.diff(shared[base_id], e.spec)) if base_id else dumps(e.spec)
-                plan.append(_NewRow(e, base_id, stored))
-            fresh = [p for p in plan if isinstance(p, _NewRow)]
+                plan.append(NewRow(e, base_id, stored))
+            fresh = [p for p in plan if isinstance(p, NewRow)]
             if quota is not None:
-                self._check_quota(quota, fresh, bases)
+                check_quota(self._db, quota, fresh, bases)
             for sweep_id in sorted({p.base_id for p in fresh if p.base_id}):
                 # a plain INSERT: a sweep ID already stored is an error, never another sweep's spec reused
                 self._db.execute("INSERT INTO spec_bases (id, spec) VALUES (?, ?)", (sweep_id, bases[sweep_id]))
             for p in plan:
-                if not isinstance(p, _NewRow):
+                if not isinstance(p, NewRow):
                     out.append(p)
                     continue
                 e, base_id, stored_spec = p.entry, p.base_id, p.stored
@@ -229,36 +181,6 @@ class SqliteStore:
                 )
                 out.append(e)
         return out
-
-    def _check_quota(self, quota: TeamQuota, fresh: Sequence[_NewRow], bases: Mapping[str, str]) -> None:
-        """OverLimit when a team's live entries or stored bytes, with ``fresh`` added, pass ``quota``."""
-        adding: dict[str, list[int]] = {}
-        counted: set[str] = set()
-        for p in fresh:
-            n = adding.setdefault(p.entry.team, [0, 0])
-            n[0] += 1
-            n[1] += len(p.stored.encode())
-            if p.base_id and p.base_id not in counted:
-                counted.add(p.base_id)
-                n[1] += len(bases[p.base_id].encode())
-        live = [s.value for s in EntryState if not s.is_terminal()]
-        marks = ",".join("?" * len(live))
-        for team, (count, size) in adding.items():
-            held, held_bytes = self._db.execute(
-                f"SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(spec AS BLOB))), 0) FROM entries WHERE team = ? AND state"
-                f" IN ({marks})", (team, *live)).fetchone()
-            held_bytes += self._db.execute(
-                "SELECT COALESCE(SUM(LENGTH(CAST(spec AS BLOB))), 0) FROM spec_bases WHERE id IN (SELECT spec_base FROM"
-                f" entries WHERE team = ? AND state IN ({marks}) AND spec_base IS NOT NULL)",
-                (team, *live)).fetchone()[0]
-            if held + count > quota.max_entries:
-                raise OverLimit(f"team {team!r} holds {held} live entries; {count} more would pass its limit of "
-                                f"{quota.max_entries} (api.team_limits.max_entries): wait for some to end, or cancel "
-                                "some")
-            if held_bytes + size > quota.max_stored_bytes:
-                raise OverLimit(f"team {team!r} holds {held_bytes} bytes of live specs; {size} more would pass its "
-                                f"limit of {quota.max_stored_bytes} (api.team_limits.max_stored_bytes): wait for some "
-                                "to end, or cancel some")
 
     def get(self, entry_id: str) -> QueueEntry:
         with self._lock:
@@ -457,45 +379,6 @@ class SqliteStore:
         with self._lock, self._tx():
             self._db.execute("INSERT INTO kv (key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE SET value="
                              "excluded.value", (key, value))
-
-
-class _Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception (the caller holds the store's lock)."""
-
-    def __init__(self, db: sqlite3.Connection) -> None:
-        self._db = db
-
-    def __enter__(self) -> None:
-        try:
-            self._db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as exc:
-            if (full := _full(exc)) is not None:
-                raise full from exc
-            raise
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, _tb: object) -> None:
-        failed: BaseException | None = exc
-        if kind is None:
-            try:
-                self._db.execute("COMMIT")
-                return
-            except sqlite3.OperationalError as commit_failed:  # a failed COMMIT leaves the transaction open
-                failed = commit_failed
-        try:
-            self._db.execute("ROLLBACK")
-        except sqlite3.OperationalError:
-            pass  # SQLite rolled back already (it does after some errors)
-        if isinstance(failed, sqlite3.OperationalError) and (full := _full(failed)) is not None:
-            raise full from failed
-        if kind is None and failed is not None:
-            raise failed
-
-
-def _full(exc: sqlite3.OperationalError) -> StoreFull | None:
-    """A full disk (or a page limit reached) as the tree's 503, or None for any other database error."""
-    if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL or "disk is full" in str(exc):
-        return StoreFull("the queue database's disk is full: nothing was stored; free space on it and retry")
-    return None
 
 
 def _names(states: Iterable[EntryState]) -> str:
