@@ -13,8 +13,8 @@ from nomad_gpu.defaults import DEFAULT_ADDR
 
 
 def with_scheme(address: str) -> str:
-    """`127.0.0.1:4690` -> `http://127.0.0.1:4690`: an address without a scheme is plain http, as users
-    expect from NOMAD_ADDR."""
+    """`host:port` -> `http://host:port`: an address without a scheme is plain http, as users expect from
+    NOMAD_ADDR."""
     address = address.strip()
     return address if "://" in address else f"http://{address}"
 
