@@ -219,7 +219,7 @@ def decide(job: JobRequest, snap: Snapshot, ledger: Ledger, config: CycleConfig,
         return Wait(job.entry, WaitReason.QUOTA,
                     f"team {job.team} holds {in_use:g} of {quota:g} GPU; needs {job.gpu_equivalents:g}")
     holds = state.holds
-    tiered = any(a.tiers for a in job.asks)
+    tiered = job.tiered
     # an ask with alternatives may take a dearer one only within the quota (per alternative)
     slack = quota - in_use - job.gpu_equivalents if quota is not None and tiered else None
     # capacity only shrinks inside a cycle, so a shape that did not fit will not fit later in it

@@ -8,7 +8,7 @@ policy's score chooses the alternative and the node as it chooses nodes for ever
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import EntryId, NodeId, Team
@@ -88,12 +88,15 @@ class JobRequest:
     """Nodes this job must not go to for now (Nomad refused its placement there)."""
     drivers: frozenset[str] = frozenset()
     """Task drivers the job's tasks use."""
+    tiered: bool = field(default=False, init=False, repr=False, compare=False)
+    """Whether any ask offers alternatives (set from `asks`; the cycle reads it on every decision)."""
 
     def __post_init__(self) -> None:
         if not PRIORITY_MIN <= self.priority <= PRIORITY_MAX:
             raise InvalidRequest(f"priority must be within {PRIORITY_MIN}..{PRIORITY_MAX}, got {self.priority}")
         if not self.asks:
             raise InvalidRequest("a job needs at least one task group")
+        object.__setattr__(self, "tiered", any(a.tiers for a in self.asks))
 
     @property
     def gpu_equivalents(self) -> float:
