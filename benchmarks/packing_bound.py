@@ -47,6 +47,10 @@ from nomad_gpu.sim.trace import NODES_CSV, Trace, TraceError, load_trace
 from nomad_gpu.sim.workload import build_workload
 
 POLICIES = ("fgd", "frag-aware")
+class Unusable(Exception):
+    """An input file that lacks what the run asks of it (a usage error: one line, exit 2)."""
+
+
 GAP_MIN = 0.05
 """Below this many points between FGD and the bound, the share of it closed is left out: the curves
 are rounded to 0.01 point, so it would say more about rounding than about placement."""
@@ -106,15 +110,18 @@ def _curves(args: argparse.Namespace, name: str, trace: Trace, seeds: list[int],
     if args.bounds_only:
         return None
     if args.curves:
-        raw = json.loads(args.curves.read_text())[name]
-        return {p: {s: raw[p][str(s)] for s in seeds} for p in POLICIES if p in args.policies}
+        try:
+            raw = json.loads(args.curves.read_text())[name]
+            return {p: {s: raw[p][str(s)] for s in seeds} for p in POLICIES if p in args.policies}
+        except (OSError, ValueError, KeyError) as e:
+            raise Unusable(f"{args.curves}: no {args.policies} curves of {name} for seeds {args.seeds} ({e})") from e
     out = {}
     for policy in args.policies:
         if policy == "fgd" and args.published:
             # our fgd reproduces the paper's curves point for point (docs/packing.md, Validation)
             paper = published_summary(args.published, f"openb_pod_list_{name}", policy)
             if paper is None or not set(seeds) <= set(paper.by_seed):
-                raise LookupError(f"{args.published.name} has no {policy} curves of {name} for seeds {args.seeds}")
+                raise Unusable(f"{args.published.name} has no {policy} curves of {name} for seeds {args.seeds}")
             out[policy] = {s: list(paper.by_seed[s]) for s in seeds}
             continue
         runs = run_seeds(trace, policy, seeds, workers=workers)
@@ -127,8 +134,11 @@ def _bounds(args: argparse.Namespace, name: str, trace: Trace, seeds: list[int],
     if args.curves_only:
         return {}
     if args.bounds:
-        raw = json.loads(args.bounds.read_text())[name]["bound"]
-        return {s: {x: raw[str(s)][str(x)] for x in levels} for s in seeds}
+        try:
+            raw = json.loads(args.bounds.read_text())[name]["bound"]
+            return {s: {x: raw[str(s)][str(x)] for x in levels} for s in seeds}
+        except (OSError, ValueError, KeyError) as e:
+            raise Unusable(f"{args.bounds}: no bounds of {name} for seeds {args.seeds} at {args.levels} ({e})") from e
     jobs = [(trace, s, levels, not args.pooled, not args.no_cuts) for s in seeds]
     return dict(zip(seeds, _pool_map(_bound_job, jobs, workers), strict=True))
 
@@ -152,7 +162,7 @@ def report(args: argparse.Namespace) -> int:
         t1 = time.monotonic()
         bounds = _bounds(args, name, trace, seeds, levels, workers)
         print(f"# {name}: curves {t1 - t0:.0f} s, bounds {time.monotonic() - t1:.0f} s", file=sys.stderr, flush=True)
-        saved[name] = {"bound": {str(s): {str(x): b for x, b in bounds[s].items()} for s in seeds}}
+        saved[name] = {"bound": {str(s): {str(x): b for x, b in by.items()} for s, by in bounds.items()}}
         if curves is not None:
             saved[name].update({p: {str(s): c for s, c in by.items()} for p, by in curves.items()})
         for x in levels:
@@ -247,14 +257,14 @@ def main() -> int:
     try:
         for name in args.traces.split(","):
             _pods_csv(name, args.pods_dir)
-    except LookupError as e:
+    except LookupError as e:  # packing_dominance's: a trace it cannot find
         parser.error(str(e))
     args.policies = [p for p in POLICIES if p in args.policies.split(",")]
     if args.levels is None:
         args.levels = "100,130" if args.tightness else ",".join(str(x) for x in POINTS)
     try:
         return tightness(args) if args.tightness else report(args)
-    except (LookupError, TraceError) as e:
+    except (Unusable, TraceError) as e:
         parser.error(str(e))
 
 
