@@ -24,12 +24,12 @@ It ranks a placement by four keys, most significant first:
    CPU-only work), so that with no demand to go on (or for MIG, which F does not model) the
    policy still packs; then the fitter's node priority.
 
-Between keys 3 and 4, for a multi-GPU set on a node that publishes its topology, the set's tier: an
-NVLink-connected set first, then one under one PCIe switch or on one NUMA node, then anything
-(`topochoice.topology_term`). It decides between nodes the fragmentation keys leave level, so it never
-undoes their packing; which GPUs of a node form the set is `topochoice.choose`, and that alone is
-where most NVLink sets come from (docs/topology.md). Where no topology is published the term is 0 and
-nothing is added, so such fleets place exactly as before.
+Between keys 3 and 4, for a multi-GPU set on a node that publishes its topology, whether the set is
+NVLink-connected (`topochoice.topology_term`; one PCIe switch or NUMA node counts only inside a
+node). It decides between nodes the fragmentation keys leave level, so it never undoes their
+packing; which GPUs of a node form the set is `topochoice.choose`, and that alone is where most
+NVLink sets come from (docs/topology.md). Where no topology is published the term is 0 and nothing
+is added, so such fleets place exactly as before.
 
 Inside a node, the GPU with the least room that the share fits is preferred among equals.
 The keys are folded into one float, each bounded below the resolution of the one above it (see
@@ -73,7 +73,7 @@ _FILL_FINE = 5e-15
 
 
 _TIER_BARE = 1e-11
-"""A topology tier (0-2, `_set_term`) per step: without a demand, above best fit (in [-1e-12, 0])."""
+"""The topology term (0 or 1, `_set_term`) per unit: without a demand, above best fit (in [-1e-12, 0])."""
 _TIER_PLAIN = 2e-12
 """... without large shapes, just above best fit (-1e-12 .. 0) and below the stranded key's steps."""
 _TIER_LARGE = 1e-14
@@ -83,9 +83,9 @@ Above all keys instead, the tier bought 96 % NVLink sets for 8 % longer p95 wait
 
 
 def _set_term(nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
-    """The asked kind's term for the set an option takes (`WholeKind.set_term`: a multi-GPU set's topology
-    tier, NVLink 2, one PCIe switch or NUMA node 1, anything 0); 0 for kinds without one, and wherever
-    no topology is published, so that such fleets score exactly as before."""
+    """The asked kind's term for the set an option takes (`WholeKind.set_term`: 1 for an NVLink-connected
+    multi-GPU set); 0 for kinds without one, and wherever no topology is published, so that such fleets
+    score exactly as before."""
     term = getattr(ask.gpu.kind, "set_term", None) if ask.gpu is not None else None
     return float(term(nf, opt)) if term is not None else 0.0
 
