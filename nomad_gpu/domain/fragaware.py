@@ -78,8 +78,8 @@ _TIER_PLAIN = 2e-12
 """... without large shapes, just above best fit (-1e-12 .. 0) and below the stranded key's steps."""
 _TIER_LARGE = 1e-14
 """... with large shapes, just above best fit (`_FILL_FINE`: -5e-15 .. 0); a double at 1 resolves 2.2e-16.
-Above all keys instead, the tier bought 96 % NVLink sets for 8 % longer p95 waits at 90 % load
-(benchmarks/topology.py, docs/topology.md); here, next to best fit, it costs none."""
+Above all keys instead, the term bought 96 % NVLink sets for 8 % longer mean p95 waits at 90 % load
+(benchmarks/topology.py `above`, docs/topology.md)."""
 
 
 def _set_term(nf: NodeFree, ask: AllocAsk, opt: Option) -> float:
