@@ -20,10 +20,10 @@ from typing import Any
 from nomad_gpu.domain import topowire
 from nomad_gpu.domain.errors import InvalidInventory
 from nomad_gpu.domain.ids import InstanceId, NodeId
-from nomad_gpu.domain.inventory import Gpu, GpuMode, MigSlice, Node, NodeStatus
+from nomad_gpu.domain.inventory import Gpu, MigSlice, Node, NodeStatus
 from nomad_gpu.domain.topology import GpuPlace, Topology
-from nomad_gpu.domain.units import MigProfile, split_mig_device_name
-from nomad_gpu.sharecontract import SHARE_SEP, SHARED_TYPE, SHARED_VENDOR, model_of_group, parse_share_id
+from nomad_gpu.nomad.devicegroups import Decoded, DeviceGroup, group_decoder_for
+from nomad_gpu.nomad.devicegroups import pci_bus_id as _pci_bus_id
 
 logger = logging.getLogger(__name__)
 
@@ -234,62 +234,20 @@ def _skipped(what: str) -> None:
 
 def _decode_group(node: Node, group: Mapping[str, Any], sharing: SharingConfig, gpus: list[Gpu],
                   shared: list[Gpu], migs: list[MigSlice]) -> None:
-    """One device group into the lists, all of it or nothing."""
+    """One device group into the lists, all of it or nothing, by the decoder of the kind that claims it
+    (`devicegroups`)."""
     if not isinstance(group, Mapping):
         raise InvalidInventory(f"a device group must be an object, got {type(group).__name__}")
-    found_gpus: list[Gpu] = []
-    found_migs: list[MigSlice] = []
-    vendor, dtype, name = group.get("Vendor") or "", group.get("Type") or "", group.get("Name") or ""
-    attrs = group.get("Attributes")
-    memory = _attr_int(attrs, "memory")
-    instances = group.get("Instances") or []
-    if vendor == SHARED_VENDOR and dtype == SHARED_TYPE:
-        shared.extend(_decode_shares(name, memory, instances))
+    view = DeviceGroup(group.get("Vendor") or "", group.get("Type") or "", group.get("Name") or "",
+                       _attr_int(group.get("Attributes"), "memory"), group.get("Instances") or [])
+    decoder = group_decoder_for(view)
+    if decoder is None:
         return
-    if dtype != "gpu":
-        return
-    split = split_mig_device_name(name)
-    for inst in instances:
-        iid = _instance_id(inst, name)
-        healthy = bool(inst.get("Healthy", True))
-        if split is not None or iid.startswith("MIG-"):
-            if split is None:
-                raise InvalidInventory(f"MIG instance {iid} in a group named {name!r}")
-            try:
-                profile = MigProfile.parse(split[1])
-            except InvalidInventory as exc:
-                raise InvalidInventory(f"device {name!r}: {exc}") from exc
-            found_migs.append(MigSlice(iid, split[0], profile, memory, healthy, vendor=vendor,
-                                       pci_bus_id=_pci_bus_id(inst)))
-            continue
-        rule = sharing.rule_for(node, iid, name)
-        mode = GpuMode.SHARED if rule is not None else GpuMode.WHOLE
-        found_gpus.append(Gpu(iid, name, memory, healthy, mode, rule.slots if rule else None, vendor=vendor,
-                              pci_bus_id=_pci_bus_id(inst)))
-    gpus.extend(found_gpus)
-    migs.extend(found_migs)
-
-
-def _decode_shares(name: str, memory: int, instances: Sequence[Mapping[str, Any]]) -> list[Gpu]:
-    """The device plugin's share instances, one `Gpu` per GPU UUID they map back to; its N slots are
-    the instances found (the plugin keeps a vanished one listed, unhealthy)."""
-    by_gpu: dict[str, list[tuple[int, InstanceId, bool]]] = {}
-    bus_of: dict[str, str | None] = {}
-    for inst in instances:
-        iid = _instance_id(inst, name)
-        parsed = parse_share_id(iid)
-        if parsed is None:
-            raise InvalidInventory(f"device {name!r}: share instance ID {iid!r} is not <GPU uuid>{SHARE_SEP}<k>")
-        uuid, k = parsed
-        by_gpu.setdefault(uuid, []).append((k, iid, bool(inst.get("Healthy", True))))
-        bus_of.setdefault(uuid, _pci_bus_id(inst))
-    model = model_of_group(name)
-    out = []
-    for uuid, found in by_gpu.items():
-        found.sort()
-        out.append(Gpu(InstanceId(uuid), model, memory, all(h for _, _, h in found), GpuMode.SHARED, len(found),
-                       share_ids=tuple(i for _, i, _ in found), share_device=name, pci_bus_id=bus_of[uuid]))
-    return out
+    found = Decoded()
+    decoder.decode(node, view, sharing, found)
+    gpus.extend(found.gpus)
+    shared.extend(found.shared)
+    migs.extend(found.migs)
 
 
 def decode_topology(node_id: NodeId, devices: Sequence[Any]) -> Topology | None:
@@ -314,22 +272,6 @@ def decode_topology(node_id: NodeId, devices: Sequence[Any]) -> Topology | None:
         except InvalidInventory as exc:
             _skipped(f"node {node_id}: topology of device group {group.get('Name')!r} skipped: {exc}")
     return Topology.of(places) if found else None
-
-
-def _pci_bus_id(inst: Mapping[str, Any]) -> str | None:
-    """`Instances[].Locality.PciBusID` (`NodeDevice.Locality *NodeDeviceLocality`, api/resources.go and
-    nomad/structs/structs.go, v2.0.5): a pointer, so null or absent where a plugin sets none, and an empty
-    string is none too. MIG instances carry their parent GPU's (reference/nomad-api.md section 5)."""
-    locality = inst.get("Locality")
-    bus = locality.get("PciBusID") if isinstance(locality, Mapping) else None
-    return str(bus) if bus else None
-
-
-def _instance_id(inst: Mapping[str, Any], group: str) -> InstanceId:
-    iid = inst.get("ID")
-    if not iid:
-        raise InvalidInventory(f"device {group!r} has an instance without ID")
-    return InstanceId(str(iid))
 
 
 def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
