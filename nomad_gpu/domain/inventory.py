@@ -75,6 +75,15 @@ class Gpu:
 
 
 @dataclass(frozen=True)
+class MigPlacementOf:
+    """Where a MIG instance sits: its parent GPU's UUID and its memory slices `start`..`start+size-1` of 8."""
+
+    gpu: str
+    start: int
+    size: int
+
+
+@dataclass(frozen=True)
 class MigSlice:
     """A MIG instance, reported by the stock plugin as its own device."""
 
@@ -87,6 +96,9 @@ class MigSlice:
     pci_bus_id: str | None = None
     """The parent GPU's PCI bus ID (MIG instances share it): which instances are slices of one GPU. None
     when not reported."""
+    placement: MigPlacementOf | None = None
+    """Its parent GPU and memory slices, where the node's device plugin publishes them (ours does; the stock
+    plugin does not: None)."""
 
     @property
     def device_name(self) -> str:

@@ -239,7 +239,8 @@ def _decode_group(node: Node, group: Mapping[str, Any], sharing: SharingConfig, 
     if not isinstance(group, Mapping):
         raise InvalidInventory(f"a device group must be an object, got {type(group).__name__}")
     view = DeviceGroup(group.get("Vendor") or "", group.get("Type") or "", group.get("Name") or "",
-                       _attr_int(group.get("Attributes"), "memory"), group.get("Instances") or [])
+                       _attr_int(group.get("Attributes"), "memory"), group.get("Instances") or [],
+                       attrs if isinstance(attrs := group.get("Attributes"), Mapping) else {})
     decoder = group_decoder_for(view)
     if decoder is None:
         return

@@ -11,13 +11,14 @@ takes any `gpu` group. Like the rest of `nomad/`, this is where Nomad's field na
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from nomad_gpu.domain.errors import InvalidInventory
 from nomad_gpu.domain.ids import InstanceId
-from nomad_gpu.domain.inventory import Gpu, GpuMode, MigSlice, Node
+from nomad_gpu.domain.inventory import Gpu, GpuMode, MigPlacementOf, MigSlice, Node
 from nomad_gpu.domain.units import MigProfile, split_mig_device_name
 from nomad_gpu.sharecontract import SHARE_SEP, SHARED_TYPE, SHARED_VENDOR, model_of_group, parse_share_id
 
@@ -38,6 +39,8 @@ class DeviceGroup:
     memory: int
     """The `memory` attribute (MiB), 0 when absent."""
     instances: Sequence[Mapping[str, Any]]
+    attributes: Mapping[str, Any] = field(default_factory=dict)
+    """The group's attributes as Nomad sends them (`{String, Int, ...}` per name)."""
 
 
 @dataclass
@@ -111,7 +114,20 @@ class MigGroups:
             except InvalidInventory as exc:
                 raise InvalidInventory(f"device {name!r}: {exc}") from exc
             into.migs.append(MigSlice(iid, split[0], profile, group.memory, healthy, vendor=group.vendor,
-                                      pci_bus_id=pci_bus_id(inst)))
+                                      pci_bus_id=pci_bus_id(inst),
+                                      placement=parse_mig_placement(group.attributes.get(MIG_ATTRIBUTE + iid))))
+
+
+MIG_ATTRIBUTE = "mig."
+_MIG_PLACEMENT = re.compile(r"^(?P<gpu>GPU-[0-9A-Za-z-]+)@(?P<start>\d)/(?P<size>\d)$")
+
+
+def parse_mig_placement(attr: Any) -> MigPlacementOf | None:
+    """The project plugin's `mig.<MIG-uuid> = "<GPU-uuid>@<start>/<size>"` attribute (a `{String}`), or None
+    when absent or unreadable: the instance is then drawn without a placement, never refused."""
+    value = attr.get("String") if isinstance(attr, Mapping) else None
+    m = _MIG_PLACEMENT.match(value) if isinstance(value, str) else None
+    return MigPlacementOf(m["gpu"], int(m["start"]), int(m["size"])) if m is not None else None
 
 
 class WholeGroups:
