@@ -221,16 +221,24 @@ def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path |
               default=None, help=TEMPLATES_HELP)
 @click.option("--ignore-existing-jobs", is_flag=True,
               help="Start on a new database even though Nomad runs jobs of this service (left to Nomad).")
+@click.option("--adopt-existing-jobs", is_flag=True,
+              help="Start on a new database and book each live job of this service until it ends (none stopped).")
 @friendly
 def serve(db_path: str, config_path: str | None, listen: str | None, tls_cert: str | None,
-          tls_key: str | None, templates_dir: Path | None, ignore_existing_jobs: bool) -> None:
+          tls_key: str | None, templates_dir: Path | None, ignore_existing_jobs: bool,
+          adopt_existing_jobs: bool) -> None:
     """Run the service against NOMAD_ADDR (a non-loopback address needs a token; https needs --tls-*)."""
     from dataclasses import replace
 
+    from nomad_gpu.domain.errors import InvalidRequest
     from nomad_gpu.service.app import ServiceRuntime
+    from nomad_gpu.service.existingjobs import BOTH_FLAGS
 
+    if ignore_existing_jobs and adopt_existing_jobs:  # before the database file is made
+        raise InvalidRequest(BOTH_FLAGS)
     settings = replace(_service_settings(db_path, config_path, listen, templates_dir=templates_dir),
-                       tls_cert=tls_cert, tls_key=tls_key, ignore_existing_jobs=ignore_existing_jobs)
+                       tls_cert=tls_cert, tls_key=tls_key, ignore_existing_jobs=ignore_existing_jobs,
+                       adopt_existing_jobs=adopt_existing_jobs)
     runtime = ServiceRuntime(settings)
     addr = runtime.start()
     click.echo(f"nomad-gpu {__version__} serving on {addr}, Nomad at {runtime.settings.nomad.address}")

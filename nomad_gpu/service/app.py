@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import logging
 
+from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.nomad.client import NomadClient
 from nomad_gpu.nomad.watcher import Watcher
 from nomad_gpu.service.actuator import Actuator
 from nomad_gpu.service.api import create_app
-from nomad_gpu.service.existingjobs import check_new_database
+from nomad_gpu.service.existingjobs import BOTH_FLAGS, check_new_database
 from nomad_gpu.service.history import History, HistorySampler
 from nomad_gpu.service.listen import ApiServer, plan_listen
 from nomad_gpu.service.livemetrics import install as install_live_metrics
@@ -59,9 +60,11 @@ class ServiceRuntime:
         self.address = settings.listen
 
     def start(self, *, wait_ready_s: float = 0.0) -> str:
+        if self.settings.ignore_existing_jobs and self.settings.adopt_existing_jobs:
+            raise InvalidRequest(BOTH_FLAGS)
         if self.store.created:  # a lost or replaced database looks like this: are the old one's jobs running?
             check_new_database(self.client, self.actuator, self.settings.scheduling.service_name,
-                               ignore=self.settings.ignore_existing_jobs)
+                               ignore=self.settings.ignore_existing_jobs, adopt=self.settings.adopt_existing_jobs)
         self._api = ApiServer(create_app(self.scheduler, access=self.access, nomad_address=self.settings.nomad.address,
                                          history=self.history, usage=self.usage, nomad=self.client,
                                          templates=self.actuator.renderer.template_names()), self.listen,

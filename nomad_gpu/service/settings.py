@@ -198,6 +198,8 @@ class ServiceSettings:
     tls_key: str | None = None
     ignore_existing_jobs: bool = False
     """Start on a new database even though Nomad runs jobs of this service (they are left to Nomad)."""
+    adopt_existing_jobs: bool = False
+    """Start on a new database and book each live job of this service until it ends (never stopped)."""
 
     def __repr__(self) -> str:
         return f"ServiceSettings(nomad={self.nomad!r}, db_path={self.db_path!r}, listen={self.listen!r})"
