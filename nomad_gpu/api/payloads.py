@@ -16,8 +16,8 @@ from nomad_gpu.api.codec import UNSET, Unset, doc, from_json, to_json
 
 __all__ = [
     "UNSET", "Allocation", "Allocations", "Entries", "Entry", "ErrorReply", "GpuView", "Hcl", "History", "Holder",
-    "Inventory", "MigGpu", "MigView", "Minute", "NodeView", "Patch", "Payload", "Placement", "Status", "Sweep",
-    "SweepRow", "Sweeps", "TeamRow", "Teams", "Unset", "Usage", "UsageReport", "UsageRow", "read",
+    "Inventory", "MigGpu", "MigRelayoutView", "MigView", "Minute", "NodeView", "Patch", "Payload", "Placement",
+    "Status", "Sweep", "SweepRow", "Sweeps", "TeamRow", "Teams", "Unset", "Usage", "UsageReport", "UsageRow", "read",
 ]
 
 P = TypeVar("P", bound="Payload")
@@ -222,6 +222,22 @@ class MigView(Payload):
     pci_bus_id: str | None = doc("The parent GPU's PCI bus ID (MIG instances share it); null: not reported.",
                                  default=None)
     compute_slices: int = 0
+    gpu: str | None = doc("The parent GPU's UUID, where the node's device plugin publishes placements (the "
+                          "nomad-gpu plugin does; the stock plugin does not: null).", default=None)
+    start: int | None = doc("Its first memory slice (0-7), with `gpu`; null: not published.", default=None)
+    memory_slices: int | None = doc("How many memory slices it spans (a 3g.40gb 4 of 8), with `gpu`.", default=None)
+
+
+@dataclass(frozen=True)
+class MigRelayoutView(Payload):
+    """A MIG re-layout of one GPU in flight (`docs/mig-relayout.md`)."""
+
+    layout: tuple[str, ...] = doc("The whole target layout, `profile@start` items.", default=())
+    creates: tuple[str, ...] = doc("The items of `layout` the GPU does not have yet.", default=())
+    destroys: tuple[str, ...] = doc("The idle instances it replaces (MIG instance IDs).", default=())
+    phase: str = doc("`applying` (the apply job runs) or `fingerprint` (waiting for Nomad's node to show it).",
+                     default="")
+    started_at: float = doc("Unix seconds", default=0.0)
 
 
 @dataclass(frozen=True)
@@ -234,6 +250,10 @@ class MigGpu(Payload):
     used_slices: int = 0
     free_slices: int = doc("Compute slices of free, healthy instances.", default=0)
     instances: tuple[str, ...] = doc("Its MIG instance IDs (see `migs`).", default=())
+    uuid: str | None = doc("The GPU's UUID where the node's device plugin publishes placements; null: not "
+                           "published, its layout is not known (the stock plugin).", default=None)
+    memory_slices: int = doc("Memory slices of the whole GPU, where instances are placed (8).", default=8)
+    relayout: MigRelayoutView | None = doc("A re-layout of this GPU in flight; null: none.", default=None)
 
 
 @dataclass(frozen=True)

@@ -490,7 +490,8 @@ class SchedulerService:
     # ---- reads for the API -------------------------------------------------------------------
     def inventory(self) -> list[dict[str, Any]]:
         with self._lock:
-            return inventory_view(self.ledger)
+            relayouts = self.relayout.controller.in_flight() if self.relayout is not None else []
+            return inventory_view(self.ledger, relayouts)
 
     def status(self) -> dict[str, Any]:
         with self._lock:

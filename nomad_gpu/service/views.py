@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from nomad_gpu.api.payloads import GpuView, Holder, MigGpu, MigView, NodeView, TeamRow
+from nomad_gpu.api.payloads import GpuView, Holder, MigGpu, MigRelayoutView, MigView, NodeView, TeamRow
 from nomad_gpu.domain.fairshare import FairShareConfig
 from nomad_gpu.domain.ids import InstanceId, Team
 from nomad_gpu.domain.inventory import MigSlice, Node
@@ -21,17 +21,19 @@ from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.topology import Topology
 from nomad_gpu.domain.units import parent_slices_for_model
 from nomad_gpu.service.access import OTHER_TEAM, Caller
+from nomad_gpu.service.relayout import Record
 from nomad_gpu.store import QueueEntry
 
 
-def inventory_view(ledger: Ledger) -> list[dict[str, Any]]:
-    """The nodes as JSON (what the scheduler's `inventory()` answers)."""
-    return [n.to_json() for n in inventory_nodes(ledger)]
+def inventory_view(ledger: Ledger, relayouts: Iterable[Record] = ()) -> list[dict[str, Any]]:
+    """The nodes as JSON (what the scheduler's `inventory()` answers), with the MIG re-layouts in flight."""
+    return [n.to_json() for n in inventory_nodes(ledger, relayouts)]
 
 
-def inventory_nodes(ledger: Ledger) -> list[NodeView]:
+def inventory_nodes(ledger: Ledger, relayouts: Iterable[Record] = ()) -> list[NodeView]:
     held = holders(ledger)
-    return [node_view(node, ledger.node_free(node.id), held) for node in ledger.inventory]
+    by_gpu = {(r.node, r.gpu): r for r in relayouts if not r.phase.is_terminal()}
+    return [node_view(node, ledger.node_free(node.id), held, by_gpu) for node in ledger.inventory]
 
 
 def holders(ledger: Ledger) -> dict[str, list[Holder]]:
@@ -44,7 +46,8 @@ def holders(ledger: Ledger) -> dict[str, list[Holder]]:
     return out
 
 
-def node_view(node: Node, nf: Any, held: Mapping[str, list[Holder]] | None = None) -> NodeView:
+def node_view(node: Node, nf: Any, held: Mapping[str, list[Holder]] | None = None,
+              relayouts: Mapping[tuple[str, str], Record] | None = None) -> NodeView:
     free_gpus = nf.gpu_free if nf is not None else {}
     held = held or {}
     by_gpu: dict[str, list[Holder]] = {}
@@ -54,7 +57,8 @@ def node_view(node: Node, nf: Any, held: Mapping[str, list[Holder]] | None = Non
         listed.extend(o for o in owners if o not in listed)
     migs = tuple(MigView(m.id, m.device_name, m.healthy, m.profile.name,
                          nf is not None and m.id in nf.mig_free.get(m.device_name, []),
-                         tuple(held.get(str(m.id), [])), m.pci_bus_id, m.profile.compute_slices) for m in node.migs)
+                         tuple(held.get(str(m.id), [])), m.pci_bus_id, m.profile.compute_slices,
+                         *_placed(m)) for m in node.migs)
     order = {g.id: k for k, g in enumerate(node.gpus)}  # groups and their GPUs in device order: a, a, b, b, ...
     groups = sorted((sorted(m, key=lambda i: order.get(i, len(order))) for m in
                      (node.topology.nvlink_groups() if node.topology is not None else [])),
@@ -68,7 +72,7 @@ def node_view(node: Node, nf: Any, held: Mapping[str, list[Holder]] | None = Non
         gpus=tuple(GpuView(g.id, g.model, g.mode.value, g.healthy, free_gpus.get(g.id, 0),
                            tuple(by_gpu.get(str(g.id), [])), g.pci_bus_id, group_of.get(g.id),
                            _numa(node.topology, g.id)) for g in node.gpus),
-        migs=migs, mig_gpus=mig_gpus(node.migs, migs),
+        migs=migs, mig_gpus=_with_relayouts(str(node.id), mig_gpus(node.migs, migs), migs, relayouts or {}),
         topology=node.topology is not None, nvlink_groups=tuple(tuple(str(i) for i in m) for m in groups),
     )
 
@@ -78,20 +82,53 @@ def _numa(topology: Topology | None, gpu: InstanceId) -> int | None:
     return place.numa if place is not None else None
 
 
+def _placed(m: MigSlice) -> tuple[str | None, int | None, int | None]:
+    p = m.placement
+    return (p.gpu, p.start, p.size) if p is not None else (None, None, None)
+
+
 def mig_gpus(slices: Iterable[MigSlice], views: Iterable[MigView]) -> tuple[MigGpu, ...]:
     """MIG instances grouped by the physical GPU they are slices of: its bus ID, which Nomad reports per
-    instance (MIG instances share their parent's). Instances without one belong to no group."""
+    instance (MIG instances share their parent's), or its UUID where the device plugin publishes placements.
+    A placed GPU lists its instances by their first slice; instances with neither belong to no group."""
     grouped: dict[str, list[tuple[MigSlice, MigView]]] = {}
     for m, v in zip(slices, views, strict=True):
-        if m.pci_bus_id:
-            grouped.setdefault(m.pci_bus_id, []).append((m, v))
+        key = m.pci_bus_id or (m.placement.gpu if m.placement is not None else None)
+        if key:
+            grouped.setdefault(key, []).append((m, v))
     out = []
-    for bus, members in grouped.items():
+    for members in grouped.values():
         model = members[0][0].model
         used = sum(m.profile.compute_slices for m, v in members if v.holders)
         free = sum(m.profile.compute_slices for m, v in members if v.free and v.healthy)
-        out.append(MigGpu(bus, model, parent_slices_for_model(model), used, free, tuple(m.id for m, _ in members)))
+        uuid = next((m.placement.gpu for m, _ in members if m.placement is not None), None)
+        if uuid is not None:
+            members.sort(key=lambda mv: mv[0].placement.start if mv[0].placement is not None else 8)
+        out.append(MigGpu(members[0][0].pci_bus_id or "", model, parent_slices_for_model(model), used, free,
+                          tuple(m.id for m, _ in members), uuid))
     return tuple(out)
+
+
+def _with_relayouts(node: str, gpus: tuple[MigGpu, ...], migs: Iterable[MigView],
+                    relayouts: Mapping[tuple[str, str], Record]) -> tuple[MigGpu, ...]:
+    """Each GPU with the re-layout in flight on it, if any: its target and the items it still has to create."""
+    out = []
+    for g in gpus:
+        r = relayouts.get((node, g.uuid)) if g.uuid is not None else None
+        if r is None:
+            out.append(g)
+            continue
+        has = {f"{m.profile}@{m.start}" for m in migs if m.gpu == g.uuid}
+        out.append(replace(g, relayout=relayout_view(r, has)))
+    return tuple(out)
+
+
+def relayout_view(r: Record, has: Iterable[str] = ()) -> MigRelayoutView:
+    """A re-layout record as the inventory shows it; `has` is the GPU's layout now (`profile@start` items)."""
+    layout = tuple(i for i in r.layout.split(",") if i)
+    now = set(has)
+    return MigRelayoutView(layout, tuple(i for i in layout if i not in now), r.expect_idle, r.phase.value,
+                           r.started_at)
 
 
 def inventory_for(nodes: list[NodeView], caller: Caller) -> list[NodeView]:

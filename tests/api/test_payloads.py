@@ -23,6 +23,7 @@ from nomad_gpu.api.payloads import (
     Holder,
     Inventory,
     MigGpu,
+    MigRelayoutView,
     MigView,
     Minute,
     NodeView,
@@ -66,6 +67,9 @@ SAMPLES: list[Payload] = [
     Sweeps((SweepRow("lr-s1", "lr", "vision", 3, {"queued": 3}, 900.0),)),
     UsageRow("vision", 12.5, 3, 4, 60.0, 120.0, 1),
     UsageReport(0.0, 86400.0, "team", (UsageRow("vision", 12.5, 3, 4, None, None, 0),)),
+    MigRelayoutView(("3g.40gb@0", "3g.40gb@4"), ("3g.40gb@4",), ("MIG-b",), "applying", 900.0),
+    dataclasses.replace(NODE.mig_gpus[0], uuid="GPU-9", relayout=MigRelayoutView(("7g.80gb@0",))),
+    dataclasses.replace(MIG, gpu="GPU-9", start=0, memory_slices=4),
 ]
 
 
