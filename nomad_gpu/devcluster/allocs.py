@@ -112,6 +112,7 @@ class Alloc:
     last_restart: float | None = None
     restart_count: int = 0  # the restart tracker's count and interval start (restarts.py)
     restart_window_start: float = 0.0
+    max_run_exceeded: bool = False  # ended by its group's max_run_duration (maxrun.py)
 
     def __post_init__(self) -> None:
         self.modify_index = self.alloc_modify_index = self.create_index
@@ -241,7 +242,9 @@ class Alloc:
             "DesiredTransition": {"Migrate": self.migrate, "Reschedule": None, "ForceReschedule": None,
                                   "NoShutdownDelay": None, "MigrateDisablePlacement": self.disable_placement},
             "ClientStatus": self.client_status.value,
-            "ClientDescription": _DESCRIPTIONS[self.client_status],
+            # `clientAlloc` (alloc_runner.go v2.0.3): the max_run_duration reason replaces the computed one
+            "ClientDescription": ("allocation exceeded max_run_duration" if self.max_run_exceeded
+                                  else _DESCRIPTIONS[self.client_status]),
             "TaskStates": self.task_states(),
             "DeploymentStatus": None,
             "FollowupEvalID": "",
@@ -307,4 +310,5 @@ class Alloc:
             "terminal_event_at": self.terminal_event_at,
             "client_status": self.client_status.value,
             "desired_status": self.desired_status,
+            "max_run_exceeded": self.max_run_exceeded,
         }

@@ -36,6 +36,7 @@ from .events import EventBroker
 from .faults import FaultGate
 from .hcl import HclError, parse_job_hcl
 from .jobs import JobRequestError, JobValidationError, canonicalize
+from .maxrun import has_max_run_duration
 from .records import NotFound
 from .register import RegisterConflict, check_register_body, register_namespace, register_options
 from .state import ClusterState
@@ -124,7 +125,8 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         text = body.get("JobHCL") if isinstance(body, dict) else None
         if not isinstance(text, str) or not text.strip():
             return PlainTextResponse("Job spec is empty", status_code=400)
-        job = await run_in_threadpool(parse_job_hcl, text)
+        job = await run_in_threadpool(functools.partial(parse_job_hcl, text,
+                                                        max_run_duration=has_max_run_duration(version)))
         return reply(canonicalize(job) if body.get("Canonicalize") else job)
 
     async def job(request: Request) -> Response:

@@ -40,8 +40,11 @@ def warm_up() -> None:
     parse_job_hcl('job "warm-up" {\n  group "g" {\n    task "t" {\n      driver = "exec"\n    }\n  }\n}\n')
 
 
-def parse_job_hcl(text: str) -> JSON:
-    """Parse one `job` block into Job JSON with Nomad's field names; unset fields are null."""
+def parse_job_hcl(text: str, *, max_run_duration: bool = True) -> JSON:
+    """Parse one `job` block into Job JSON with Nomad's field names; unset fields are null.
+    `max_run_duration`: whether the Nomad played has the group attribute (2.0.3 on, maxrun.py);
+    without it the attribute is left unread, so `finish` refuses it as "Unsupported argument"
+    (`api.TaskGroup` has no such hcl tag in v2.0.2)."""
     with _PARSE_LOCK:
         try:
             tree = _SHAPES.loads(text)
@@ -55,11 +58,11 @@ def parse_job_hcl(text: str) -> JSON:
     if len(jobs) != 1:
         raise HclError(f"input.hcl: exactly one job block is required, found {len(jobs)}")
     (job_id,), body = jobs[0]
-    return _job(job_id, body)
+    return _job(job_id, body, max_run_duration)
 
 
-def _job(job_id: str, body: Body) -> JSON:
-    groups = [_group(name, group) for (name,), group in body.blocks("group", 1)]
+def _job(job_id: str, body: Body, max_run_duration: bool) -> JSON:
+    groups = [_group(name, group, max_run_duration) for (name,), group in body.blocks("group", 1)]
     job = {
         "Region": body.string("region"),
         "Namespace": body.string("namespace"),
@@ -95,7 +98,7 @@ def _job(job_id: str, body: Body) -> JSON:
     return job
 
 
-def _group(name: str, body: Body) -> JSON:
+def _group(name: str, body: Body, max_run_duration: bool) -> JSON:
     restart = body.single_block("restart")
     reschedule = body.single_block("reschedule")
     group = {
@@ -126,6 +129,8 @@ def _group(name: str, body: Body) -> JSON:
         "Services": None,
         "Volumes": _volumes(body),
     }
+    if max_run_duration:
+        group["MaxRunDuration"] = body.duration("max_run_duration")
     for block in (restart, reschedule):
         if block is not None:
             block.finish()

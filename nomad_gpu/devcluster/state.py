@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from . import evals, gc, kills, migjobs, namespaces, nodeops, restarts
+from . import evals, gc, kills, maxrun, migjobs, namespaces, nodeops, restarts
 from .allocs import Alloc, ClientStatus
 from .config import ClusterSpec
 from .evals import Evaluation
@@ -138,7 +138,8 @@ class ClusterState:
         upsert the job only when its spec changed; every register creates an evaluation."""
         now = self.clock()
         job = canonicalize({**raw_job, "Namespace": namespace})  # the caller resolved it (register_namespace)
-        validate(job, admission_errors(job, self.namespaces, self.node_pools))  # JobValidationError -> 500
+        admission = admission_errors(job, self.namespaces, self.node_pools)
+        validate(job, admission + maxrun.admit(job, self.nomad_version))  # JobValidationError -> 500
         asks = group_asks(job)
         with self.lock:
             key = (job["Namespace"], job["ID"])
@@ -334,6 +335,7 @@ class ClusterState:
         self.allocs[alloc.id] = self.live[alloc.id] = alloc
         self.live_by_node.setdefault(alloc.node_id, {})[alloc.id] = alloc
         self.by_job.setdefault((alloc.namespace, alloc.job_id), []).append(alloc)
+        maxrun.arm(self, alloc)
         return alloc
 
     def _requeue(self, alloc: Alloc, trigger: str, evaluation: Evaluation | None = None) -> None:
