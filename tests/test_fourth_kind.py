@@ -7,7 +7,7 @@ the GPU's time its memory stands for, and rendered as a `nomad-gpu/vram/<model>`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -110,6 +110,17 @@ class VramSlice:
 
     def limits(self) -> list[str]:
         return []
+
+    def room_on(self, node: Node) -> dict[Hashable, int]:
+        return {("vram", g.id): g.memory_mib for g in node.gpus if g.mode.takes_shares and self.allows(g.model)}
+
+    def room_units(self) -> int:
+        return self.mib
+
+    def never_on(self, scope: Sequence[Node]) -> str | None:
+        if any(self.mib <= m for n in scope for m in self.room_on(n).values()):
+            return None
+        return f"{self.mib} MiB of one shared GPU asked for; no shared GPU here has that much"
 
 
 class VramDevices:

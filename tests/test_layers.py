@@ -157,3 +157,45 @@ def test_no_import_circle_inside_a_package() -> None:
     """Files of one package import each other one way (kopf's import-linter `layers` inside a package):
     a circle means a module is half-initialised when the other reads it, and that order decides."""
     assert not _circles(), "\n".join(" <-> ".join(c) for c in _circles())
+
+
+# ---- no isinstance over kinds outside domain/kinds/ ----------------------------------------------------
+KINDS = PACKAGE / "domain" / "kinds"
+
+
+def _kind_classes() -> set[str]:
+    """Every class the kind modules define (asks, kind objects, the protocols)."""
+    return {node.name for path in KINDS.rglob("*.py")
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))) if isinstance(node, ast.ClassDef)}
+
+
+def _kind_checks(path: Path, classes: set[str]) -> list[str]:
+    """`isinstance` / `issubclass` calls in ``path`` whose class argument names a kind class (by its own
+    name or the name it was imported as)."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    local = set(classes)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom):
+            local.update(alias.asname for alias in node.names if alias.asname and alias.name in classes)
+    out = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id in {"isinstance", "issubclass"} and len(node.args) == 2):
+            continue
+        spec = node.args[1]
+        named = spec.elts if isinstance(spec, ast.Tuple) else [spec]
+        for n in named:
+            name = n.id if isinstance(n, ast.Name) else n.attr if isinstance(n, ast.Attribute) else None
+            if name in local:
+                out.append(f"{path.relative_to(PACKAGE)}:{node.lineno} {node.func.id}(..., {name})")
+    return out
+
+
+def test_no_isinstance_over_kinds_outside_the_kind_modules() -> None:
+    """Per-kind logic lives behind the kind protocol (`domain/kinds/base.py`): a module elsewhere that
+    branches on the ask's class would miss a kind added later."""
+    classes = _kind_classes()
+    assert {"WholeGpus", "MigSlices", "GpuShare"} <= classes, classes
+    bad = [hit for path in sorted(PACKAGE.rglob("*.py")) if KINDS not in path.parents
+           for hit in _kind_checks(path, classes)]
+    assert not bad, "\n".join(bad)

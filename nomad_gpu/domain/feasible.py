@@ -13,15 +13,12 @@ are `miglayout.py`'s). Pure: the caller passes the nodes.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice, product
 
-from nomad_gpu.domain.ids import MILLI_PER_GPU
-from nomad_gpu.domain.inventory import GpuMode, Node
-from nomad_gpu.domain.miglayout import geometry_for
-from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, MigSlices, WholeGpus
-from nomad_gpu.domain.units import MigProfile
+from nomad_gpu.domain.inventory import Node
+from nomad_gpu.domain.requests import AllocAsk, JobRequest
 
 
 @dataclass(frozen=True)
@@ -57,85 +54,23 @@ def never_runs(job: JobRequest, fleet: Iterable[Node]) -> Never | None:
 # ---- one node at full size -------------------------------------------------------------------
 def _holds(asks: Sequence[AllocAsk], node: Node, *, resources: bool = True) -> bool:
     """Whether an empty ``node`` holds every ask at once (the service pins a job to one node); with
-    ``resources`` false, only their GPUs are counted."""
+    ``resources`` false, only their GPUs are counted. Each GPU ask lands in the bucket of its
+    `room_on` with the most room left (a model for whole GPUs, a model's profile for MIG)."""
     if resources and (sum(a.cpu_mhz for a in asks) > node.cpu_mhz or sum(a.memory_mb for a in asks) > node.memory_mb):
         return False
-    whole: dict[str, int] = {}
-    mig: dict[tuple[str, str], int] = {}
-    shares = 0
+    used: dict[Hashable, int] = {}
     for ask in asks:
         g = ask.gpu
-        if isinstance(g, WholeGpus):
-            counts = _whole_by_model(g, node)
-            model = max(counts, key=lambda m: counts[m] - whole.get(m, 0), default=None)
-            if model is None:
-                return False
-            whole[model] = whole.get(model, 0) + g.count
-            if whole[model] > counts[model]:
-                return False
-        elif isinstance(g, MigSlices):
-            room = _mig_room(g, node)
-            model = max(room, key=lambda m: room[m] - mig.get((m, g.profile), 0), default=None)
-            if model is None:
-                return False
-            mig[(model, g.profile)] = mig.get((model, g.profile), 0) + g.count
-            if mig[(model, g.profile)] > room[model]:
-                return False
-        elif isinstance(g, GpuShare):
-            shares += g.milli
-            if shares > MILLI_PER_GPU * len(_shared(g, node)):
-                return False
+        if g is None:
+            continue
+        room = g.room_on(node)
+        bucket = max(room, key=lambda b: room[b] - used.get(b, 0), default=None)
+        if bucket is None:
+            return False
+        used[bucket] = used.get(bucket, 0) + g.room_units()
+        if used[bucket] > room[bucket]:
+            return False
     return True
-
-
-def _whole_by_model(g: WholeGpus, node: Node) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for gpu in node.gpus:
-        if gpu.mode is not GpuMode.SHARED and g.allows(gpu.model) and gpu.memory_mib >= g.min_memory_mib:
-            counts[gpu.model] = counts.get(gpu.model, 0) + 1
-    return counts
-
-
-def _mig_parents(node: Node) -> dict[str, int]:
-    """MIG-mode GPUs per model: the distinct parents of the node's instances (by PCI bus ID when the
-    fingerprint says it, else the fewest 7-slice GPUs their compute slices need)."""
-    buses: dict[str, set[str]] = {}
-    slices: dict[str, int] = {}
-    for m in node.migs:
-        if m.pci_bus_id:
-            buses.setdefault(m.model, set()).add(m.pci_bus_id)
-        slices[m.model] = slices.get(m.model, 0) + m.profile.compute_slices
-    return {model: len(buses.get(model, ())) or -(-used // 7) for model, used in slices.items()}
-
-
-def profiles_of(model: str, node: Node) -> dict[str, int]:
-    """Profile -> the most instances of it one GPU holds, for a MIG-mode model of ``node``: its MIG geometry
-    (`miglayout.py`, the MIG user guide's tables), found from the model and the instances it reports; where
-    no table fits, only the profiles it reports, as many as their compute slices allow on 7."""
-    seen = [(m.profile.name, None) for m in node.migs if m.model == model]
-    geometry = geometry_for(model, seen)
-    if geometry is not None:
-        return {shape.name: shape.max_count for shape in geometry.shapes}
-    return {name: 1 if "+" in name else max(7 // max(MigProfile.parse(name).compute_slices, 1), 1)
-            for name, _ in seen}
-
-
-def _mig_room(g: MigSlices, node: Node) -> dict[str, int]:
-    """Instances of the profile a node could offer per model: those reported now, or a re-layout's most."""
-    room: dict[str, int] = {}
-    for m in node.migs:
-        if m.profile.name == g.profile and g.allows(m.model):
-            room[m.model] = room.get(m.model, 0) + 1
-    for model, parents in _mig_parents(node).items():
-        if g.allows(model):
-            most = parents * profiles_of(model, node).get(g.profile, 0)
-            if most > room.get(model, 0):
-                room[model] = most
-    return {model: n for model, n in room.items() if n > 0}
-
-
-def _shared(g: GpuShare, node: Node) -> list[str]:
-    return [gpu.id for gpu in node.gpus if gpu.mode.takes_shares and g.allows(gpu.model)]
 
 
 # ---- the nearest possible ----------------------------------------------------------------------
@@ -150,15 +85,8 @@ def _no_scope(job: JobRequest, nodes: list[Node]) -> str:
 def _nearest(asks: Sequence[AllocAsk], scope: list[Node]) -> str:
     """The first thing that rules the job out, and what the fleet offers instead."""
     for ask in asks:
-        g, where = ask.gpu, f"group {ask.group!r}"
-        if isinstance(g, WholeGpus):
-            if why := _whole_nearest(g, scope):
-                return f"{where}: {why}"
-        elif isinstance(g, MigSlices):
-            if why := _mig_nearest(g, scope):
-                return f"{where}: {why}"
-        elif isinstance(g, GpuShare) and not any(_shared(g, n) for n in scope):
-            return f"{where}: a time-slice share needs a shared GPU; none here is shared"
+        if ask.gpu is not None and (why := ask.gpu.never_on(scope)):
+            return f"group {ask.group!r}: {why}"
     cpu, mem = sum(a.cpu_mhz for a in asks), sum(a.memory_mb for a in asks)
     hosts = [n for n in scope if _holds(asks, n, resources=False)]
     if hosts:  # the GPUs are there: CPU or memory beside them is what no node has
@@ -169,40 +97,3 @@ def _nearest(asks: Sequence[AllocAsk], scope: list[Node]) -> str:
         return (f"{need} on one node; at most {max(n.cpu_mhz for n in hosts)} MHz and "
                 f"{max(n.memory_mb for n in hosts)} MB on one node{where} here")
     return f"no one node holds all {len(asks)} of its allocations together (each would fit alone)"
-
-
-def _whole_nearest(g: WholeGpus, scope: list[Node]) -> str | None:
-    models = sorted({gpu.model for n in scope for gpu in n.gpus if gpu.mode is not GpuMode.SHARED})
-    if not models:
-        return "whole GPUs asked for; no node here has a GPU that is not shared"
-    if g.models and not any(g.allows(m) for m in models):
-        return f"no GPU of model {', '.join(sorted(g.models))}; models here: {', '.join(models)}"
-    if g.min_memory_mib:
-        largest = max((gpu.memory_mib for n in scope for gpu in n.gpus if g.allows(gpu.model)), default=0)
-        if largest < g.min_memory_mib:
-            return f"GPUs of {g.min_memory_mib} MiB asked for; at most {largest} MiB per GPU here"
-    most = max((max(_whole_by_model(g, n).values(), default=0) for n in scope), default=0)
-    if most < g.count:
-        return f"{g.count} GPUs of one model on one node asked for; at most {most} on one node here"
-    return None
-
-
-def _mig_nearest(g: MigSlices, scope: list[Node]) -> str | None:
-    offered: set[str] = {m.profile.name for n in scope for m in n.migs}
-    for n in scope:
-        for model in _mig_parents(n):
-            offered |= set(profiles_of(model, n))
-    if not offered:
-        return f"MIG {g.profile} asked for; no GPU here is in MIG mode"
-    most = max((max(_mig_room(g, n).values(), default=0) for n in scope), default=0)
-    if most == 0:
-        return f"no MIG profile {g.profile}; MIG profiles here: {', '.join(sorted(offered, key=_profile_key))}"
-    if most < g.count:
-        return f"{g.count} x MIG {g.profile} on one node asked for; at most {most} on one node here"
-    return None
-
-
-def _profile_key(name: str) -> tuple[int, int, str]:
-    g, _, rest = name.partition("g.")
-    mem = rest.split("gb", 1)[0]
-    return (int(g) if g.isdigit() else 99, int(mem) if mem.isdigit() else 0, name)

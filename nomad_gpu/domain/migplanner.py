@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nomad_gpu.domain.ids import NodeId
-from nomad_gpu.domain.kinds.mig import MigSlices
+from nomad_gpu.domain.kinds.mig import MIG
 from nomad_gpu.domain.miglayout import MigGeometry, Placed, arrangements, check_layout, fill, format_layout
 from nomad_gpu.domain.requests import JobRequest
 
@@ -201,8 +201,8 @@ def waiting_mig_asks(waiting: Sequence[JobRequest]) -> list[MigAsk]:
             continue
         (ask,) = request.asks
         for option in ask.alternatives():
-            gpu = option.gpu
-            if isinstance(gpu, MigSlices):
+            gpu = MIG.ask_of(option.gpu)
+            if gpu is not None:
                 out.append(MigAsk(str(request.entry), gpu.profile, gpu.count, gpu.models))
                 break
     return out

@@ -17,7 +17,7 @@ builds one.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol
 
@@ -26,6 +26,7 @@ from nomad_gpu.domain.placement import AllocPlacement, NoFit, WaitReason
 
 if TYPE_CHECKING:
     from nomad_gpu.domain.freeindex import NodeFree
+    from nomad_gpu.domain.inventory import Node
 
 IndexKey = tuple[str, str, int]
 """(kind name, device group or model, value): one bucket of the free-capacity index."""
@@ -148,6 +149,21 @@ class GpuAsk(Protocol):
 
     def limits(self) -> list[str]:
         """The ask's own limits that may keep free capacity out of its reach, worded."""
+        ...
+
+    def room_on(self, node: Node) -> dict[Hashable, int]:
+        """What ``node``, empty and at full size, could ever offer the ask ("could this job ever
+        run?", `domain/feasible.py`): bucket -> amount in `room_units`. Asks of a job that draw from
+        the same bucket add up (a bucket key names its kind); empty: the node never holds the ask."""
+        ...
+
+    def room_units(self) -> int:
+        """What the ask takes from the bucket of `room_on` it lands in."""
+        ...
+
+    def never_on(self, scope: Sequence[Node]) -> str | None:
+        """Why no node of ``scope`` (at full size) could ever hold the ask alone, with the nearest
+        thing they offer; None when one could."""
         ...
 
 

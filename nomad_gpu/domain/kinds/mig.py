@@ -8,17 +8,19 @@ options follow the existing ones, each carrying the re-layout in `Option.plan`.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.kinds.base import CountedKind, GpuKind, IndexKey, Option
+from nomad_gpu.domain.kinds.migfleet import mig_nearest, mig_room
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.units import SLICES_DEFAULT, MigProfile, split_mig_device_name
 
 if TYPE_CHECKING:
     from nomad_gpu.domain.freeindex import NodeFree
+    from nomad_gpu.domain.inventory import Node
 
 
 class MigKind(CountedKind):
@@ -42,6 +44,11 @@ class MigKind(CountedKind):
 
     def claims(self, p: AllocPlacement) -> bool:
         return not p.is_share and split_mig_device_name(p.device_name or "") is not None
+
+    def ask_of(self, gpu: object) -> MigSlices | None:
+        """``gpu`` as a MIG ask, or None when it asks for another kind (the re-layout planner reads
+        the profile and count of the MIG asks only)."""
+        return gpu if isinstance(gpu, MigSlices) else None
 
 
 MIG = MigKind()
@@ -106,3 +113,12 @@ class MigSlices:
 
     def limits(self) -> list[str]:
         return []
+
+    def room_on(self, node: Node) -> dict[Hashable, int]:
+        return {("mig", model, self.profile): n for model, n in mig_room(self, node).items()}
+
+    def room_units(self) -> int:
+        return self.count
+
+    def never_on(self, scope: Sequence[Node]) -> str | None:
+        return mig_nearest(self, scope)

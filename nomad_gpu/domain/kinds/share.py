@@ -9,7 +9,7 @@ preferred, so that whole shared GPUs stay free for larger shares.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
@@ -21,6 +21,7 @@ from nomad_gpu.domain.units import share_gpu_equivalents
 
 if TYPE_CHECKING:
     from nomad_gpu.domain.freeindex import NodeFree
+    from nomad_gpu.domain.inventory import Node
 
 
 class ShareKind:
@@ -115,3 +116,18 @@ class GpuShare:
 
     def limits(self) -> list[str]:
         return []
+
+    def room_on(self, node: Node) -> dict[Hashable, int]:
+        # every share draws from one bucket: the milli of the node's shared GPUs it may use
+        return {("share",): MILLI_PER_GPU * len(self._shared(node))}
+
+    def room_units(self) -> int:
+        return self.milli
+
+    def never_on(self, scope: Sequence[Node]) -> str | None:
+        if any(self._shared(n) for n in scope):
+            return None
+        return "a time-slice share needs a shared GPU; none here is shared"
+
+    def _shared(self, node: Node) -> list[str]:
+        return [gpu.id for gpu in node.gpus if gpu.mode.takes_shares and self.allows(gpu.model)]

@@ -8,17 +8,19 @@ order), and `WholeKind.set_term` the term a policy may add for a set (0 today).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import MILLI_PER_GPU, InstanceId
+from nomad_gpu.domain.inventory import GpuMode
 from nomad_gpu.domain.kinds.base import CountedKind, GpuKind, IndexKey, Option
 from nomad_gpu.domain.placement import AllocPlacement
 
 if TYPE_CHECKING:
     from nomad_gpu.domain.freeindex import NodeFree
+    from nomad_gpu.domain.inventory import Node
 
 SetsHook = Callable[["NodeFree", str, Sequence[InstanceId], int], Iterator[tuple[InstanceId, ...]]]
 """(node, model, its free GPUs in device order, count) -> candidate sets of `count` GPUs."""
@@ -112,3 +114,32 @@ class WholeGpus:
 
     def limits(self) -> list[str]:
         return [f"it needs {self.min_memory_mib} MiB per GPU"] if self.min_memory_mib else []
+
+    def room_on(self, node: Node) -> dict[Hashable, int]:
+        return {("whole", model): n for model, n in self._by_model(node).items()}
+
+    def room_units(self) -> int:
+        return self.count
+
+    def never_on(self, scope: Sequence[Node]) -> str | None:
+        models = sorted({gpu.model for n in scope for gpu in n.gpus if gpu.mode is not GpuMode.SHARED})
+        if not models:
+            return "whole GPUs asked for; no node here has a GPU that is not shared"
+        if self.models and not any(self.allows(m) for m in models):
+            return f"no GPU of model {', '.join(sorted(self.models))}; models here: {', '.join(models)}"
+        if self.min_memory_mib:
+            largest = max((gpu.memory_mib for n in scope for gpu in n.gpus if self.allows(gpu.model)), default=0)
+            if largest < self.min_memory_mib:
+                return f"GPUs of {self.min_memory_mib} MiB asked for; at most {largest} MiB per GPU here"
+        most = max((max(self._by_model(n).values(), default=0) for n in scope), default=0)
+        if most < self.count:
+            return f"{self.count} GPUs of one model on one node asked for; at most {most} on one node here"
+        return None
+
+    def _by_model(self, node: Node) -> dict[str, int]:
+        """GPUs per model an empty ``node`` at full size offers the ask (any mode but shared)."""
+        counts: dict[str, int] = {}
+        for gpu in node.gpus:
+            if gpu.mode is not GpuMode.SHARED and self.allows(gpu.model) and gpu.memory_mib >= self.min_memory_mib:
+                counts[gpu.model] = counts.get(gpu.model, 0) + 1
+        return counts
