@@ -111,13 +111,17 @@ class JobRenderer:
         job_id: str,
         placement: RenderPlacement,
         extra_meta: Mapping[str, str] = _NO_META,
+        max_run_duration: bool = False,
     ) -> str:
-        """The HCL2 jobspec of ``spec`` pinned to ``placement``, from ``spec.template``."""
+        """The HCL2 jobspec of ``spec`` pinned to ``placement``, from ``spec.template``.
+        ``max_run_duration``: every Nomad agent has the group field (2.0.3 and later), so a batch
+        template also hands ``max_runtime`` to Nomad's client; the service's timer stays either way."""
         if isinstance(spec, SweepSpec):
             raise RenderError("a sweep renders one job per trial: expand it with expand_sweep() first")
         if spec.template == SERVICE_TEMPLATE or spec.template.startswith("_"):
             raise RenderError(f"template {spec.template!r} is not a job template")
-        context = build_job_context(spec, job_id=job_id, placement=placement, extra_meta=extra_meta)
+        context = build_job_context(spec, job_id=job_id, placement=placement, extra_meta=extra_meta,
+                                    max_run_duration=max_run_duration)
         return self.render_template(spec.template, context)
 
     def render_service_job(self, settings: ServiceJobSettings) -> str:
@@ -173,8 +177,11 @@ def build_job_context(
     job_id: str,
     placement: RenderPlacement,
     extra_meta: Mapping[str, str] = _NO_META,
+    max_run_duration: bool = False,
 ) -> dict[str, Any]:
-    """The plain dict a job template sees: ``job`` and ``groups`` (see templates/batch.hcl.j2)."""
+    """The plain dict a job template sees: ``job`` and ``groups`` (see templates/batch.hcl.j2).
+    ``job.max_run_duration`` is ``max_runtime`` as a duration when Nomad has the field, else None;
+    only templates of batch jobs write it (Nomad refuses it on other job types)."""
     _check_job_id(job_id)
     check_placement(spec, placement)
     meta: dict[str, str] = dict(spec.meta)
@@ -200,6 +207,8 @@ def build_job_context(
             "node_pool": spec.node_pool or placement.node_pool,
             "node_id": placement.node_id,
             "meta": meta,
+            "max_run_duration": (f"{_seconds(spec.max_runtime)}s"
+                                 if max_run_duration and spec.max_runtime is not None else None),
         },
         "groups": [_group_context(group, placement) for group in spec.groups],
     }
@@ -253,10 +262,12 @@ def render_job(
     placement: RenderPlacement,
     extra_meta: Mapping[str, str] = _NO_META,
     templates_dir: Path | None = None,
+    max_run_duration: bool = False,
 ) -> str:
     """Render ``spec`` pinned to ``placement`` as HCL2 (see :meth:`JobRenderer.render_job`)."""
     renderer = _renderer(Path(templates_dir) if templates_dir is not None else DEFAULT_TEMPLATES_DIR)
-    return renderer.render_job(spec, job_id=job_id, placement=placement, extra_meta=extra_meta)
+    return renderer.render_job(spec, job_id=job_id, placement=placement, extra_meta=extra_meta,
+                               max_run_duration=max_run_duration)
 
 
 def render_service_job(settings: ServiceJobSettings, *, templates_dir: Path | None = None) -> str:
