@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from nomad_gpu.nvml import FakeNvml
+from nomad_gpu.nvml.fake import FakeNode
 from nomad_gpu.nvml.layouts import a800x8, h100_mig
 from nomad_gpu.plugin import wire
 from nomad_gpu.plugin.config import PluginConfig
@@ -10,7 +13,7 @@ from nomad_gpu.plugin.devices import share_id
 from nomad_gpu.plugin.state import NodeState
 
 
-def stats_of(node, config: PluginConfig) -> dict[str, object]:  # type: ignore[no-untyped-def]
+def stats_of(node: FakeNode, config: PluginConfig) -> dict[str, Any]:
     state = NodeState(FakeNvml(node))
     state.configure(config)
     state.refresh()

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from fakes import Clock, FakeNomad, ManualExecutor, gpu_node, service
 from starlette.testclient import TestClient
@@ -32,7 +34,7 @@ def svc() -> tuple[SchedulerService, Clock, ManualExecutor]:
     return s, clock, ex
 
 
-def get(s: SchedulerService, path: str, token: str = ADMIN) -> tuple[int, dict[str, object]]:
+def get(s: SchedulerService, path: str, token: str = ADMIN) -> tuple[int, dict[str, Any]]:
     r = TestClient(create_app(s, ADMIN, ACCESS)).get(path, headers={"Authorization": f"Bearer {token}"})
     return r.status_code, r.json()
 
@@ -45,7 +47,7 @@ def test_sweeps_lists_each_sweep_with_counts_newest_first(svc: tuple[SchedulerSe
     s.submit(job("plain", "vision"))
     code, body = get(s, "/v1/sweeps")
     assert code == 200
-    assert [(r["id"], r["name"], r["team"], r["trials"], r["states"]) for r in body["sweeps"]] == [  # type: ignore[union-attr]
+    assert [(r["id"], r["name"], r["team"], r["trials"], r["states"]) for r in body["sweeps"]] == [
         (second, "bs", "nlp", 2, {"queued": 2}), (first, "lr", "vision", 3, {"queued": 3})]
 
 
@@ -54,7 +56,7 @@ def test_a_team_token_sees_its_team_s_sweeps_only(svc: tuple[SchedulerService, C
     mine = s.submit(sweep("lr", "vision"))[0].sweep
     s.submit(sweep("bs", "nlp"))
     code, body = get(s, "/v1/sweeps", VISION)
-    assert code == 200 and [r["id"] for r in body["sweeps"]] == [mine]  # type: ignore[union-attr]
+    assert code == 200 and [r["id"] for r in body["sweeps"]] == [mine]
 
 
 def test_sweeps_state_filter(svc: tuple[SchedulerService, Clock, ManualExecutor]) -> None:
@@ -62,8 +64,8 @@ def test_sweeps_state_filter(svc: tuple[SchedulerService, Clock, ManualExecutor]
     live = s.submit(sweep("lr", "vision"))[0].sweep
     done = s.submit(sweep("bs", "vision"))[0].sweep
     s.cancel_sweep(done or "")
-    assert [r["id"] for r in get(s, "/v1/sweeps?state=queued")[1]["sweeps"]] == [live]  # type: ignore[union-attr]
-    assert [r["id"] for r in get(s, "/v1/sweeps?state=cancelled")[1]["sweeps"]] == [done]  # type: ignore[union-attr]
+    assert [r["id"] for r in get(s, "/v1/sweeps?state=queued")[1]["sweeps"]] == [live]
+    assert [r["id"] for r in get(s, "/v1/sweeps?state=cancelled")[1]["sweeps"]] == [done]
     code, body = get(s, "/v1/sweeps?state=finished")
     assert code == 400 and "unknown state 'finished'" in str(body["error"])
 
@@ -85,16 +87,16 @@ def test_usage_counts_gpu_hours_waits_and_failures(svc: tuple[SchedulerService, 
     s.on_alloc(alloc(s.store.get(one.id).nomad_job_id, "failed"))
     code, body = get(s, "/v1/usage?since=1d&by=team")
     assert code == 200, body
-    rows = {r["key"]: r for r in body["rows"]}  # type: ignore[union-attr]
+    rows = {r["key"]: r for r in body["rows"]}
     assert rows["vision"]["gpu_hours"] == pytest.approx(2.0, rel=1e-3)  # 2 GPUs held 1 h from admission
     assert rows["nlp"]["gpu_hours"] == pytest.approx(1.0, rel=1e-3)
     assert rows["vision"]["mean_wait_s"] == pytest.approx(60.0) and rows["nlp"]["mean_wait_s"] == pytest.approx(0.0)
     assert rows["nlp"]["failures"] == 1 and rows["vision"]["failures"] == 0
     assert rows["vision"]["jobs"] == rows["vision"]["attempts"] == 1
     code, body = get(s, "/v1/usage?since=1d", VISION)
-    assert [r["key"] for r in body["rows"]] == ["vision"]  # type: ignore[union-attr]
+    assert [r["key"] for r in body["rows"]] == ["vision"]
     code, body = get(s, "/v1/usage?by=model")
-    assert [r["key"] for r in body["rows"]] == ["A100"]  # type: ignore[union-attr]
+    assert [r["key"] for r in body["rows"]] == ["A100"]
 
 
 @pytest.mark.parametrize(("query", "words"), [("since=yesterday", "since must be like 30d"), ("by=gpu", "by must be")])
