@@ -8,7 +8,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import nomad
 import requests
@@ -17,8 +17,8 @@ import urllib3
 T = TypeVar("T")
 
 
-def wait_until(predicate: Callable[[], T], timeout: float = 5.0, what: str = "condition") -> T:
-    """Poll `predicate` until it returns something truthy; fail after `timeout` seconds."""
+def wait_until(predicate: Callable[[], T | Literal[False] | None], timeout: float = 5.0, what: str = "condition") -> T:
+    """Poll `predicate` until it returns something truthy (so never None or False); fail after `timeout` seconds."""
     deadline = time.monotonic() + timeout
     while True:
         value = predicate()
