@@ -118,8 +118,8 @@ def requirement(request: Request, alloc_namespace: Callable[[str], str | None]) 
     parts = path.strip("/").split("/")
     if path.startswith("/_dev/") or path in ("/v1/status/leader", "/v1/event/stream", "/v1/namespaces"):
         return [None]  # the stream and the namespace list judge themselves
-    if parts[:2] in (["v1", "nodes"], ["v1", "node"]):
-        return [("", "node-read")]
+    if parts[:2] in (["v1", "nodes"], ["v1", "node"]) or path == "/v1/agent/members":
+        return [("", "node-read")]  # `Status.Members` checks AllowNodeRead (nomad/status_endpoint.go v2.0.3)
     if path == "/v1/jobs/parse":  # parse-job or submit-job (command/agent/job_endpoint.go `JobsParseRequest`)
         return [(ns, "parse-job|submit-job")]
     if path == "/v1/jobs":

@@ -220,6 +220,18 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
             return PlainTextResponse(str(exc), status_code=exc.status)
         return JSONResponse(None, headers=_index_headers(index))
 
+    def agent_members(_: Request) -> Response:
+        """`GET /v1/agent/members` (`AgentMembersRequest`, command/agent/agent_endpoint.go v2.0.3):
+        the gossip pool's servers as `ServerMembersResponse`; `Tags["build"]` is each server's
+        version (`setupSerf`, nomad/server.go). The dev cluster is one server of the version it plays."""
+        member = {"Name": "devcluster.global", "Addr": "127.0.0.1", "Port": 4648,
+                  "Tags": {"build": str(version), "role": "nomad", "region": "global", "dc": "dc1",
+                           "port": "4647"},
+                  "Status": "alive", "ProtocolMin": 1, "ProtocolMax": 5, "ProtocolCur": 2,
+                  "DelegateMin": 2, "DelegateMax": 5, "DelegateCur": 4}
+        return reply({"ServerName": "devcluster.global", "ServerRegion": "global", "ServerDC": "dc1",
+                      "Members": [member]})
+
     def leader(request: Request) -> Response:
         """`Status.Leader` (nomad/status_endpoint.go, v2.0.5): `""` while the servers have no leader."""
         return reply("127.0.0.1:4647" if state.has_leader else "")
@@ -295,6 +307,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
                                                       functools.partial(namespace_ops.expand, state), acl),
               methods=["GET"]),
         Route("/v1/status/leader", leader, methods=["GET"]),
+        Route("/v1/agent/members", agent_members, methods=["GET"]),
         Route("/v1/namespaces", namespaces, methods=["GET"]),
         Route("/v1/namespace/{name}", namespace, methods=["GET", "POST", "PUT", "DELETE"]),
         Route("/_dev/audit", audit, methods=["GET"]),

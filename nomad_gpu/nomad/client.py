@@ -255,6 +255,11 @@ class NomadClient:
         return self._shaped(replies.objects, _translate(lambda: self.api.nodes.get_nodes(resources=True),
                                                         "list nodes"), "list nodes")
 
+    def server_members(self) -> dict[str, Any]:
+        """`GET /v1/agent/members`: the servers of the gossip pool, with their versions (versions.py)."""
+        what = "list server members"
+        return self._shaped(replies.mapping, _translate(lambda: self.api.agent.get_members(), what), what)
+
     def node(self, node_id: str) -> dict[str, Any]:
         what = f"read node {node_id}"
         return self._shaped(replies.mapping, _translate(lambda: self.api.node.get_node(node_id), what), what)
