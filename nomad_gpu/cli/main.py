@@ -131,7 +131,8 @@ def status(entry_id: str | None, hcl: bool, as_json: bool) -> None:
 
 @main.command()
 @click.option("--json", "as_json", is_flag=True)
-@click.option("--devices", is_flag=True, help="One row per GPU and MIG instance: its use and who holds it.")
+@click.option("--devices", is_flag=True, help="One row per GPU and MIG instance: its use and who holds it; each MIG "
+              "GPU drawn by placement, with a re-layout in progress.")
 @friendly
 def inventory(as_json: bool, devices: bool) -> None:
     """GPU, MIG and time-slice capacity per node, free and total (in GPU-equivalents too), each
@@ -147,6 +148,7 @@ def inventory(as_json: bool, devices: bool) -> None:
         node_row,
         topology_rows,
     )
+    from nomad_gpu.cli.miglayoutview import LAYOUT_COLUMNS, layout_rows
     from nomad_gpu.cli.modelsview import MODEL_COLUMNS, model_rows
 
     nodes = sorted(connect.client().inventory(), key=lambda n: (n.name, n.id))
@@ -155,6 +157,9 @@ def inventory(as_json: bool, devices: bool) -> None:
         return
     if devices:
         table(None, DEVICE_COLUMNS, [row for n in nodes for row in device_rows(n)])
+        if layouts := [row for n in nodes for row in layout_rows(n)]:  # each MIG GPU by placement
+            click.echo("")
+            table(None, LAYOUT_COLUMNS, layouts)
         if any(n.topology for n in nodes):  # each node's NVLink groups and NUMA nodes, where published
             click.echo("")
             table(None, TOPOLOGY_COLUMNS, [row for n in nodes for row in topology_rows(n)])
