@@ -66,7 +66,7 @@ def test_the_plugin_advertises_whole_gpus_with_its_own_attributes() -> None:
 
 
 def test_one_model_with_two_slot_counts_gets_a_group_per_count() -> None:
-    gpus = [{"model": "L40S", "memory_mib": 46068, "shared": True, "slots": n} for n in (2, 4)]
+    gpus: list[dict[str, object]] = [{"model": "L40S", "memory_mib": 46068, "shared": True, "slots": n} for n in (2, 4)]
     (node,) = build_nodes(parse_cluster(_node(gpus, device_plugin="nomad-gpu")))
     assert sorted((g.name, len(g.ids)) for g in node.groups) == [("L40S (2 slots)", 2), ("L40S (4 slots)", 4)]
 

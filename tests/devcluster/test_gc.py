@@ -61,8 +61,13 @@ def test_running_pending_and_live_service_jobs_are_kept(seed: DevCluster, client
     for job_id in ("waiting", "running", "service"):  # "waiting" first, or it would take the freed GPUs
         client.job.deregister_job(job_id)
     collected: list[str] = []
-    # forceGC's cutoff is 1 ms: what was modified within the last millisecond waits for the next pass.
-    wait_until(lambda: collected.extend(j["job_id"] for j in seed.collect_garbage()["jobs"]) or len(collected) == 3)
+
+    def collect() -> bool:
+        # forceGC's cutoff is 1 ms: what was modified within the last millisecond waits for the next pass.
+        collected.extend(j["job_id"] for j in seed.collect_garbage()["jobs"])
+        return len(collected) == 3
+
+    wait_until(collect)
     assert sorted(collected) == ["running", "service", "waiting"]
     assert seed.audit()["garbage_collection"]["allocs"] == 2
 

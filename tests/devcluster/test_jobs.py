@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import nomad
 import nomad.api.exceptions as nomad_errors
 import pytest
@@ -35,7 +37,7 @@ def test_register_reply_and_submission_round_trip(seed: DevCluster, client: noma
     pytest.param({"version": "x"}, 400, "Unable to parse job submission version parameter", id="bad-version"),
     pytest.param({"version": 7}, 404, "job source not found", id="unknown-version"),
 ])
-def test_submission_errors(seed: DevCluster, client: nomad.Nomad, params: dict[str, object], status: int,
+def test_submission_errors(seed: DevCluster, client: nomad.Nomad, params: dict[str, Any], status: int,
                            text: str) -> None:
     submit(client, jobspec("sub-2", duration=0.001))
     reply = requests.get(f"{seed.url}/v1/job/sub-2/submission", params=params)

@@ -4,6 +4,7 @@ cluster's side (faults.py)."""
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import nomad
 import pytest
@@ -45,7 +46,8 @@ def test_a_lost_reply_still_registers_the_job(seed: DevCluster, client: nomad.No
 
 
 def test_a_late_reply_times_the_client_out(seed: DevCluster, client: nomad.Nomad) -> None:
-    requests.post(f"{seed.url}/_dev/lose-replies", params={"count": 1, "mode": "delay", "delay_s": 0.5}, timeout=5)
+    delay: dict[str, Any] = {"count": 1, "mode": "delay", "delay_s": 0.5}
+    requests.post(f"{seed.url}/_dev/lose-replies", params=delay, timeout=5)
     with pytest.raises(requests.Timeout):
         requests.post(f"{seed.url}/v1/jobs", json=_register_body(client, "slow"), timeout=0.1)
     assert client.job.get_job("slow")["ID"] == "slow"
@@ -96,5 +98,5 @@ def test_an_outage_ends_on_the_clusters_clock(make_cluster: ClusterFactory) -> N
 
 
 @pytest.mark.parametrize("params", [{"count": -1}, {"mode": "drop"}, {"delay_s": "x"}])
-def test_bad_fault_parameters_are_400(seed: DevCluster, params: dict[str, object]) -> None:
+def test_bad_fault_parameters_are_400(seed: DevCluster, params: dict[str, Any]) -> None:
     assert requests.post(f"{seed.url}/_dev/lose-replies", params=params, timeout=5).status_code == 400

@@ -67,7 +67,7 @@ def head_and_body(data: bytes) -> tuple[bytes, bytes]:
 
 def dechunk(body: bytes) -> tuple[list[bytes], bool]:
     """The chunks of a chunked body, and whether its last chunk (size 0) arrived."""
-    chunks = []
+    chunks: list[bytes] = []
     while body:
         size_line, _, rest = body.partition(b"\r\n")
         size = int(size_line, 16)
