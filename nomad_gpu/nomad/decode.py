@@ -70,6 +70,9 @@ class AllocStatus(enum.Enum):
         return self in (AllocStatus.COMPLETE, AllocStatus.FAILED, AllocStatus.LOST)
 
 
+MAX_RUN_EXCEEDED = "allocation exceeded max_run_duration"  # nomad/structs/alloc.go v2.0.3
+
+
 @dataclass(frozen=True)
 class AllocInfo:
     """What the service needs from an allocation: whose it is, where, on what, and how it ends."""
@@ -98,6 +101,10 @@ class AllocInfo:
     exited_zero: bool = False
     """Every task's last run ended by itself with exit code 0 (`Terminated`, then nothing but `Not
     Restarting`), read from `TaskStates`."""
+    max_run_exceeded: bool = False
+    """Nomad's client ended it at the group's `max_run_duration` (2.0.3+): `complete`, with the
+    description `AllocTimeoutReasonMaxRunDuration` (`EnforceMaxRunDurationTimeout`,
+    client/allocrunner/alloc_runner.go v2.0.3). A time-out, never a success."""
 
     @property
     def is_terminal(self) -> bool:
@@ -112,7 +119,7 @@ class AllocInfo:
         only batch jobs treat exit 0 as done (`NewRestartTracker` and `GetState`,
         client/allocrunner/taskrunner/restarts/restarts.go, v2.0.5 and v1.10.5). So a `failed`
         allocation whose every task exited 0 by itself succeeded too; a batch job never gets there."""
-        if self.desired_status != "run" or self.migrate or self.next_allocation:
+        if self.desired_status != "run" or self.migrate or self.next_allocation or self.max_run_exceeded:
             return False
         return self.client_status is AllocStatus.COMPLETE or (self.client_status is AllocStatus.FAILED
                                                               and self.exited_zero)
@@ -121,6 +128,8 @@ class AllocInfo:
         """A short word for why it ended, for an entry's reason."""
         if self.succeeded:
             return "complete"
+        if self.max_run_exceeded:
+            return "timed out (max_run_duration)"
         if self.client_status is AllocStatus.COMPLETE:
             if self.migrate:
                 return "migrated"
@@ -314,6 +323,7 @@ def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
         job_version=int(raw.get("JobVersion") or 0),
         resources_known=isinstance(raw.get("AllocatedResources"), Mapping),
         exited_zero=_exited_zero(raw.get("TaskStates")),
+        max_run_exceeded=raw.get("ClientDescription") == MAX_RUN_EXCEEDED,
     )
 
 
