@@ -33,7 +33,7 @@ pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make c
 
 @pytest.fixture
 def served() -> Iterator[tuple[SchedulerService, FakeNomad, str]]:
-    service = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())  # type: ignore[arg-type]
+    service = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())
     nomad = FakeNomad()
     server = ApiServer(create_app(service, nomad=nomad, nomad_address="http://nomad.test:4646"),
                        plan_listen("http://127.0.0.1:0", token_required=False))

@@ -36,7 +36,7 @@ def spec(name: str, team: str = "vision") -> dict[str, object]:
 
 @pytest.fixture
 def served() -> Iterator[tuple[SchedulerService, str]]:
-    service = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())  # type: ignore[arg-type]
+    service = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())
     access = AccessSettings(tokens={"nlp-secret": "nlp"})
     server = ApiServer(create_app(service, ADMIN, access=access),
                        plan_listen("http://127.0.0.1:0", token_required=True))

@@ -139,7 +139,7 @@ def test_disabled_plugin_advertises_nothing() -> None:
 
 
 # ---- Reserve --------------------------------------------------------------------------------------
-def published(**config: object) -> tuple[dict, PluginConfig]:  # type: ignore[type-arg]
+def published(**config: object) -> tuple[dict, PluginConfig]:
     state, _ = state_for(A800, **config)
     return state.published(), state.config
 

@@ -31,7 +31,7 @@ CLIENT_HEADER = {"X-Nomad-Gpu-Client": "test"}
 
 @pytest.fixture
 def served() -> Iterator[tuple[SchedulerService, str]]:
-    service = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())  # type: ignore[arg-type]
+    service = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())
     server = ApiServer(create_app(service), plan_listen("http://127.0.0.1:0", token_required=False),
                        hosts=frozenset({"gpu-queue.internal"}))
     server.bind()

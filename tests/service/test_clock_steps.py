@@ -25,7 +25,7 @@ N1 = Node(NodeId("n1"), name="n1", cpu_mhz=64_000, memory_mb=512_000,
 
 
 def start(store: SqliteStore, nomad: FakeNomad, wall: Clock, steady: Clock, ex: ManualExecutor,
-          allocs: list | None = None) -> SchedulerService:  # type: ignore[type-arg]
+          allocs: list | None = None) -> SchedulerService:
     svc = SchedulerService(store, nomad, SchedulingSettings(tick_s=0.01), clock=wall, steady=steady, executor=ex)
     svc.on_resync([N1], allocs or [])
     return svc

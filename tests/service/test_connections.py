@@ -32,7 +32,7 @@ SHORT = HttpLimits(head_timeout_s=1.5, body_timeout_s=0.5, keep_alive_s=1.0, max
 
 @pytest.fixture
 def port() -> Iterator[int]:
-    service = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())  # type: ignore[arg-type]
+    service = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())
     server = ApiServer(create_app(service), plan_listen("http://127.0.0.1:0", token_required=False), limits=SHORT)
     server.bind()
     address = server.serve()

@@ -31,7 +31,7 @@ def ex() -> ManualExecutor:
     return ManualExecutor()
 
 
-def started(store: SqliteStore, nomad: FakeNomad, clock: Clock, ex: ManualExecutor):  # type: ignore[no-untyped-def]
+def started(store: SqliteStore, nomad: FakeNomad, clock: Clock, ex: ManualExecutor) -> SchedulerService:
     svc = service(store, nomad, clock, ex)
     svc.on_resync([N1], [])
     return svc
@@ -275,7 +275,7 @@ def test_a_placement_nomad_refuses_is_requeued_away_from_that_node_without_using
     t.entry = t.entry.__class__(**{**t.entry.__dict__, "state": EntryState.QUEUED})
     svc.life.waiting[a.id] = t  # as if queued again (only the avoid list's expiry is looked at here)
     clock.now += 301  # the refused node is a candidate again after a while
-    assert svc.life.queued(clock.now)[0].request.avoid_nodes == frozenset()  # type: ignore[union-attr]
+    assert svc.life.queued(clock.now)[0].request.avoid_nodes == frozenset()
 
 
 def test_an_admission_nomad_never_places_is_requeued_after_the_deadline(clock: Clock, ex: ManualExecutor) -> None:
@@ -538,7 +538,9 @@ def test_the_live_index_always_matches_the_entries(clock: Clock, ex: ManualExecu
 def test_a_burst_of_submissions_is_admitted_in_one_coalesced_cycle(clock: Clock, ex: ManualExecutor) -> None:
     """Cycles start at least `min_cycle_interval_s` apart; what arrives meanwhile joins the next one."""
     import threading
+    from collections.abc import Iterable
 
+    from nomad_gpu.domain.cycle import Admit
     from nomad_gpu.service.settings import SchedulingSettings
 
     nomad, store = FakeNomad(), SqliteStore()
@@ -548,7 +550,7 @@ def test_a_burst_of_submissions_is_admitted_in_one_coalesced_cycle(clock: Clock,
     admitted = threading.Event()
     original = svc.life.admit
 
-    def admit(admits, now):  # type: ignore[no-untyped-def]
+    def admit(admits: Iterable[Admit], now: float) -> int:
         n = original(admits, now)
         if n:
             admitted.set()

@@ -49,7 +49,7 @@ def test_a_sound_database_opens(tmp_path: Path) -> None:
 
 
 def test_cycle_failures_show_in_the_status(tmp_path: Path) -> None:
-    service = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())  # type: ignore[arg-type]
+    service = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())
     try:
         def broken() -> None:
             raise RuntimeError("database disk image is malformed")
