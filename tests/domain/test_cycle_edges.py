@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from nomad_gpu.domain.cycle import Admit
-from nomad_gpu.domain.ids import NodeId
+from nomad_gpu.domain.ids import EntryId, NodeId
 
 from .builders import ask, config, cycle, gang, gpu_node, job, ledger_of, occupy, waiting, whole
 
@@ -24,7 +24,7 @@ def test_a_one_node_gang_holds_one_node_that_fits_all_of_it() -> None:
     big = gang("big", ask("a", whole(4)), ask("b", whole(4)), one_node=True, at=0.0)
     result = cycle(ledger, [big], now=10_000.0, cfg=config(hol=60.0))
     waiting(result, "big")
-    assert len(result.holds["big"]) == 1  # not one node per group
+    assert len(result.holds[EntryId("big")]) == 1  # not one node per group
 
 
 def test_node_updates_keep_the_inventory_in_id_order() -> None:

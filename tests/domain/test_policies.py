@@ -197,8 +197,8 @@ def test_every_policy_places_only_on_fitting_healthy_schedulable_instances(
 
 @pytest.mark.parametrize("policy", NAMED)
 def test_named_policies_are_deterministic(policy: str) -> None:
-    queue = [job(f"j{k}", g, at=float(k)) for k, g in
-             enumerate([whole(1), share(300), mig("1g.10gb"), whole(2, A100), share(800), whole(1, H100)])]
+    asks: list[GpuAsk] = [whole(1), share(300), mig("1g.10gb"), whole(2, A100), share(800), whole(1, H100)]
+    queue = [job(f"j{k}", g, at=float(k)) for k, g in enumerate(asks)]
 
     def run() -> list[object]:
         ledger = mixed()

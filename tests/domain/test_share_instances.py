@@ -46,7 +46,7 @@ def test_two_half_shares_split_one_gpu_of_four_slots_and_a_third_waits(policy: s
     assert set(a.instance_ids) | set(b.instance_ids) == {f"GPU-n0-s0-share-{k}" for k in range(4)}
     waiting(result, "s2")
     nf = ledger.node_free(NodeId("n0"))
-    assert nf is not None and nf.gpu_free[InstanceId("GPU-n0-s0")] == 0 and nf.slot_free["GPU-n0-s0"] == []
+    assert nf is not None and nf.gpu_free[InstanceId("GPU-n0-s0")] == 0 and nf.slot_free[InstanceId("GPU-n0-s0")] == []
 
 
 def test_a_rounded_up_share_leaves_only_whole_slots_free() -> None:
