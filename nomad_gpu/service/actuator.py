@@ -9,12 +9,14 @@ there and takes it as done, and a job that names another entry or database is ne
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from nomad_gpu.nomad.client import NomadClient, NomadJobExists, NomadNotFound, NomadRejected
+from nomad_gpu.nomad import versions
+from nomad_gpu.nomad.client import NomadClient, NomadError, NomadJobExists, NomadNotFound, NomadRejected
 from nomad_gpu.nomad.decode import AllocInfo, decode_alloc
 from nomad_gpu.render import META_ENTRY, JobRenderer, JobSpec, RenderPlacement
 from nomad_gpu.store import QueueEntry
@@ -45,16 +47,41 @@ class NomadActuator(Protocol):
     def ping(self) -> None: ...
 
 
+VERSIONS_TTL_S = 60.0
+"""How long the agents' versions are trusted before they are read again (an upgrade is rolled out
+over minutes; a stale answer only means a job keeps the service's timer alone, or is refused once)."""
+
+
 class Actuator:
     def __init__(self, client: NomadClient, templates_dir: Path | None = None, service_name: str = "nomad-gpu",
-                 ) -> None:
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.client = client
         self.service_name = service_name
         self.renderer = JobRenderer(templates_dir) if templates_dir is not None else JobRenderer()
+        self._clock = clock
+        self._max_run_duration: tuple[float, bool] | None = None  # (read at, every agent has it)
+
+    def max_run_duration(self) -> bool:
+        """Whether every server and client has `max_run_duration` (2.0.3+, nomad/versions.py). Read
+        at most once a minute; an unreadable answer means no (the service's own timer still holds)."""
+        now = self._clock()
+        if self._max_run_duration is not None and now - self._max_run_duration[0] < VERSIONS_TTL_S:
+            return self._max_run_duration[1]
+        try:
+            found = versions.server_versions(self.client.server_members()) + versions.node_versions(
+                self.client.nodes())
+            has = versions.all_have(found, versions.MAX_RUN_DURATION)
+        except NomadError as exc:
+            logger.warning("cannot read the Nomad versions (%s): max_runtime is kept by the service alone", exc)
+            has = False
+        self._max_run_duration = (now, has)
+        return has
 
     def render(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str:
+        limit = spec.max_runtime is not None and self.max_run_duration()
         return self.renderer.render_job(spec, job_id=entry.nomad_job_id, placement=placement,
-                                        extra_meta={**_meta(entry), META_SERVICE: self.service_name})
+                                        extra_meta={**_meta(entry), META_SERVICE: self.service_name},
+                                        max_run_duration=limit)
 
     def submit(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str:
         """Register the pinned job, create-only; returns the HCL. Raises NomadError / RenderError."""

@@ -276,6 +276,13 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
                 self.ledger.confirm(EntryId(t.entry.id))
         if not a.is_terminal:
             return False
+        if a.max_run_exceeded:  # Nomad (2.0.3+) ended it at max_runtime itself: the timer's outcome, no retry
+            limit = t.spec.max_runtime if t.spec is not None else None
+            within = f" ({limit:g} s)" if limit else ""
+            self.end(t, EntryState.FAILED, f"timeout: Nomad ended it at max_runtime{within} (max_run_duration)",
+                     durable=False)
+            self.metrics.finished.labels("timeout").inc()
+            return EntryId(t.entry.id) not in self.ledger
         if not a.succeeded:  # one member failed, was lost or was interrupted: the attempt ends
             self._retry_or_fail(t, f"allocation {a.outcome()}", durable=False)
             return EntryId(t.entry.id) not in self.ledger
