@@ -50,6 +50,7 @@ def test_every_task_must_have_exited_0() -> None:
 
 
 def test_hostile_task_states_are_not_success() -> None:
+    states: object
     for states in (None, [], {"work": None}, {"work": {"Events": "x"}}, {"work": {"Events": {"0": 1}}},
                    {"work": {"Events": [None]}}):
         raw = _alloc("failed")

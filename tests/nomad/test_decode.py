@@ -11,7 +11,7 @@ import pytest
 
 from nomad_gpu.domain.errors import InvalidInventory
 from nomad_gpu.domain.freeindex import NodeFree
-from nomad_gpu.domain.inventory import GpuMode, Inventory, NodeStatus
+from nomad_gpu.domain.inventory import Gpu, GpuMode, Inventory, NodeStatus
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.nomad.decode import AllocStatus, ShareRule, SharingConfig, decode_alloc, decode_node
 
@@ -128,7 +128,7 @@ def test_a_missing_locality_leaves_the_bus_id_unknown(h100: dict[str, Any], loca
 
 
 def test_a_shared_gpu_keeps_its_bus_id(shared: dict[str, Any]) -> None:
-    by_id = {g.id: g for g in decode_node(shared).gpus}
+    by_id: dict[str, Gpu] = {g.id: g for g in decode_node(shared).gpus}
     assert by_id["GPU-cf781d8d-e801-f404-768f-417c36359c13"].pci_bus_id == "00000000:07:00.0"
 
 
@@ -160,7 +160,7 @@ def test_shared_gpus(shared: dict[str, Any]) -> None:
 def test_plugin_share_instances_become_one_gpu_each(shared: dict[str, Any]) -> None:
     """The plugin's N share instances `<GPU uuid>-share-<k>` are one shared GPU of N slots, not N GPUs."""
     node = decode_node(shared)
-    by_id = {g.id: g for g in node.gpus}
+    by_id: dict[str, Gpu] = {g.id: g for g in node.gpus}
     first = by_id["GPU-cf781d8d-e801-f404-768f-417c36359c13"]
     assert first.share_ids == tuple(f"GPU-cf781d8d-e801-f404-768f-417c36359c13-share-{k}" for k in range(4))
     assert (first.max_tenants, first.share_device, first.memory_mib, first.healthy) == (4, A100, 81920, True)

@@ -222,7 +222,8 @@ class ScriptedClient(NomadClient):
         return [], [], 0, {}
 
     def event_stream(self, index: int, topics: Sequence[str], read_timeout_s: float = 60.0,
-                     opened: Callable[[requests.Response], None] | None = None) -> Iterator[dict[str, Any]]:
+                     opened: Callable[[requests.Response], None] | None = None,
+                     namespace: str | None = None) -> Iterator[dict[str, Any]]:
         yield from self.streams.pop(0)
 
 
