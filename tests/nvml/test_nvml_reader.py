@@ -30,7 +30,7 @@ def test_a800_node_whole_gpus_with_utilisation_processes_and_nvswitch() -> None:
     assert inv.gpus[1].utilisation_gpu_pct == 0  # idle is a real zero, not absent
     assert all(g.mig_mode is not None and not g.mig_mode.current for g in inv.gpus)
     assert inv.nvswitch and len(inv.links) == 28 and all(link.nvlinks == 0 for link in inv.links)
-    levels = {(link.gpu_a, link.gpu_b): link.pcie for link in inv.links}
+    levels: dict[tuple[str, ...], str | None] = {(link.gpu_a, link.gpu_b): link.pcie for link in inv.links}
     g = [x.uuid for x in inv.gpus]
     assert levels[tuple(sorted((g[0], g[1])))] == "switch"
     assert levels[tuple(sorted((g[0], g[2])))] == "node"
@@ -134,7 +134,8 @@ class Recorder:
     """Wraps an NVML module and records every function the reader touches."""
 
     def __init__(self, inner: Any) -> None:
-        self.inner, self.names = inner, set()
+        self.inner = inner
+        self.names: set[str] = set()
 
     def __getattr__(self, name: str) -> Any:
         self.names.add(name)

@@ -7,6 +7,7 @@ import importlib.util
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -35,7 +36,7 @@ def test_service_names_are_the_ones_the_host_dials(module: object, service: str,
     assert desc.full_name == service and [m.name for m in desc.methods] == methods
 
 
-FIELDS = [
+FIELDS: list[tuple[Any, dict[str, int]]] = [
     (base_pb2.PluginInfoResponse, {"type": 1, "plugin_api_versions": 2, "plugin_version": 3, "name": 4}),
     (base_pb2.SetConfigRequest, {"msgpack_config": 1, "nomad_config": 2, "plugin_api_version": 3}),
     (base_pb2.NomadDriverConfig, {"ClientMaxPort": 1, "ClientMinPort": 2}),
