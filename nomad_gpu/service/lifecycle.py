@@ -49,7 +49,7 @@ from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.pins import pin_mismatch
 from nomad_gpu.service.stops import Stops
 from nomad_gpu.service.timers import Timers
-from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, NotSent, Tracked, backoff_s
+from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, NotSent, Tracked, backoff_s, compact
 from nomad_gpu.service.translate import job_request, placement_from_json, placement_json, render_placement, spec_of
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.entries import parse_job_id
@@ -99,6 +99,8 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
         try:
             spec = spec if spec is not None else spec_of(e)
             request = job_request(e, spec, self.classes) if e.state is EntryState.QUEUED else None
+            if e.state is EntryState.QUEUED:  # waits held lean; the register loads the full spec
+                e, spec = compact(e, spec)
             t = self.entries[e.id] = Tracked(e, spec, request)
             if e.state in LIVE:
                 self.live[e.id] = t
@@ -182,7 +184,7 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
                 self._register_done(admitted.id, admitted.nomad_job_id)
                 self._registered(admitted, NotSent())
                 return
-            entry, spec = t.entry, t.spec
+            entry = t.entry
             entry_id = entry.id
             first = self.ledger.node_free(NodeId(str(entry.placements[0]["node"]))) if entry.placements else None
             pool = first.node.node_pool if first is not None else None
@@ -190,6 +192,7 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
             vendor = (first.node.vendor_of(devices[0]) if first is not None and devices else None) or "nvidia"
         failure: Exception | None = None
         try:
+            spec = spec_of(self.store.get(entry_id))  # the full spec: a waiting entry is held without env/args
             placements = [placement_from_json(p) for p in entry.placements]
             spec = resolved(spec, placements)  # a class's choice written in as the kind it chose
             self.actuator.submit(entry, spec, render_placement(spec, placements, pool, vendor))
@@ -360,8 +363,8 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
             return entry
         moved = self.store.transition(entry_id, EntryState.QUEUED, expect=(EntryState.QUEUED,), held=held,
                                       at=self.clock(), reason="held by user" if held else "released by user")
-        if (t := self.entries.get(entry_id)) is not None:
-            t.entry = moved
+        if (t := self.entries.get(entry_id)) is not None and t.spec is not None:
+            t.entry = compact(moved, t.spec)[0]
         self.wake()
         return moved
 
@@ -385,7 +388,8 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
                                       at=self.clock(), reason=entry.reason)
         if (t := self.entries.get(entry_id)) is not None:
             t.entry = moved
-            if moved.state is EntryState.QUEUED:
+            if moved.state is EntryState.QUEUED and t.spec is not None:
+                t.entry = compact(moved, t.spec)[0]
                 t.request = self._request(t)
         self.wake()
         return moved
@@ -425,7 +429,7 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
             self.reserve(d.key, held.team, held.placements)
             self.maybe_release(d)
         if to is EntryState.QUEUED and t.spec is not None:
-            t.entry, t.allocs, t.registering = moved, {}, False
+            t.entry, t.allocs, t.registering = compact(moved, t.spec)[0], {}, False
             t.request = self._request(t)
             self.waiting[e.id] = t
         else:

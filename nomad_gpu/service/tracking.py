@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Callable, Container
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from nomad_gpu.domain.ids import EntryId, NodeId
@@ -19,6 +19,23 @@ from nomad_gpu.store import EntryState, QueueEntry
 
 LIVE = (EntryState.ADMITTED, EntryState.RUNNING)
 """States in which an entry holds capacity and has (or will have) a Nomad job."""
+
+
+BULK = ("env", "args")
+"""What a task carries that no scheduling decision reads: a waiting entry is held without it."""
+
+
+def compact(entry: QueueEntry, spec: JobSpec) -> tuple[QueueEntry, JobSpec]:
+    """A waiting entry and its spec as held in memory: every task without its environment and arguments
+    (up to 1,000 of each, 256 KiB stored), which only the rendered job needs. The store keeps the full
+    spec; the register loads it from there (`Lifecycle._register`)."""
+    groups = [{**g, "task": {k: v for k, v in g["task"].items() if k not in BULK}}
+              if isinstance(g, dict) and isinstance(g.get("task"), dict) else g
+              for g in entry.spec.get("groups") or ()]
+    held = {**entry.spec, "groups": groups} if "groups" in entry.spec else dict(entry.spec)
+    lean = spec.model_copy(update={"groups": [g.model_copy(update={"task": g.task.model_copy(
+        update={"env": {}, "args": []})}) for g in spec.groups]})
+    return replace(entry, spec=held), lean
 
 
 class NotSent(Exception):
