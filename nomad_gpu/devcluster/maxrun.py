@@ -47,7 +47,7 @@ _SECOND = 10**9
 def has_max_run_duration(version: object) -> bool:
     """Whether the Nomad version played knows the field (2.0.3 and later)."""
     parsed = version if isinstance(version, NomadVersion) else NomadVersion.parse(str(version))
-    return parsed.at_least(2, 0, 3)
+    return parsed.has_max_run_duration
 
 
 def admit(job: JSON, version: object) -> list[str]:

@@ -5,7 +5,7 @@ only one version lets every test pass against a cluster nobody runs. The behavio
 named here, each with the source file and tag it was read from, so that a test can run against
 every version it matters for (`DevCluster(nomad_version=...)`, `--nomad-version`).
 
-The versions read are 1.9.7, 1.10.5, 1.11.1, 1.11.2 and 2.0.5: anything from 1.9.0 to 2.0.x is
+The versions read are 1.9.7, 1.10.5, 1.11.1, 1.11.2, 2.0.2, 2.0.3 and 2.0.5: anything from 1.9.0 to 2.0.x is
 accepted, and anything else is refused rather than guessed at.
 """
 
@@ -56,6 +56,12 @@ class NomadVersion:
         none, when a pinned instance was taken (`deviceAllocator.createOffer`, scheduler/device.go v1.9.7
         and v1.10.5, scheduler/feasible/device.go v1.11.0; fixed by c785f9d50c, #27177, in v1.11.1)."""
         return not self.at_least(1, 11, 1)
+
+    @property
+    def has_max_run_duration(self) -> bool:
+        """From 2.0.3 a task group may carry `max_run_duration` (#27803: `TaskGroup.MaxRunDuration` in
+        api/tasks.go and nomad/structs/structs.go v2.0.3, absent in v2.0.2); maxrun.py models it."""
+        return self.at_least(2, 0, 3)
 
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}.{self.patch}"
