@@ -309,20 +309,58 @@ function markPressed(target) {
   for (const b of document.querySelectorAll("#nodes [aria-pressed]")) b.setAttribute("aria-pressed", String(b === target));
 }
 
+function migButton(node, m, off, where, relaying) {
+  const holders = m.holders || [];
+  const state = relaying ? "relaying" : !m.healthy ? "unhealthy" : holders.length ? "used" : off ? "draining" : "free";
+  const text = relaying ? `${node.name || node.id}, MIG ${m.profile} ${m.id}${where || ""}: idle, being re-laid`
+    : describe(node, m, `MIG ${m.profile}${where || ""}`, holders, state);
+  if (view.selected === m.id) $("cell-detail").textContent = text;
+  return el("button", { type: "button", class: `slice ${state}`, title: text,
+    "aria-pressed": String(view.selected === m.id), dataset: { device: m.id, state, entry: holders.map((h) => h.entry).join(" ") },
+    onclick: (ev) => { select(text, m.id); markPressed(ev.currentTarget); } },
+  relaying ? `${m.profile} ↻` : holders.length ? `${m.profile} ✓` : m.healthy ? m.profile : `${m.profile} ✕`,
+  el("span", { class: "sr" }, text));
+}
+
+// MIG instances whose placements are not published (the stock plugin): grouped by model, layout unknown.
 function migCell(node, model, slices, off) {
-  const items = slices.map((m) => {
-    const holders = m.holders || [];
-    const state = !m.healthy ? "unhealthy" : holders.length ? "used" : off ? "draining" : "free";
-    const text = describe(node, m, `MIG ${m.profile}`, holders, state);
-    if (view.selected === m.id) $("cell-detail").textContent = text;
-    return el("li", {}, el("button", { type: "button", class: `slice ${state}`, title: text,
-      "aria-pressed": String(view.selected === m.id), dataset: { device: m.id, state, entry: holders.map((h) => h.entry).join(" ") },
-      onclick: (ev) => { select(text, m.id); markPressed(ev.currentTarget); } },
-    holders.length ? `${m.profile} ✓` : m.healthy ? m.profile : `${m.profile} ✕`, el("span", { class: "sr" }, text)));
-  });
+  const items = slices.map((m) => el("li", {}, migButton(node, m, off)));
   const used = slices.filter((m) => (m.holders || []).length).length;
   return el("li", { class: "cell mig" }, el("span", { class: "idx" }, `${shortModel(model)} MIG: ${used}/${slices.length} in use`),
-    el("ul", { class: "slices" }, items));
+    el("ul", { class: "slices" }, items),
+    el("span", { class: "layout-note" }, "layout not known: the node's device plugin publishes no placements"));
+}
+
+// One physical MIG GPU by placement: its memory slices as 8 grid columns, each instance spanning its own.
+function migGpuCell(node, gpu, off) {
+  const byId = new Map(node.migs.map((m) => [m.id, m]));
+  const members = gpu.instances.map((id) => byId.get(id)).filter((m) => m && Number.isInteger(m.start));
+  const width = Number(gpu.memory_slices) || 8;
+  const covered = new Set();
+  const relaid = new Set((gpu.relayout && gpu.relayout.destroys) || []); // idle instances the re-layout replaces
+  const items = members.map((m) => {
+    const size = Math.max(1, Number(m.memory_slices) || 1);
+    for (let k = m.start; k < m.start + size; k++) covered.add(k);
+    const li = el("li", { dataset: { start: String(m.start), size: String(size) } },
+      migButton(node, m, off, ` at slices ${m.start}-${m.start + size - 1}`, relaid.has(m.id)));
+    li.style.setProperty("grid-column", `${m.start + 1} / span ${size}`);
+    return li;
+  });
+  for (let k = 0; k < width; k++) {
+    if (covered.has(k)) continue;
+    const li = el("li", { class: "uncovered", dataset: { start: String(k) } }, el("span", { class: "sr" }, `slice ${k}: no instance`));
+    li.style.setProperty("grid-column", `${k + 1} / span 1`);
+    items.push(li);
+  }
+  const used = members.filter((m) => (m.holders || []).length).length;
+  const r = gpu.relayout;
+  const label = `${shortModel(gpu.model)} ${String(gpu.uuid).slice(0, 12)}`;
+  return el("li", { class: "cell mig", dataset: { gpu: gpu.uuid } },
+    el("span", { class: "idx" }, `${label}: ${used}/${members.length} in use`),
+    el("ul", { class: "layout", "aria-label": `${label} by placement, slices 0 to ${width - 1}` }, items),
+    r && el("span", { class: "relayout", role: "status" },
+      `re-layout in progress: ${(r.creates && r.creates.length ? r.creates : r.layout || []).join(", ")}`
+      + (r.phase ? ` (${r.phase})` : "")));
 }
 
 let drawnCluster = "";
@@ -337,8 +375,14 @@ function renderCluster() {
     const why = node.draining ? "draining" : node.status !== "ready" ? node.status : !node.eligible ? "ineligible"
       : off ? "unschedulable" : "";
     const cells = node.gpus.map((g, i) => gpuCell(node, g, i, off, why));
+    const placed = (node.mig_gpus || []).filter((g) => g.uuid); // per physical GPU, by placement
+    const onPlaced = new Set(placed.flatMap((g) => g.instances)
+      .filter((id) => node.migs.some((m) => m.id === id && Number.isInteger(m.start))));
+    for (const g of placed) cells.push(migGpuCell(node, g, off));
     const byModel = new Map();
-    for (const m of node.migs) byModel.set(m.device.split(" MIG ")[0], [...(byModel.get(m.device.split(" MIG ")[0]) || []), m]);
+    for (const m of node.migs.filter((x) => !onPlaced.has(x.id))) {
+      byModel.set(m.device.split(" MIG ")[0], [...(byModel.get(m.device.split(" MIG ")[0]) || []), m]);
+    }
     for (const [model, slices] of byModel) cells.push(migCell(node, model, slices, off));
     const models = [...new Set(node.gpus.map((g) => shortModel(g.model)))].join(", ");
     const free = node.gpus.filter((g) => g.healthy && !(g.holders || []).length).length;
