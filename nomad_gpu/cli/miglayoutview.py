@@ -7,7 +7,8 @@ plugin) is drawn slice by slice, one row per physical GPU, left to right:
     GPU-1a2b3c4d  [3g.40gb*__________][1g_][1g_][1g_].....
 
 each slice is 5 characters wide; an instance is a bracket as wide as its memory slices, `*` marks one in
-use (any holder, ours or another team's), `x` an unhealthy one, `.....` a slice no instance covers. No
+use (any holder, ours or another team's), `x` an unhealthy one, `~` an idle one a re-layout in progress
+replaces (the service withholds it meanwhile), `.....` a slice no instance covers. No
 blank inside the bar, so it keeps its shape in the tab-separated output a pipe gets. A re-layout the service is
 making of that GPU is named beside it (`re-layout in progress: 3g.40gb@4`, the instances it creates).
 A node whose plugin publishes no placements (the stock NVIDIA plugin) says its layout is not known.
@@ -24,7 +25,7 @@ from nomad_gpu.cli.queueview import short_model
 LAYOUT_COLUMNS = (Column("NODE"), Column("GPU"), Column("MODEL"), Column("SLICES BY PLACEMENT (0-7)"),
                   Column("IN USE", shrink=True), Column("RE-LAYOUT", shrink=True))
 SLICE_WIDTH = 5
-BUSY, UNHEALTHY, UNCOVERED, FILL = "*", "x", "." * SLICE_WIDTH, "_"
+BUSY, UNHEALTHY, RELAYING, UNCOVERED, FILL = "*", "x", "~", "." * SLICE_WIDTH, "_"
 NOT_KNOWN = "layout not known: the node's device plugin publishes no placements"
 
 
@@ -38,9 +39,9 @@ def _busy(m: MigView) -> bool:
     return bool(m.holders)
 
 
-def _segment(m: MigView, size: int) -> str:
+def _segment(m: MigView, size: int, relaying: bool) -> str:
     inner = SLICE_WIDTH * size - 2
-    mark = UNHEALTHY if not m.healthy else BUSY if _busy(m) else ""
+    mark = RELAYING if relaying else UNHEALTHY if not m.healthy else BUSY if _busy(m) else ""
     label = m.profile if len(m.profile) + len(mark) <= inner else m.profile.split(".")[0]
     return "[" + (label + mark)[:inner].ljust(inner, FILL) + "]"
 
@@ -48,6 +49,7 @@ def _segment(m: MigView, size: int) -> str:
 def layout_bar(gpu: MigGpu, migs: list[MigView]) -> str:
     """The GPU's memory slices left to right, each instance at its placement (see the module's doc)."""
     by_id = {m.id: m for m in migs}
+    relaying = set(gpu.relayout.destroys) if gpu.relayout is not None else set()
     placed = sorted(((m.start, m.memory_slices or 1, m) for iid in gpu.instances
                      if (m := by_id.get(iid)) is not None and m.start is not None), key=lambda t: t[0])
     out, at = [], 0
@@ -55,7 +57,7 @@ def layout_bar(gpu: MigGpu, migs: list[MigView]) -> str:
         if start < at:  # overlapping placements cannot be: draw what the plugin said, in order
             start = at
         out.append(UNCOVERED * (start - at))
-        out.append(_segment(m, size))
+        out.append(_segment(m, size, m.id in relaying))
         at = start + size
     out.append(UNCOVERED * max(0, gpu.memory_slices - at))
     return "".join(out)

@@ -62,6 +62,8 @@ def test_a_relayout_in_flight_is_named_beside_its_gpu() -> None:
     placed, _ = _nodes([RELAYOUT])
     a, b = layout_rows(placed)
     assert a[5] == "re-layout in progress: 3g.40gb@4 (applying)" and b[5] == ""
+    assert a[3] == "[3g.40gb*__________][1g~][1g~][1g~]....."  # the idle 1g it replaces
+    assert b[3] == "[7g.80gb" + "_" * 31 + "]"
 
 
 def test_the_command(monkeypatch: Any) -> None:
@@ -76,7 +78,7 @@ def test_the_command(monkeypatch: Any) -> None:
     assert out.exit_code == 0, out.output
     lines = out.stdout.splitlines()
     gpu_a = next(line for line in lines if "GPU-1a2b3c4d" in line)
-    assert "[3g.40gb*__________][1g_][1g_][1g_]....." in gpu_a
+    assert "[3g.40gb*__________][1g~][1g~][1g~]....." in gpu_a
     assert "re-layout in progress: 3g.40gb@4" in gpu_a and "q000003" in gpu_a
     assert any("GPU-9f8e7d6c" in line and "[7g.80gb" in line for line in lines)
     assert any(line.startswith("h100-stock") and NOT_KNOWN in line for line in lines)
