@@ -95,7 +95,8 @@ def test_the_trial_cap_is_a_parameter_and_located() -> None:
 def test_the_default_cap_is_the_service_default_and_a_larger_one_is_honoured() -> None:
     with pytest.raises(SpecError, match=f"more than the limit of {MAX_TRIALS}$"):
         load_spec(grid(10, 5), max_trials=MAX_TRIALS)
-    assert load_spec(grid(10, 5), max_trials=MAX_TRIALS * 10).sweep.trial_count == 100_000
+    spec = load_spec(grid(10, 5), max_trials=MAX_TRIALS * 10)
+    assert isinstance(spec, SweepSpec) and spec.sweep.trial_count == 100_000
 
 
 def test_no_cap_is_above_the_ceiling() -> None:
@@ -105,7 +106,8 @@ def test_no_cap_is_above_the_ceiling() -> None:
 
 def test_a_random_sweep_is_capped_by_its_trial_count() -> None:
     text = "kind: sweep\nname: r\ntask: {image: i}\nsweep: {parameters: {a: [1, 2, 3]}, mode: random, trials: 3}\n"
-    assert load_spec(text, max_trials=3).sweep.trial_count == 3
+    spec = load_spec(text, max_trials=3)
+    assert isinstance(spec, SweepSpec) and spec.sweep.trial_count == 3
     with pytest.raises(SpecError, match=r"^line 4: sweep: trials \(3\) is more than the limit of 2$"):
         load_spec(text, max_trials=2)
 

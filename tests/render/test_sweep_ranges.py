@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import cast
 
 import pytest
 from hypothesis import given, settings
@@ -22,7 +23,7 @@ def sweep(parameters: str, trials: int = 20, seed: int = 0, mode: str = "random"
 def test_a_log_range_written_as_yaml_reads_it_spans_its_decades() -> None:
     """`1e-5` without a dot is text to YAML; a range bound takes it as the number it means."""
     trials = trial_parameters(sweep("{lr: {min: 1e-5, max: 1e-1, log: true}}", trials=400))
-    values = [t["lr"] for t in trials]
+    values = [cast(float, t["lr"]) for t in trials]  # checked to be floats just below
     assert all(isinstance(v, float) and 1e-5 <= v <= 1e-1 for v in values)
     decades = {math.floor(math.log10(v)) for v in values}
     assert decades == {-5, -4, -3, -2}  # log-uniform: every decade drawn (uniform would put ~90 % in the last)
