@@ -24,7 +24,7 @@ L40S = "NVIDIA L40S"
 
 
 @dataclass
-class RecordingNomad(FakeNomad):
+class RecordingNomad(FakeNomad):  # type: ignore[misc]  # `fakes` is imported by its bare name: Any to mypy
     sent: dict[str, tuple[JobSpec, RenderPlacement]] = field(default_factory=dict)
 
     def submit(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.domain.ids import Team
 from nomad_gpu.nomad.client import NomadClient, NomadSettings
 from nomad_gpu.service.settings import load_scheduling
 
@@ -39,7 +40,7 @@ def test_scheduling_config_file(tmp_path: Path) -> None:
                    "sharing:\n  - {model: NVIDIA T4, slots: 4}\n")
     s = load_scheduling(str(cfg))
     assert s.policy == "best-fit"
-    assert s.fair.team("vision").weight == 2 and s.fair.team("vision").quota_gpu == 16
+    assert s.fair.team(Team("vision")).weight == 2 and s.fair.team(Team("vision")).quota_gpu == 16
     assert s.sharing.rules[0].slots == 4
 
 

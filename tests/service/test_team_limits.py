@@ -10,8 +10,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from nomad_gpu.service.api import create_app
+from nomad_gpu.service.limits import TeamLimits
 from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, TeamLimits, access_from_mapping
+from nomad_gpu.service.settings import AccessSettings, access_from_mapping
 
 VISION = "vision-0123456789abcdef"
 NLP = "nlp-0123456789abcdef0000"

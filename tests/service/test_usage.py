@@ -109,7 +109,8 @@ def _stats(device: str, util: int) -> dict[str, Any]:
 
 class _Source:
     def __init__(self, util: dict[str, int], failing: set[str] = frozenset()) -> None:  # type: ignore[assignment]
-        self.util, self.failing, self.calls = util, set(failing), []  # type: list[tuple[str, float]]
+        self.util, self.failing = util, set(failing)
+        self.calls: list[tuple[str, float]] = []
 
     def alloc_stats(self, alloc_id: str, timeout_s: float) -> dict[str, Any]:
         self.calls.append((alloc_id, timeout_s))
