@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import fnmatch
 import importlib.metadata
+import importlib.resources
 import re
 import sys
 import tomllib
@@ -109,14 +110,14 @@ def test_dev_cluster_names_the_bundled_clusters_on_a_bad_name() -> None:
 
 def test_a_source_tree_on_the_path_finds_the_one_copy_too(monkeypatch: pytest.MonkeyPatch) -> None:
     """Without the mapped packages (PYTHONPATH=. or an editable install made before the mapping)."""
-    real = bundled.importlib.resources.files
+    real = importlib.resources.files
 
     def files(package: str) -> Any:
         if package in ("nomad_gpu._templates", "nomad_gpu._clusters", "nomad_gpu._jobspecs"):
             raise ModuleNotFoundError(package)
         return real(package)
 
-    monkeypatch.setattr(bundled.importlib.resources, "files", files)
+    monkeypatch.setattr(importlib.resources, "files", files)  # the module bundled reads it from
     assert bundled.templates_dir() == REPO / "templates"
     assert bundled.resolve_cluster("mig-h100") == REPO / "clusters" / "mig-h100.yaml"
     assert bundled.jobspecs_dir() == REPO / "jobspecs"

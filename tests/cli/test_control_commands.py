@@ -7,7 +7,7 @@ import json
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import yaml
@@ -97,7 +97,8 @@ def test_status_shows_times_allocations_and_the_nomad_ui(served: tuple[Scheduler
     nomad.allocs = [alloc("0f3c9a2e-aaaa-bbbb-cccc-000000000001")]
     code, out, err = cli(address, "status", entry_id)
     assert code == 0, err
-    lines = dict(line.split(None, 1) if " " in line else (line, "") for line in out.splitlines())
+    lines = dict(cast("tuple[str, str]", line.split(None, 1)) if " " in line else (line, "")
+                 for line in out.splitlines())
     assert lines["state"].strip() == "running"
     assert lines["waited"].strip() == "1m" and lines["attempt"].strip() == "1 of 1"
     assert "0f3c9a2e-aaaa-bbbb-cccc-000000000001 running on gpu-01 (main[0])" in out

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import json
+import time
 from typing import Any
 
 import pytest
@@ -138,7 +139,7 @@ def test_piped_output_is_tab_separated_and_never_cut(monkeypatch: pytest.MonkeyP
             return [NodeView(id=NODE, name="gpu-a800-1")]
 
     monkeypatch.setattr(connect, "client", FakeClient)
-    monkeypatch.setattr(cli_main.time, "time", lambda: NOW)
+    monkeypatch.setattr(time, "time", lambda: NOW)  # the module cli.main reads the clock from
     result = CliRunner().invoke(cli_main.main, ["queue"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()

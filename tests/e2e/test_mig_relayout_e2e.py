@@ -26,7 +26,7 @@ SPEED = 100.0
 LAYOUT = ["3g.40gb@0", "1g.10gb@4", "1g.10gb@5", "1g.10gb@6"]
 MIG3G = "nvidia/gpu/NVIDIA H100 80GB HBM3 MIG 3g.40gb"
 MIG1G = "nvidia/gpu/NVIDIA H100 80GB HBM3 MIG 1g.10gb"
-SPEC = {"name": "mig-relayout", "nodes": [{
+SPEC: dict[str, Any] = {"name": "mig-relayout", "nodes": [{
     "name": "h100-mig-1", "device_plugin": "nomad-gpu", "meta": {"nomad_gpu_mig_relayout": "true"},
     "cpu_shares": 16000, "memory_mb": 65536,
     "gpus": [{"model": "NVIDIA H100 80GB HBM3", "count": 2, "memory_mib": 81920, "mig": LAYOUT}]}]}

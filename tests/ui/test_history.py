@@ -68,7 +68,12 @@ def test_the_sampler_reads_the_schedulers_status() -> None:
 
 def test_the_sampler_thread_stops_promptly() -> None:
     calls: list[int] = []
-    sampler = HistorySampler(History(), lambda: calls.append(1) or {}, lambda: 0.0, interval_s=3600)
+
+    def sample() -> dict[str, Any]:
+        calls.append(1)
+        return {}
+
+    sampler = HistorySampler(History(), sample, lambda: 0.0, interval_s=3600)
     sampler.start()
     sampler.stop()
     assert sampler._thread is not None and not sampler._thread.is_alive() and calls == [1]
