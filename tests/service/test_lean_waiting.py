@@ -16,7 +16,7 @@ ENV = {f"K{i}": "x" * 200 for i in range(1000)}
 ARGS = [f"--flag-{i}" for i in range(50)]
 
 
-class Recording(FakeNomad):
+class Recording(FakeNomad):  # type: ignore[misc]  # `fakes` is imported by its bare name: Any to mypy
     def __init__(self) -> None:
         super().__init__()
         self.rendered: list[JobSpec] = []
