@@ -23,6 +23,7 @@ check: $(STAMP)
 lint: $(STAMP)
 	$(BIN)/ruff check nomad_gpu tests benchmarks plugins
 	$(BIN)/mypy --strict
+	$(BIN)/mypy tests --check-untyped-defs
 
 demo: $(STAMP)
 	$(BIN)/nomad-gpu demo
