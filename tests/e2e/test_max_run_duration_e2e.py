@@ -26,7 +26,7 @@ def test_max_runtime_is_enforced_by_nomad_where_it_can_and_by_the_service_otherw
             (entry,) = entries(runtime)
         finally:
             runtime.stop()
-        wait_for(lambda: all(not a["client_status"] in ("pending", "running") for a in dc.audit()["allocations"]),
+        wait_for(lambda: all(a["client_status"] not in ("pending", "running") for a in dc.audit()["allocations"]),
                  15, "the allocation to end")
         allocs = dc.audit()["allocations"]
     finally:
