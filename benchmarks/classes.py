@@ -24,7 +24,13 @@ a fractional task given a whole GPU holds 1. Usage:
     .venv/bin/python benchmarks/classes.py [--seeds 42-51] [--splits 2:2:4,1:3:4] [--workers 2]
         [--json classes.json]
 
-The queue replay (waits per class) is not part of this script.
+With `--replay`, each scenario instead runs the queueing replay (nomad_gpu/sim/replay.py: arrivals
+at `creation_time / speedup`, departures after the trace's run time, the service's own cycle with the
+`frag-aware` policy) on the same fleet and class mapping, over each seed's sample of the nodes
+(`--node-fraction`), and reports the waits p50/p95 per class; tasks still queued at the end are counted
+apart, not in the waits:
+
+    .venv/bin/python benchmarks/classes.py --replay [--speedup 2000] [--node-fraction 0.2] [--seeds 42-51]
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from nomad_gpu.domain.classes import (
     DEFAULT_CLASS_POLICY,
@@ -63,6 +71,7 @@ from nomad_gpu.domain.policies import get_policy
 from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, WholeGpus
 from nomad_gpu.domain.scoring import ScoreMemo
 from nomad_gpu.domain.units import MigProfile
+from nomad_gpu.sim.replay import ReplayConfig, run_replay, sample_trace_nodes
 from nomad_gpu.sim.trace import NODES_CSV, PODS_CSV, Trace, TracePod, load_trace
 from nomad_gpu.sim.workload import build_workload
 
@@ -228,6 +237,70 @@ def run_one(args: tuple[Trace, dict[str, str], str, tuple[int, int, int], int]) 
     return run
 
 
+CLASSES = ("serving", "exploratory", "training")
+
+
+@dataclass
+class ReplayRun:
+    scenario: str
+    seed: int
+    gpus: int
+    waits: dict[str, list[float]]
+    """The waits (s) per class of the tasks that started."""
+    never: Counter[str]
+    """The tasks per class still queued when the replay ended."""
+    left_out: int
+    seconds: float = 0.0
+
+    def pct(self, cls: str, q: float) -> float | None:
+        w = self.waits.get(cls, [])
+        return float(np.percentile(w, q)) if w else None
+
+
+def replay_one(args: tuple[Trace, dict[str, str], str, tuple[int, int, int], int, float, float]) -> ReplayRun:
+    """One scenario's queueing replay on the seed's node sample, its GPUs as `fleet` builds them."""
+    trace, qos, scenario, split, seed, speedup, fraction = args
+    started = time.perf_counter()
+    sample = Trace(sample_trace_nodes(trace, fraction, seed), trace.pods)
+    inventory = fleet(sample, scenario, split)
+    facts = fleet_facts(inventory)
+    classes = {p.name: class_of(p, qos.get(p.name, "")) for p in trace.pods}
+    asks = {p.name: ask_of(p, classes[p.name], scenario, facts) for p in trace.pods}
+
+    def label(pod: TracePod) -> str:
+        cls = classes[pod.name]
+        return cls.value if cls is not None else "cpu"
+
+    result = run_replay(sample, POLICY, ReplayConfig(speedup=speedup, seed=seed), inventory=inventory,
+                        ask_of=lambda pod: asks[pod.name], label_of=label)
+    name = scenario if scenario != "classes" else f"classes {':'.join(map(str, split))}"
+    return ReplayRun(name, seed, sum(tn.gpus for tn in sample.nodes), result.waits_by, result.never_by,
+                     result.left_out, time.perf_counter() - started)
+
+
+def report_replay(trace: str, seeds: list[int], speedup: float, fraction: float, runs: list[ReplayRun]) -> None:
+    print(f"{trace} trace replay, speedup {speedup:g}, nodes x{fraction:g} ({runs[0].gpus} GPUs on seed "
+          f"{runs[0].seed}, all H100 80GB), policy {POLICY}, {len(seeds)} seeds ({seeds[0]}-{seeds[-1]}); "
+          f"wait (s) p50 / p95 per class, median over seeds; never started: mean tasks per seed")
+    print("| scenario | serving p50 / p95 | exploratory p50 / p95 | training p50 / p95 | never started "
+          "serving / exploratory / training | started serving / exploratory / training |")
+    print("|---|---|---|---|---|---|")
+    by: dict[str, list[ReplayRun]] = {}
+    for r in runs:
+        by.setdefault(r.scenario, []).append(r)
+
+    def med(rs: list[ReplayRun], cls: str, q: float) -> str:
+        got = [v for r in rs if (v := r.pct(cls, q)) is not None]
+        return f"{statistics.median(got):,.1f}" if got else "-"
+
+    for name, rs in by.items():
+        waits = " | ".join(f"{med(rs, c, 50)} / {med(rs, c, 95)}" for c in CLASSES)
+        never = " / ".join(f"{statistics.mean(r.never[c] for r in rs):.1f}" for c in CLASSES)
+        started = " / ".join(f"{statistics.mean(len(r.waits.get(c, [])) for r in rs):.0f}" for c in CLASSES)
+        print(f"| {name} | {waits} | {never} | {started} |")
+    print(f"({runs[0].left_out} tasks that never ran in the trace are left out of every replay)")
+
+
 def _stats(values: list[float]) -> str:
     return f"{statistics.mean(values):.2f} ({min(values):.2f}-{max(values):.2f})"
 
@@ -240,6 +313,9 @@ def main() -> int:
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--from-json", default=None, help="comma-separated files an earlier run wrote: report them")
+    parser.add_argument("--replay", action="store_true", help="the queueing replay: waits p50/p95 per class")
+    parser.add_argument("--speedup", type=float, default=2000.0, help="with --replay: arrivals compressed by this")
+    parser.add_argument("--node-fraction", type=float, default=0.2, help="with --replay: the seeded node sample")
     args = parser.parse_args()
     try:
         seeds = _seeds(args.seeds)
@@ -247,9 +323,13 @@ def main() -> int:
         if any(len(p) != 3 or min(p) < 0 or sum(p) == 0 for p in parts):
             raise ValueError(args.splits)
         splits = [(p[0], p[1], p[2]) for p in parts]
+        ReplayConfig(speedup=args.speedup, node_fraction=args.node_fraction)
     except ValueError:
-        parser.error("--seeds is FIRST-LAST, --splits a list of mig:shared:whole (three whole numbers)")
+        parser.error("--seeds is FIRST-LAST, --splits a list of mig:shared:whole (three whole numbers), "
+                     "--speedup above 0, --node-fraction within (0, 1]")
     trace = load_trace(NODES_CSV, PODS_CSV[args.trace])
+    if args.replay:
+        return _main_replay(args, trace, seeds, splits)
     if args.from_json:
         runs = [_run_of(d) for path in args.from_json.split(",") for d in json.loads(Path(path).read_text())]
         report(args.trace, len(trace.nodes), sorted({r.seed for r in runs}), runs)
@@ -269,6 +349,25 @@ def main() -> int:
     if args.json:
         args.json.write_text(json.dumps([run_json(r) for r in runs], indent=1))
     return 0 if all(math.isfinite(r.allocation_pct) for r in runs) else 1
+
+
+def _main_replay(args: argparse.Namespace, trace: Trace, seeds: list[int], splits: list[tuple[int, int, int]]) -> int:
+    qos = qos_of(PODS_CSV[args.trace])
+    jobs = [(trace, qos, sc, sp, s, args.speedup, args.node_fraction)
+            for sc, sp in [("whole", (0, 0, 1)), ("share", (0, 0, 1))] + [("classes", x) for x in splits]
+            for s in seeds]
+    started = time.perf_counter()
+    workers = min(len(jobs), args.workers or os.cpu_count() or 1)
+    if workers <= 1:
+        runs = [replay_one(j) for j in jobs]
+    else:
+        with ProcessPoolExecutor(max_workers=workers) as pool:
+            runs = list(pool.map(replay_one, jobs))
+    report_replay(args.trace, seeds, args.speedup, args.node_fraction, runs)
+    print(f"({len(runs)} replays, {time.perf_counter() - started:.0f} s wall, {workers} workers)", file=sys.stderr)
+    if args.json:
+        args.json.write_text(json.dumps([{**r.__dict__, "never": dict(r.never)} for r in runs], indent=1))
+    return 0
 
 
 def run_json(r: Run) -> dict[str, Any]:

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections import deque
+from collections import Counter, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,8 +30,8 @@ from nomad_gpu.domain.fragmentation import Demand
 from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, NodeId, Team
 from nomad_gpu.domain.inventory import Inventory
 from nomad_gpu.domain.ledger import Ledger
-from nomad_gpu.domain.requests import JobRequest
-from nomad_gpu.sim.trace import Trace, TracePod
+from nomad_gpu.domain.requests import AllocAsk, JobRequest
+from nomad_gpu.sim.trace import Trace, TraceNode, TracePod
 
 TEAM = Team("trace")
 
@@ -68,6 +69,10 @@ class ReplayResult:
     """How many of those had nodes held for them (head-of-line protection) before they started."""
     never_started: int = 0
     left_out: int = 0
+    waits_by: dict[str, list[float]] = field(default_factory=dict)
+    """The waits per label of the started tasks (`run_replay`'s `label_of`; empty without one)."""
+    never_by: Counter[str] = field(default_factory=Counter)
+    """The tasks still queued at the end, per label."""
     makespan_s: float = 0.0
     arrivals_s: float = 0.0
     """From the first arrival to the last."""
@@ -121,16 +126,27 @@ def _summary(waits: list[float]) -> dict[str, float]:
             "p50": round(float(np.percentile(waits, 50)), 1), "p95": round(float(np.percentile(waits, 95)), 1)}
 
 
+def sample_trace_nodes(trace: Trace, fraction: float, seed: int) -> tuple[TraceNode, ...]:
+    """The seeded sample of the nodes a replay runs on (all of them, in file order, at 1)."""
+    if fraction >= 1:
+        return trace.nodes
+    nodes = sorted(trace.nodes, key=lambda n: n.name)
+    return tuple(random.Random(seed).sample(nodes, max(1, round(len(nodes) * fraction))))
+
+
 def sample_nodes(trace: Trace, fraction: float, seed: int) -> Inventory:
     if fraction >= 1:
         return trace.inventory
-    nodes = sorted(trace.nodes, key=lambda n: n.name)
-    keep = random.Random(seed).sample(nodes, max(1, round(len(nodes) * fraction)))
-    return Inventory.of(n.to_node() for n in keep)
+    return Inventory.of(n.to_node() for n in sample_trace_nodes(trace, fraction, seed))
 
 
-def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig()) -> ReplayResult:
-    inventory = sample_nodes(trace, config.node_fraction, config.seed)
+def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig(), *,
+               inventory: Inventory | None = None, ask_of: Callable[[TracePod], AllocAsk] | None = None,
+               label_of: Callable[[TracePod], str] | None = None) -> ReplayResult:
+    """Replay `trace` on its sampled nodes, or on `inventory` (another fleet; the sample is then the
+    caller's), each task asking `ask_of(pod)` (its trace ask by default); `label_of` sorts the waits."""
+    if inventory is None:
+        inventory = sample_nodes(trace, config.node_fraction, config.seed)
     gpus = sum(len(n.gpus) for n in inventory)
     ledger = Ledger(inventory)
     cycle = CycleConfig(policy=policy)
@@ -158,7 +174,7 @@ def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig())
             end = max(end, done)
         while arrivals and arrivals[0][0] <= now:
             at, i, pod = arrivals.popleft()
-            job = JobRequest(EntryId(f"t{i}"), TEAM, (pod.to_ask(),), submitted_at=at)
+            job = JobRequest(EntryId(f"t{i}"), TEAM, (ask_of(pod) if ask_of else pod.to_ask(),), submitted_at=at)
             queue[job.entry] = (at, job, pod)
             recent.append(job)
             since_refresh += 1
@@ -177,6 +193,8 @@ def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig())
                     heapq.heappush(running, (now + runtime, decision.entry, pod.gpu_milli_total))
                     used += pod.gpu_milli_total
                     result.waits.append(now - at)
+                    if label_of is not None:
+                        result.waits_by.setdefault(label_of(pod), []).append(now - at)
                     if pod.num_gpu > 1:
                         result.multi_gpu_waits.append(now - at)
                         result.multi_gpu_held += decision.entry in ever_held
@@ -187,5 +205,7 @@ def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig())
         if not running and not arrivals:
             break
     result.never_started = len(queue)
+    if label_of is not None:
+        result.never_by.update(label_of(pod) for _, _, pod in queue.values())
     result.makespan_s = end - start
     return result

@@ -52,3 +52,21 @@ def test_a_written_run_reads_back_the_same() -> None:
 
     run = run_one((TRACE, QOS, "classes", (1, 1, 2), 43))
     assert _run_of(json.loads(json.dumps(run_json(run)))) == run
+
+
+def test_the_replay_reports_each_class_s_waits_and_the_never_started_apart() -> None:
+    """One whole GPU, real time: the second training task waits for the first to end (t=100), the
+    serving task (a whole GPU under `whole`) for the second (t=150); two GPUs never come free."""
+    from classes import replay_one  # noqa: PLC0415
+
+    node = (TraceNode("n1", 64000, 262144, 1, "V100"),)
+    pods = (TracePod("train-1", 1000, 1024, 1, 1000, creation_time=0, scheduled_time=0, deletion_time=100),
+            TracePod("train-2", 1000, 1024, 1, 1000, creation_time=10, scheduled_time=10, deletion_time=60),
+            TracePod("serve-1", 1000, 1024, 1, 200, creation_time=20, scheduled_time=20, deletion_time=30),
+            TracePod("train-big", 1000, 1024, 2, 1000, creation_time=5, scheduled_time=5, deletion_time=9),
+            TracePod("never-ran", 1000, 1024, 1, 500, creation_time=1))
+    qos = {"serve-1": "LS", "never-ran": "BE"}
+    run = replay_one((Trace(node, pods), qos, "whole", (0, 0, 1), 42, 1.0, 1.0))
+    assert run.waits == {"training": [0.0, 90.0], "serving": [130.0]}
+    assert run.never == {"training": 1} and run.left_out == 1
+    assert run.pct("training", 50) == 45.0 and run.pct("exploratory", 50) is None
