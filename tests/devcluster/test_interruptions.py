@@ -50,7 +50,8 @@ def test_alloc_stop_places_a_replacement_even_for_batch(make_cluster: ClusterFac
     old = _running(cluster, "stopped")
     reply = client.allocation.stop_allocation(old["ID"])
     new = wait_until(lambda: next((a for a in _allocs(cluster, "stopped") if a["ID"] != old["ID"]), None))
-    old = next(a for a in _allocs(cluster, "stopped") if a["ID"] == old["ID"])
+    old = wait_until(lambda: next((a for a in _allocs(cluster, "stopped") if a["ID"] == old["ID"]
+                                   and a["ClientStatus"] != "running"), None), what="the old one's kill_timeout")
     _assert_interrupted(old)
     assert old["NextAllocation"] == new["ID"] and new["PreviousAllocation"] == old["ID"]
     assert new["DesiredStatus"] == "run" and new["Name"] == old["Name"]
@@ -89,7 +90,12 @@ def test_batch_runs_until_the_drain_deadline(make_cluster: ClusterFactory, versi
     node = wait_until(lambda: (n := client.node.get_node(old["NodeID"]))["DrainStrategy"] is None and n,
                       what="drain deadline")
     assert node["SchedulingEligibility"] == "ineligible" and node["LastDrain"]["Status"] == "complete"
-    old = next(a for a in _allocs(cluster, "train") if a["ID"] == old["ID"])
+    # the drain is complete once its allocations are told to stop (Allocation.TerminalStatus counts the
+    # server side); the task itself ends after its kill_timeout (alloc_runner.go killTasks, v2.0.5)
+    old_id = old["ID"]
+    old = wait_until(lambda: next((a for a in _allocs(cluster, "train")
+                                   if a["ID"] == old_id and a["ClientStatus"] != "running"), None),
+                     what="the drained allocation ends")
     _assert_interrupted(old)
     if replaced:  # 1.10.x: the reconciler places every migrated allocation
         new = wait_until(lambda: next((a for a in _allocs(cluster, "train") if a["ID"] != old["ID"]), None))
