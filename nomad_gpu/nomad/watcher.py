@@ -139,8 +139,11 @@ class Watcher:
     def run(self) -> None:
         while not self._stop.is_set():
             try:
-                self._track_namespaces()  # before the resync: what it lists, the stream then covers
                 self.resync()
+                # after the resync, before subscribing: a namespace made between the two is in the list and in
+                # the stream's expansion, and its jobs come after the resync's index, so the stream replays
+                # them; listed after the resync, an outage costs one failed request per retry, not two
+                self._track_namespaces()
                 if self._failing is not None:
                     logger.warning("watching Nomad: it answers again")
                     self._failing = None
