@@ -329,6 +329,8 @@ def main() -> int:
                      "--speedup above 0, --node-fraction within (0, 1]")
     trace = load_trace(NODES_CSV, PODS_CSV[args.trace])
     if args.replay:
+        if args.from_json:
+            parser.error("--from-json reports the allocation runs, not --replay")
         return _main_replay(args, trace, seeds, splits)
     if args.from_json:
         runs = [_run_of(d) for path in args.from_json.split(",") for d in json.loads(Path(path).read_text())]
