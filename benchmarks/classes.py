@@ -21,8 +21,7 @@ sized to 130 % of the fleet's GPUs arrived, as in the paper). GPU-eq held % is w
 over its GPU-equivalents (a whole GPU 1, a MIG instance its compute slices / 7, a share its milli / 1000):
 a fractional task given a whole GPU holds 1. Usage:
 
-    .venv/bin/python benchmarks/classes.py [--seeds 42-51] [--splits 2:2:4,1:3:4] [--workers 2]
-        [--json classes.json]
+    .venv/bin/python benchmarks/classes.py [--seeds 42-51] [--splits 2:2:4,1:3:4] [--workers 2] [--json c.json]
 
 With `--replay`, each scenario instead runs the queueing replay (nomad_gpu/sim/replay.py: arrivals
 at `creation_time / speedup`, departures after the trace's run time, the service's own cycle with the
@@ -266,13 +265,9 @@ def replay_one(args: tuple[Trace, dict[str, str], str, tuple[int, int, int], int
     facts = fleet_facts(inventory)
     classes = {p.name: class_of(p, qos.get(p.name, "")) for p in trace.pods}
     asks = {p.name: ask_of(p, classes[p.name], scenario, facts) for p in trace.pods}
-
-    def label(pod: TracePod) -> str:
-        cls = classes[pod.name]
-        return cls.value if cls is not None else "cpu"
-
+    labels = {name: cls.value if cls is not None else "cpu" for name, cls in classes.items()}
     result = run_replay(sample, POLICY, ReplayConfig(speedup=speedup, seed=seed), inventory=inventory,
-                        ask_of=lambda pod: asks[pod.name], label_of=label)
+                        ask_of=lambda pod: asks[pod.name], label_of=lambda pod: labels[pod.name])
     name = scenario if scenario != "classes" else f"classes {':'.join(map(str, split))}"
     return ReplayRun(name, seed, sum(tn.gpus for tn in sample.nodes), result.waits_by, result.never_by,
                      result.left_out, time.perf_counter() - started)
