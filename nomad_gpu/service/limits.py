@@ -4,11 +4,11 @@ transaction). Read from the config's ``api.http`` and ``api.team_limits``, with 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.service.confignumbers import read_numbers
 
 
 @dataclass(frozen=True)
@@ -28,18 +28,8 @@ class HttpLimits:
 
 def http_limits_from_mapping(raw: Any, where: str = "api: http") -> HttpLimits:
     """``api: {http: {head_timeout_s, body_timeout_s, keep_alive_s, max_connections}}``."""
-    if not isinstance(raw, Mapping):
-        raise InvalidRequest(f"{where}: must be a mapping")
-    base = HttpLimits()
-    unknown = sorted(set(raw) - set(base.__dataclass_fields__))
-    if unknown:
-        raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
-    values: dict[str, float] = {}
-    for key in base.__dataclass_fields__:
-        value = raw.get(key, getattr(base, key))
-        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 86400:
-            raise InvalidRequest(f"{where}: {key}: must be a number above 0 (and at most 86400)")
-        values[key] = value
+    values = read_numbers(raw, HttpLimits(), where, lambda v: isinstance(v, int | float) and 0 < v <= 86400,
+                          "must be a number above 0 (and at most 86400)")
     if values["keep_alive_s"] > values["head_timeout_s"]:
         raise InvalidRequest(f"{where}: keep_alive_s must not exceed head_timeout_s")
     return HttpLimits(float(values["head_timeout_s"]), float(values["body_timeout_s"]), float(values["keep_alive_s"]),
@@ -58,16 +48,6 @@ class TeamLimits:
 
 def team_limits_from_mapping(raw: Any, where: str = "api: team_limits") -> TeamLimits:
     """``api: {team_limits: {max_entries, max_stored_bytes}}``."""
-    if not isinstance(raw, Mapping):
-        raise InvalidRequest(f"{where}: must be a mapping")
-    unknown = sorted(set(raw) - {"max_entries", "max_stored_bytes"})
-    if unknown:
-        raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
-    base = TeamLimits()
-    values: dict[str, int] = {}
-    for key in ("max_entries", "max_stored_bytes"):
-        value = raw.get(key, getattr(base, key))
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise InvalidRequest(f"{where}: {key}: must be a whole number of at least 1")
-        values[key] = value
+    values = read_numbers(raw, TeamLimits(), where, lambda v: isinstance(v, int) and v >= 1,
+                          "must be a whole number of at least 1")
     return TeamLimits(values["max_entries"], values["max_stored_bytes"])

@@ -21,6 +21,7 @@ from nomad_gpu.render import SpecError
 from nomad_gpu.render.loading import decode_spec
 from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
 from nomad_gpu.service.classconfig import classes_from_mapping
+from nomad_gpu.service.confignumbers import read_numbers
 from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
 
@@ -53,18 +54,8 @@ class UsageSettings:
 
 def usage_from_mapping(raw: Any, where: str = "usage") -> UsageSettings:
     """``usage: {interval_s, timeout_s, max_allocs, idle_util_pct, idle_mig_memory_mib, idle_after_s}``."""
-    if not isinstance(raw, Mapping):
-        raise InvalidRequest(f"{where}: must be a mapping")
-    base = UsageSettings()
-    unknown = sorted(set(raw) - set(base.__dataclass_fields__))
-    if unknown:
-        raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
-    values: dict[str, float] = {}
-    for key in base.__dataclass_fields__:
-        value = raw.get(key, getattr(base, key))
-        if isinstance(value, bool) or not isinstance(value, int | float) or value < 0 or value != value:
-            raise InvalidRequest(f"{where}: {key}: must be a number >= 0")
-        values[key] = value
+    values = read_numbers(raw, UsageSettings(), where,
+                          lambda v: isinstance(v, int | float) and v >= 0 and v == v, "must be a number >= 0")
     if values["timeout_s"] <= 0 or int(values["max_allocs"]) < 1:
         raise InvalidRequest(f"{where}: timeout_s must be > 0 and max_allocs >= 1")
     return UsageSettings(interval_s=float(values["interval_s"]), timeout_s=float(values["timeout_s"]),
