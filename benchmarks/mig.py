@@ -39,9 +39,10 @@ from typing import Any
 from nomad_gpu.domain.ids import NodeId
 from nomad_gpu.domain.miglayout import MigGeometry, Placed, arrange, geometry_for
 from nomad_gpu.domain.migplanner import MigAsk, MigGpu, MigInstance, PlanSettings, plan
-from nomad_gpu.sim.trace import TracePod, load_trace
+from nomad_gpu.sim.trace import NODES_CSV, TracePod, load_trace
 
-TRACE = Path("/work/shared/traces/openb")  # overridden by --trace
+TRACE = NODES_CSV.parent
+"""The bundled openb trace (the FGD paper's); `--trace DIR` reads another copy of its two CSV files."""
 _G = geometry_for("NVIDIA H100 80GB HBM3", [("3g.40gb", 4)])
 assert _G is not None
 H100: MigGeometry = _G
