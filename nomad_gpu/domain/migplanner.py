@@ -22,6 +22,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import NodeId
 from nomad_gpu.domain.kinds.mig import MIG
 from nomad_gpu.domain.miglayout import MigGeometry, Placed, arrangements, check_layout, fill, format_layout
@@ -59,9 +60,13 @@ class MigAsk:
     profile: str
     count: int = 1
     models: frozenset[str] = frozenset()
+    nodes: frozenset[NodeId] | None = None
+    """The nodes with the job's CPU and memory free and in its scope (pool, datacenters, drivers); None
+    = any. An idle instance elsewhere serves no one, and a re-layout elsewhere would not either."""
 
     def allows(self, gpu: MigGpu) -> bool:
-        return (not self.models or gpu.model in self.models) and gpu.geometry.shape(self.profile) is not None
+        return ((not self.models or gpu.model in self.models) and (self.nodes is None or gpu.node in self.nodes)
+                and gpu.geometry.shape(self.profile) is not None)
 
 
 @dataclass(frozen=True)
@@ -191,10 +196,12 @@ def _plan_gpu(gpu: MigGpu, node_gpus: Sequence[MigGpu], waiting: Sequence[MigAsk
     return Relayout(gpu.node, gpu.uuid, before, after, destroy, create, tuple(admits))
 
 
-def waiting_mig_asks(waiting: Sequence[JobRequest]) -> list[MigAsk]:
+def waiting_mig_asks(waiting: Sequence[JobRequest], frees: Iterable[NodeFree] | None = None) -> list[MigAsk]:
     """The MIG asks of jobs the cycle left waiting, in the order given (the cycle's): an explicit `mig:`
     ask, or a MIG alternative of a tiered ask (a serving class's MIG tier). One ask per job: a job of
-    several groups needs several GPUs re-laid, which one re-layout per node cannot promise."""
+    several groups needs several GPUs re-laid, which one re-layout per node cannot promise. Given what
+    each node has free now (`frees`), each ask names the MIG nodes that could host it beside its GPU."""
+    hosts = [nf for nf in frees if nf.node.migs and nf.offered] if frees is not None else None
     out: list[MigAsk] = []
     for request in waiting:
         if len(request.asks) != 1:
@@ -203,6 +210,9 @@ def waiting_mig_asks(waiting: Sequence[JobRequest]) -> list[MigAsk]:
         for option in ask.alternatives():
             gpu = MIG.ask_of(option.gpu)
             if gpu is not None:
-                out.append(MigAsk(str(request.entry), gpu.profile, gpu.count, gpu.models))
+                nodes = None if hosts is None else frozenset(
+                    nf.id for nf in hosts if nf.cpu_free >= ask.cpu_mhz and nf.mem_free >= ask.memory_mb
+                    and request.places_on(nf.node))
+                out.append(MigAsk(str(request.entry), gpu.profile, gpu.count, gpu.models, nodes))
                 break
     return out

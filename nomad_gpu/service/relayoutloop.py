@@ -19,11 +19,12 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import replace
 
 from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import NodeId
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.migplanner import MigAsk, waiting_mig_asks
@@ -36,9 +37,12 @@ from nomad_gpu.service.tracking import Executor
 
 logger = logging.getLogger(__name__)
 
-RELAYOUT_HELPS = frozenset({WaitReason.NO_SUCH_SHAPE, WaitReason.FRAGMENTED, WaitReason.INSUFFICIENT})
-"""Waits a new instance can end. Not quota, CPU or memory, a gang, nor capacity reserved for the head of
-the queue or held for an entry: those would wait on after a re-layout too."""
+RELAYOUT_HELPS = frozenset({WaitReason.NO_SUCH_SHAPE, WaitReason.FRAGMENTED, WaitReason.INSUFFICIENT,
+                            WaitReason.CPU_MEMORY})
+"""Waits a new instance can end. CPU or memory too: the instance the job fits may sit on a node without
+its CPU beside it, while another node has both CPU and a GPU to re-lay (each ask names the nodes with its
+CPU and memory free, and the planner re-lays only there). Not quota, a gang, nor capacity reserved for
+the head of the queue or held for an entry: those would wait on after a re-layout too."""
 
 
 class RelayoutLoop:
@@ -78,9 +82,10 @@ class RelayoutLoop:
             if not want:
                 del self._marked[node_id]
 
-    def after_cycle(self, now: float, waiting: Sequence[JobRequest]) -> dict[str, str]:
-        """Reasons for entries waiting on a re-layout; starts a worker step when one is due."""
-        asks = waiting_mig_asks(waiting)
+    def after_cycle(self, now: float, waiting: Sequence[JobRequest], frees: Iterable[NodeFree]) -> dict[str, str]:
+        """Reasons for entries waiting on a re-layout; starts a worker step when one is due. `frees` is
+        what each node has free after the cycle: an ask is planned only where its CPU and memory fit."""
+        asks = waiting_mig_asks(waiting, frees)
         if (asks or self.controller.in_flight()) and now - self._last >= self.interval_s and self._busy.acquire(False):
             self._last = now
             try:

@@ -305,7 +305,7 @@ class SchedulerService:
             if self.relayout is not None:
                 waiting = [t.request for d in result.decisions if isinstance(d, Wait) and d.reason in RELAYOUT_HELPS
                            and (t := self.life.entries.get(d.entry)) is not None and t.request is not None]
-                for entry, text in self.relayout.after_cycle(now, waiting).items():
+                for entry, text in self.relayout.after_cycle(now, waiting, self.ledger.index.nodes()).items():
                     tracked = self.life.entries.get(EntryId(entry))
                     if tracked is not None and tracked.entry.reason != text:
                         reasons[tracked.entry.id] = text

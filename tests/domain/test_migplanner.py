@@ -178,3 +178,36 @@ def test_waiting_mig_asks_come_from_plain_and_tiered_asks_in_order() -> None:
     ]
     from nomad_gpu.domain.migplanner import waiting_mig_asks
     assert waiting_mig_asks(waiting) == [MigAsk("serving", "3g.40gb"), MigAsk("plain", "1g.10gb", 2)]
+
+
+def test_an_idle_instance_on_a_node_the_job_cannot_use_does_not_stop_a_relayout_where_it_can() -> None:
+    """A 3g.40gb idle on a node without the job's CPU beside it serves no one: the ask that may run only
+    on node-2 gets node-2's GPU re-laid, where an ask with no node limit takes the idle 3g as its own."""
+    full = gpu("GPU-a", "3g.40gb@0,1g.10gb@4,1g.10gb@5,1g.10gb@6", busy=(4,), node=NodeId("node-1"))
+    room = gpu("GPU-b", "3g.40gb@0,1g.10gb@4,1g.10gb@5,1g.10gb@6", busy=(0,), node=NodeId("node-2"))
+    assert plan([full, room], [MigAsk("e1", "3g.40gb")], now=0.0) == ()
+    (got,) = plan([full, room], [MigAsk("e1", "3g.40gb", nodes=frozenset({NodeId("node-2")}))], now=0.0)
+    assert (got.gpu, got.layout, got.admits) == ("GPU-b", "3g.40gb@0,3g.40gb@4", ("e1",))
+    assert plan([full, room], [MigAsk("e1", "3g.40gb", nodes=frozenset())], now=0.0) == ()
+
+
+def test_waiting_mig_asks_name_the_nodes_with_the_job_s_cpu_memory_and_scope_free() -> None:
+    from nomad_gpu.domain.freeindex import NodeFree
+    from nomad_gpu.domain.ids import EntryId, InstanceId, Team
+    from nomad_gpu.domain.inventory import MigSlice, Node
+    from nomad_gpu.domain.migplanner import waiting_mig_asks
+    from nomad_gpu.domain.requests import AllocAsk, JobRequest, MigSlices
+    from nomad_gpu.domain.units import MigProfile
+
+    def node(name: str, cpu: int, pool: str = "default") -> Node:
+        mig = MigSlice(InstanceId(f"{name}-mig"), MODEL, MigProfile.parse("3g.40gb"), 40448, pci_bus_id=name)
+        return Node(NodeId(name), name=name, cpu_mhz=cpu, memory_mb=65536, migs=(mig,), node_pool=pool)
+
+    frees = [NodeFree.of(node("small", 1000), ()), NodeFree.of(node("big", 8000), ()),
+             NodeFree.of(node("other-pool", 8000, pool="batch"), ())]
+    job = JobRequest(EntryId("e1"), Team("t"), (AllocAsk("g", cpu_mhz=4000, memory_mb=1024, gpu=MigSlices("3g.40gb")),),
+                     node_pool="default")
+    (ask,) = waiting_mig_asks([job], frees)
+    assert ask.nodes == frozenset({NodeId("big")})
+    (unlimited,) = waiting_mig_asks([job])
+    assert unlimited.nodes is None

@@ -144,3 +144,29 @@ def test_a_service_killed_mid_relayout_finishes_it_after_restart(cluster: DevClu
         assert len(audit["mig_changes"]) == 1 and audit["mig_destroyed_in_use"] == 0 and overlaps(audit) == 0
     finally:
         again.stop()
+
+
+def test_an_idle_3g_on_a_node_without_the_job_s_cpu_does_not_stop_the_relayout(tmp_path: Path) -> None:
+    """The only idle 3g.40gb sits on a node with 2,000 MHz; the waiting job needs 3,000 beside it. The
+    service re-lays the big node's GPU, whose 1g are idle, instead of waiting on the idle 3g for ever."""
+    small = {**SPEC["nodes"][0], "name": "h100-mig-small", "cpu_shares": 2000,
+             "gpus": [{**SPEC["nodes"][0]["gpus"][0], "count": 1}]}
+    big = {**SPEC["nodes"][0], "gpus": [{**SPEC["nodes"][0]["gpus"][0], "count": 1}]}
+    dc = DevCluster({"name": "mig-cpu", "nodes": [small, big]}, speed=50.0, heartbeat_s=1.0)
+    dc.start()
+    config = MigRelayoutConfig(enabled=True, interval_s=0.05,
+                               controller=RelayoutSettings(fingerprint_timeout_s=10.0, job_timeout_s=20.0))
+    runtime = start_service(dc.url, tmp_path / "q.db", mig_relayout=config)
+    try:
+        hungry = mig_job("serve-a", "3g.40gb", 1e5).replace("cpu: 1000", "cpu: 3000")
+        submit(runtime, hungry)
+        wait_for(lambda: state_of(runtime, "serve-a")["state"] == "running", what="serve-a running")
+        submit(runtime, hungry.replace("serve-a", "waiting-3g"))
+        wait_for(lambda: state_of(runtime, "waiting-3g")["state"] == "running", timeout_s=60, what="the 3g runs")
+        audit = dc.audit()
+        (change,) = audit["mig_changes"]
+        assert change["node"] == "h100-mig-1" and change["before"] == LAYOUT and change["after"] == ["3g.40gb@0", "3g.40gb@4"]
+        assert audit["mig_destroyed_in_use"] == 0 and overlaps(audit) == 0
+    finally:
+        runtime.stop()
+        dc.stop()

@@ -79,30 +79,30 @@ def test_held_instances_leave_the_offer_until_the_relayout_ends() -> None:
     ledger, loop, nomad, executor, ids, waiting = setup()
     g0, g1 = sorted(ids)
     loop.before_cycle(ledger)
-    reasons = loop.after_cycle(0.0, waiting)
+    reasons = loop.after_cycle(0.0, waiting, ledger.index.nodes())
     assert executor.calls == 1 and len(nomad.registered) == 1
     assert reasons == {"e-3g": "waiting for a MIG re-layout of GPU 1 on h100-mig-1"}  # the inline step ran
     loop.before_cycle(ledger)
     idle = {ids[g1][p] for p in ("1g.10gb@4", "1g.10gb@5", "1g.10gb@6")}
     assert {i for i, ok in healthy(ledger).items() if not ok} == idle
-    assert loop.after_cycle(1.0, waiting) == {"e-3g": "waiting for a MIG re-layout of GPU 1 on h100-mig-1"}
+    assert loop.after_cycle(1.0, waiting, ledger.index.nodes()) == {"e-3g": "waiting for a MIG re-layout of GPU 1 on h100-mig-1"}
     assert executor.calls == 1  # not due yet (every 5 s)
     (record,) = nomad.registered
     nomad.status[record.job_id] = "complete"
-    loop.after_cycle(6.0, waiting)
+    loop.after_cycle(6.0, waiting, ledger.index.nodes())
     nomad.layouts[record.node][g1] = ["3g.40gb@0", "3g.40gb@4"]
-    loop.after_cycle(12.0, waiting)
+    loop.after_cycle(12.0, waiting, ledger.index.nodes())
     assert loop.controller.records[-1].phase is Phase.DONE
     loop.before_cycle(ledger)
     assert all(healthy(ledger).values())  # restored (Nomad's node update would replace them anyway)
-    assert loop.after_cycle(13.0, waiting) == {}
+    assert loop.after_cycle(13.0, waiting, ledger.index.nodes()) == {}
 
 
 def test_nothing_is_fetched_without_mig_asks_or_relayouts() -> None:
     ledger, loop, _, executor, _, _ = setup()
     loop.before_cycle(ledger)
     whole = [JobRequest(EntryId("w"), Team("t"), (AllocAsk("g", gpu=WholeGpus(1)),))]
-    assert loop.after_cycle(0.0, whole) == {} and executor.calls == 0
+    assert loop.after_cycle(0.0, whole, ledger.index.nodes()) == {} and executor.calls == 0
     assert ledger.inventory.nodes[NodeId(next(iter(ledger.inventory.nodes)))].migs
 
 
@@ -114,11 +114,23 @@ def test_metrics_count_relayouts_by_outcome() -> None:
     registry = CollectorRegistry()
     registry.register(RelayoutCollector(loop))
     loop.before_cycle(ledger)
-    loop.after_cycle(0.0, waiting)
+    loop.after_cycle(0.0, waiting, ledger.index.nodes())
     assert registry.get_sample_value("nomad_gpu_mig_relayouts_total", {"outcome": "started"}) == 1
     assert registry.get_sample_value("nomad_gpu_mig_relayouts_in_flight") == 1
     (record,) = nomad.registered
     nomad.status[record.job_id] = "failed"
-    loop.after_cycle(6.0, waiting)
+    loop.after_cycle(6.0, waiting, ledger.index.nodes())
     assert registry.get_sample_value("nomad_gpu_mig_relayouts_total", {"outcome": "failed"}) == 1
     assert registry.get_sample_value("nomad_gpu_mig_relayouts_in_flight") == 0
+
+
+def test_no_relayout_on_a_node_without_the_job_s_cpu_free() -> None:
+    """The planner is asked only for nodes with the job's CPU and memory free beside the new instance."""
+    ledger, loop, nomad, executor, _, _ = setup()
+    (node,) = ledger.inventory
+    hungry = [JobRequest(EntryId("e-3g"), Team("t"), (AllocAsk("g", cpu_mhz=node.cpu_mhz + 1, gpu=MigSlices("3g.40gb")),))]
+    loop.before_cycle(ledger)
+    assert loop.after_cycle(0.0, hungry, ledger.index.nodes()) == {}
+    assert nomad.registered == []
+    fits = [JobRequest(EntryId("e-3g"), Team("t"), (AllocAsk("g", cpu_mhz=node.cpu_mhz, gpu=MigSlices("3g.40gb")),))]
+    assert loop.after_cycle(6.0, fits, ledger.index.nodes()) and len(nomad.registered) == 1 and executor.calls == 2
