@@ -178,6 +178,15 @@ def _cancel_soon(run: _Run, key: str, after_s: float) -> None:
         time.sleep(0.1)
 
 
+def _worst_second(faults: dict[str, Any]) -> dict[str, int]:
+    """The refused requests of the outage's busiest second, by method and path: who knocked."""
+    by_second: dict[str, int] = faults.get("refused_by_second", {})
+    if not by_second:
+        return {}
+    worst = max(by_second, key=lambda s: by_second[s])
+    return dict(faults.get("refused_what_by_second", {}).get(worst, {}))
+
+
 # ---- faults -----------------------------------------------------------------------------------------
 def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> None:
     """Kills, lost replies, stream cuts and one outage, spread over the submission window and after."""
@@ -282,6 +291,7 @@ def judge(audit: dict[str, Any], entries: list[dict[str, Any]], acked: dict[str,
         "left_running": left_running, "unknown_jobs": sorted(unknown_jobs),
         "cancel_stop_s_max": round(max(stop_s, default=0.0), 2), "cancels_never_stopped": len(not_stopped),
         "refused_requests_max_per_s": int(refused.get("refused_max_per_second", 0)),
+        "refused_requests_worst_second": _worst_second(refused),
         "replies_lost": int(refused.get("replies_lost", 0)),
         "gpu_idle_while_waiting_s_max": round(_idle_while_waiting(allocs, entries, audit), 2),
         "recovery_s": _recovery(faults, allocs, entries),

@@ -55,6 +55,8 @@ class Faults:
         self.replies_lost = 0
         self.outages: list[dict[str, float]] = []
         self._refused_by_second: dict[int, int] = {}
+        self._refused_what: dict[int, dict[str, int]] = {}
+        """Per second: the refused requests by method and path (IDs cut), to say who knocked in an outage."""
 
     def unreachable(self, seconds: float) -> None:
         if seconds < 0:
@@ -78,7 +80,7 @@ class Faults:
         with self._lock:
             self._loss.extend([(mode, delay_s)] * count)
 
-    def admit(self) -> bool:
+    def admit(self, what: str = "") -> bool:
         """Count one API request; False when it falls in an outage (and is counted as refused)."""
         with self._lock:
             self.requests += 1
@@ -88,8 +90,11 @@ class Faults:
             self.refused += 1
             second = int(now)
             self._refused_by_second[second] = self._refused_by_second.get(second, 0) + 1
+            kinds = self._refused_what.setdefault(second, {})
+            kinds[what] = kinds.get(what, 0) + 1
             for old in [s for s in self._refused_by_second if s <= second - _KEPT_SECONDS]:
                 del self._refused_by_second[old]
+                self._refused_what.pop(old, None)
             return False
 
     def take_loss(self) -> tuple[str, float] | None:
@@ -111,6 +116,7 @@ class Faults:
                 "refused": self.refused,
                 "refused_max_per_second": max(self._refused_by_second.values(), default=0),
                 "refused_by_second": {str(s): n for s, n in sorted(self._refused_by_second.items())},
+                "refused_what_by_second": {str(s): dict(w) for s, w in sorted(self._refused_what.items())},
                 "outages": [dict(o) for o in self.outages],
                 "unreachable": self._clock() < self._unreachable_until,
                 "replies_lost": self.replies_lost,
@@ -129,7 +135,7 @@ class FaultGate:
         if scope["type"] != "http" or not scope["path"].startswith("/v1/"):
             await self.app(scope, receive, send)
             return
-        if not self.faults.admit():
+        if not self.faults.admit(f"{scope['method']} {'/'.join(scope['path'].split('/')[:3])}"):
             await _reset(scope, send)
             return
         loss = None

@@ -70,9 +70,16 @@ class Backoff:
     initial_s: float = 0.05
     max_s: float = 5.0
     current_s: float = 0.0
+    unreachable_s: float = 0.5
+    """The first retry after Nomad refused or timed out: a stream that ended reconnects at once, a Nomad
+    that is down is not knocked on every 50 ms."""
 
     def next(self) -> float:
         self.current_s = self.initial_s if self.current_s == 0 else min(self.current_s * 2, self.max_s)
+        return self.current_s
+
+    def after_error(self) -> float:
+        self.current_s = min(max(self.next(), self.unreachable_s), self.max_s)
         return self.current_s
 
     def reset(self) -> None:
@@ -172,7 +179,8 @@ class Watcher:
                 self._resubscribe = False
                 continue
             self.reconnects += 1
-            delay = self.forbidden_retry_s if self.stream_state == "forbidden" else self.backoff.next()
+            delay = (self.forbidden_retry_s if self.stream_state == "forbidden"
+                     else self.backoff.after_error() if self._failing is not None else self.backoff.next())
             logger.debug("event stream: reconnect %d in %.2f s", self.reconnects, delay)
             self._sleep(delay)
 

@@ -325,3 +325,26 @@ def test_a_refused_placement_reaches_the_handler_with_nomads_reasons() -> None:
     finally:
         w.stop()
         dc.stop()
+
+
+def test_an_unreachable_nomad_is_retried_from_half_a_second_not_every_50_ms() -> None:
+    """A refused connection says Nomad is down: retrying it 50 ms later only knocks on a closed door (the
+    chaos run counted 5 refused listings in an outage's first second). A stream that merely ended still
+    reconnects from 50 ms (above)."""
+    from nomad_gpu.nomad.client import NomadError
+
+    class Down(ScriptedClient):
+        def snapshot(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]], int, dict[str, int]]:
+            raise NomadError("list nodes: cannot reach Nomad: connection refused")
+
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> bool:
+        slept.append(round(seconds, 3))
+        if len(slept) == 6:
+            w.stop()
+        return False
+
+    w = Watcher(Down([]), Recorder(), NO_SHARING, sleep=sleep)
+    w.run()
+    assert slept == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
