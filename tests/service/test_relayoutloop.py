@@ -85,7 +85,8 @@ def test_held_instances_leave_the_offer_until_the_relayout_ends() -> None:
     loop.before_cycle(ledger)
     idle = {ids[g1][p] for p in ("1g.10gb@4", "1g.10gb@5", "1g.10gb@6")}
     assert {i for i, ok in healthy(ledger).items() if not ok} == idle
-    assert loop.after_cycle(1.0, waiting, ledger.index.nodes()) == {"e-3g": "waiting for a MIG re-layout of GPU 1 on h100-mig-1"}
+    reason = {"e-3g": "waiting for a MIG re-layout of GPU 1 on h100-mig-1"}
+    assert loop.after_cycle(1.0, waiting, ledger.index.nodes()) == reason
     assert executor.calls == 1  # not due yet (every 5 s)
     (record,) = nomad.registered
     nomad.status[record.job_id] = "complete"
@@ -128,7 +129,8 @@ def test_no_relayout_on_a_node_without_the_job_s_cpu_free() -> None:
     """The planner is asked only for nodes with the job's CPU and memory free beside the new instance."""
     ledger, loop, nomad, executor, _, _ = setup()
     (node,) = ledger.inventory
-    hungry = [JobRequest(EntryId("e-3g"), Team("t"), (AllocAsk("g", cpu_mhz=node.cpu_mhz + 1, gpu=MigSlices("3g.40gb")),))]
+    hungry = [JobRequest(EntryId("e-3g"), Team("t"),
+                         (AllocAsk("g", cpu_mhz=node.cpu_mhz + 1, gpu=MigSlices("3g.40gb")),))]
     loop.before_cycle(ledger)
     assert loop.after_cycle(0.0, hungry, ledger.index.nodes()) == {}
     assert nomad.registered == []
