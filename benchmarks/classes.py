@@ -10,10 +10,10 @@ with every GPU an H100 80GB, three ways on the same seeds (paired workloads and 
 - (c) `classes`: fractional `LS` tasks (and `Guaranteed`/`Burstable`) are `serving`, fractional `BE`
   tasks `exploratory`, whole and multi-GPU tasks `training`; `gpu_memory` of a fractional task is its
   fraction of 80 GiB; each asks the tiers of the default class policy (nomad_gpu/domain/classes.py) over
-  a fleet whose GPUs an operator split, per node, into MIG-mode GPUs (the balanced static layout
-  3g.40gb + 2g.20gb + 1g.10gb + 1g.10gb, with the memory NVML reports), shared GPUs and whole GPUs.
-  One row per split (`--splits mig:shared:whole`, parts of each node's GPUs, rounded with a carry
-  over the nodes in name order).
+  a fleet whose GPUs an operator split into MIG-mode GPUs (the balanced static layout 3g.40gb +
+  2g.20gb + 1g.10gb + 1g.10gb, with the memory NVML reports), shared GPUs and whole GPUs. One row per
+  split (`--splits mig:shared:whole`, parts of each node's GPUs; `.../node`: whole nodes per mode;
+  `...+relayout`: MIG layouts that follow the queue through the service's planner; benchmarks/classfleet.py).
 
 Allocation % is the paper's allocation ratio: the GPU requests of the placed tasks (a fractional task
 counts its fraction, whatever it was given) over the fleet's GPUs, at the end of the run (the workload is
@@ -21,7 +21,8 @@ sized to 130 % of the fleet's GPUs arrived, as in the paper). GPU-eq held % is w
 over its GPU-equivalents (a whole GPU 1, a MIG instance its compute slices / 7, a share its milli / 1000):
 a fractional task given a whole GPU holds 1. Usage:
 
-    .venv/bin/python benchmarks/classes.py [--seeds 42-51] [--splits 2:2:4,1:3:4] [--workers 2] [--json c.json]
+    .venv/bin/python benchmarks/classes.py [--seeds 42-51] [--splits 2:2:4,1:1:6/node+relayout] [--workers 2]
+        [--json c.json]
 
 With `--replay`, each scenario instead runs the queueing replay (nomad_gpu/sim/replay.py: arrivals
 at `creation_time / speedup`, departures after the trace's run time, the service's own cycle with the
@@ -49,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from classfleet import MigRelayer, Split, SplitSpec, fleet
 
 from nomad_gpu.domain.classes import (
     DEFAULT_CLASS_POLICY,
@@ -62,21 +64,17 @@ from nomad_gpu.domain.classes import (
 from nomad_gpu.domain.fit import FitContext, Fitter
 from nomad_gpu.domain.fragmentation import Demand, Shape
 from nomad_gpu.domain.freeindex import NodeFree
-from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, InstanceId, NodeId, Team
-from nomad_gpu.domain.inventory import Gpu, GpuMode, Inventory, MigSlice, Node
+from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, InstanceId, Team
+from nomad_gpu.domain.inventory import Inventory
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import NoFit
 from nomad_gpu.domain.policies import get_policy
 from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, WholeGpus
 from nomad_gpu.domain.scoring import ScoreMemo
-from nomad_gpu.domain.units import MigProfile
 from nomad_gpu.sim.replay import ReplayConfig, run_replay, sample_trace_nodes
 from nomad_gpu.sim.trace import NODES_CSV, PODS_CSV, Trace, TracePod, load_trace
 from nomad_gpu.sim.workload import build_workload
 
-H100, H100_MIB = "NVIDIA H100 80GB HBM3", 81920
-LAYOUT = (("3g.40gb", 40448), ("2g.20gb", 20096), ("1g.10gb", 9984), ("1g.10gb", 9984))
-"""The balanced static layout, with each instance's memory as NVML reports it on an H100 80GB."""
 SERVING_QOS = frozenset({"LS", "Guaranteed", "Burstable"})
 POLICY = "frag-aware"
 TEAM = Team("trace")
@@ -98,42 +96,6 @@ def class_of(pod: TracePod, qos: str) -> WorkloadClass | None:
     if pod.num_gpu == 1 and pod.gpu_milli < MILLI_PER_GPU:
         return WorkloadClass.SERVING if qos in SERVING_QOS else WorkloadClass.EXPLORATORY
     return WorkloadClass.TRAINING
-
-
-# ---- fleets ----------------------------------------------------------------------------------------
-def _gpus(name: str, k: int, mode: GpuMode) -> Gpu:
-    return Gpu(InstanceId(f"{name}/gpu{k}"), H100, H100_MIB, mode=mode)
-
-
-def fleet(trace: Trace, scenario: str, split: tuple[int, int, int] = (0, 0, 1)) -> Inventory:
-    """The openb nodes with every GPU an H100 80GB: whole (a), taking both (b), or split (c)."""
-    nodes: list[Node] = []
-    total = sum(split)
-    carry_mig = carry_shared = 0.0
-    for tn in sorted(trace.nodes, key=lambda n: n.name):
-        gpus: list[Gpu] = []
-        migs: list[MigSlice] = []
-        if scenario == "whole":
-            gpus = [_gpus(tn.name, k, GpuMode.WHOLE) for k in range(tn.gpus)]
-        elif scenario == "share":
-            gpus = [_gpus(tn.name, k, GpuMode.FLEX) for k in range(tn.gpus)]
-        else:
-            carry_mig += tn.gpus * split[0] / total
-            carry_shared += tn.gpus * split[1] / total
-            n_mig = min(tn.gpus, int(carry_mig))
-            n_shared = min(tn.gpus - n_mig, int(carry_shared))
-            carry_mig -= n_mig
-            carry_shared -= n_shared
-            for k in range(tn.gpus):
-                if k < n_mig:
-                    parent = f"{tn.name}/gpu{k}"
-                    migs += [MigSlice(InstanceId(f"{parent}/mig{j}"), H100, MigProfile.parse(p), mib, pci_bus_id=parent)
-                             for j, (p, mib) in enumerate(LAYOUT)]
-                else:
-                    gpus.append(_gpus(tn.name, k, GpuMode.SHARED if k < n_mig + n_shared else GpuMode.WHOLE))
-        nodes.append(Node(NodeId(tn.name), name=tn.name, cpu_mhz=tn.cpu_milli, memory_mb=tn.memory_mib,
-                          gpus=tuple(gpus), migs=tuple(migs)))
-    return Inventory.of(nodes)
 
 
 # ---- asks ------------------------------------------------------------------------------------------
@@ -178,6 +140,8 @@ class Run:
     failed: Counter[str] = field(default_factory=Counter)
     violations: int = 0
     serving_placed: int = 0
+    relayouts: int = 0
+    """MIG re-layouts made (the re-layout rows only)."""
     by_kind: Counter[str] = field(default_factory=Counter)
     seconds: float = 0.0
 
@@ -196,19 +160,21 @@ class Run:
         return 100.0 * self.arrived_gpu / self.gpus
 
 
-def run_one(args: tuple[Trace, dict[str, str], str, tuple[int, int, int], int]) -> Run:
+def run_one(args: tuple[Trace, dict[str, str], str, Split | SplitSpec, int]) -> Run:
     trace, qos, scenario, split, seed = args
+    spec = split if isinstance(split, SplitSpec) else SplitSpec(split)
     started = time.perf_counter()
-    inventory = fleet(trace, scenario, split)
+    inventory = fleet(trace, scenario, spec.parts, spec.by_node)
     facts = fleet_facts(inventory)
     classes = {p.name: class_of(p, qos.get(p.name, "")) for p in trace.pods}
     asks = {p.name: ask_of(p, classes[p.name], scenario, facts) for p in trace.pods}
     workload = build_workload(trace, seed)
     ledger = Ledger(inventory)
+    relayer = MigRelayer(ledger) if spec.relayout and scenario == "classes" else None
     fitter = Fitter(ledger.index, FitContext(get_policy(POLICY, seed=seed), demand_of(list(asks.values()), inventory),
                                              per_class_limit=None, rank=workload.rank, memo=ScoreMemo()))
     gpus = sum(tn.gpus for tn in trace.nodes)
-    run = Run(scenario if scenario != "classes" else f"classes {':'.join(map(str, split))}", seed, gpus)
+    run = Run(scenario if scenario != "classes" else f"classes {spec.label}", seed, gpus)
     serving_on: list[InstanceId] = []
     for i, pod in enumerate(workload.tasks):
         cls = classes[pod.name]
@@ -216,6 +182,9 @@ def run_one(args: tuple[Trace, dict[str, str], str, tuple[int, int, int], int]) 
         run.arrived_gpu += pod.gpu_milli_total / MILLI_PER_GPU
         job = JobRequest(EntryId(f"t{i}"), TEAM, (asks[pod.name],))
         got = fitter.fit_job(job)
+        if isinstance(got, NoFit) and relayer is not None and relayer.relayout_for(job):
+            run.relayouts += 1
+            got = fitter.fit_job(job)
         if isinstance(got, NoFit):
             run.failed[label] += 1
             continue
@@ -223,6 +192,8 @@ def run_one(args: tuple[Trace, dict[str, str], str, tuple[int, int, int], int]) 
         run.placed[label] += 1
         run.placed_gpu += pod.gpu_milli_total / MILLI_PER_GPU
         for p in got:
+            if relayer is not None:
+                relayer.held(p.instance_ids)
             run.allocated_eq += p.gpu_equivalents
             run.by_kind[p.kind or ("cpu" if not p.instance_ids else "?")] += 1
             if cls is WorkloadClass.SERVING:
@@ -256,19 +227,20 @@ class ReplayRun:
         return float(np.percentile(w, q)) if w else None
 
 
-def replay_one(args: tuple[Trace, dict[str, str], str, tuple[int, int, int], int, float, float]) -> ReplayRun:
+def replay_one(args: tuple[Trace, dict[str, str], str, Split | SplitSpec, int, float, float]) -> ReplayRun:
     """One scenario's queueing replay on the seed's node sample, its GPUs as `fleet` builds them."""
     trace, qos, scenario, split, seed, speedup, fraction = args
+    spec = split if isinstance(split, SplitSpec) else SplitSpec(split)
     started = time.perf_counter()
     sample = Trace(sample_trace_nodes(trace, fraction, seed), trace.pods)
-    inventory = fleet(sample, scenario, split)
+    inventory = fleet(sample, scenario, spec.parts, spec.by_node)
     facts = fleet_facts(inventory)
     classes = {p.name: class_of(p, qos.get(p.name, "")) for p in trace.pods}
     asks = {p.name: ask_of(p, classes[p.name], scenario, facts) for p in trace.pods}
     labels = {name: cls.value if cls is not None else "cpu" for name, cls in classes.items()}
     result = run_replay(sample, POLICY, ReplayConfig(speedup=speedup, seed=seed), inventory=inventory,
                         ask_of=lambda pod: asks[pod.name], label_of=lambda pod: labels[pod.name])
-    name = scenario if scenario != "classes" else f"classes {':'.join(map(str, split))}"
+    name = scenario if scenario != "classes" else f"classes {spec.label}"
     return ReplayRun(name, seed, sum(tn.gpus for tn in sample.nodes), result.waits_by, result.never_by,
                      result.left_out, time.perf_counter() - started)
 
@@ -304,7 +276,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trace", default="default", choices=sorted(PODS_CSV))
     parser.add_argument("--seeds", default="42-51")
-    parser.add_argument("--splits", default="2:2:4,1:3:4", help="mig:shared:whole parts of each node's GPUs")
+    parser.add_argument("--splits", default="2:2:4,1:3:4",
+                        help="rows of mig:shared:whole parts of the GPUs, each optionally /node, then +relayout")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--from-json", default=None, help="comma-separated files an earlier run wrote: report them")
@@ -314,18 +287,18 @@ def main() -> int:
     args = parser.parse_args()
     try:
         seeds = _seeds(args.seeds)
-        parts = [[int(x) for x in s.split(":")] for s in args.splits.split(",")]
-        if any(len(p) != 3 or min(p) < 0 or sum(p) == 0 for p in parts):
-            raise ValueError(args.splits)
-        splits = [(p[0], p[1], p[2]) for p in parts]
+        splits = [SplitSpec.parse(s) for s in args.splits.split(",")]
         ReplayConfig(speedup=args.speedup, node_fraction=args.node_fraction)
     except ValueError:
-        parser.error("--seeds is FIRST-LAST, --splits a list of mig:shared:whole (three whole numbers), "
+        parser.error("--seeds is FIRST-LAST, --splits a list of mig:shared:whole (three whole numbers, each "
+                     "optionally /node then +relayout), "
                      "--speedup above 0, --node-fraction within (0, 1]")
     trace = load_trace(NODES_CSV, PODS_CSV[args.trace])
     if args.replay:
         if args.from_json:
             parser.error("--from-json reports the allocation runs, not --replay")
+        if any(sp.relayout for sp in splits):
+            parser.error("+relayout rows are measured by the allocation runs only, not --replay")
         return _main_replay(args, trace, seeds, splits)
     if args.from_json:
         runs = [_run_of(d) for path in args.from_json.split(",") for d in json.loads(Path(path).read_text())]
@@ -348,7 +321,7 @@ def main() -> int:
     return 0 if all(math.isfinite(r.allocation_pct) for r in runs) else 1
 
 
-def _main_replay(args: argparse.Namespace, trace: Trace, seeds: list[int], splits: list[tuple[int, int, int]]) -> int:
+def _main_replay(args: argparse.Namespace, trace: Trace, seeds: list[int], splits: list[SplitSpec]) -> int:
     qos = qos_of(PODS_CSV[args.trace])
     jobs = [(trace, qos, sc, sp, s, args.speedup, args.node_fraction)
             for sc, sp in [("whole", (0, 0, 1)), ("share", (0, 0, 1))] + [("classes", x) for x in splits]

@@ -70,3 +70,34 @@ def test_the_replay_reports_each_class_s_waits_and_the_never_started_apart() -> 
     assert run.waits == {"training": [0.0, 90.0], "serving": [130.0]}
     assert run.never == {"training": 1} and run.left_out == 1
     assert run.pct("training", 50) == 45.0 and run.pct("exploratory", 50) is None
+
+
+def test_a_split_per_node_gives_each_node_one_mode_and_keeps_the_big_node_whole() -> None:
+    from classfleet import SplitSpec
+
+    spec = SplitSpec.parse("1:1:2/node")
+    assert spec == SplitSpec((1, 1, 2), by_node=True) and spec.label == "1:1:2 per node"
+    inv = fleet(TRACE, "classes", spec.parts, spec.by_node)
+    modes = {n.name: ("mig" if n.migs else {g.mode for g in n.gpus}.pop().value) for n in inv}
+    assert modes == {"n1": "whole", "n2": "mig", "n3": "shared"}  # 8 of 12 whole, on the 8-GPU node
+    for bad in ("1:1", "1:1:2/gpu", "1:1:2+later", "0:0:0", "a:b:c"):
+        try:
+            SplitSpec.parse(bad)
+        except ValueError:
+            continue
+        raise AssertionError(bad)
+
+
+def test_relayouts_turn_idle_small_instances_into_the_3g_a_serving_task_waits_for() -> None:
+    """One MIG GPU (3g@4 + 2g@0 + 1g@2 + 1g@3), two serving tasks of 37 GiB and no whole GPU: the second
+    fits only once the planner re-lays the idle 2g and 1g into a 3g@0; without re-layouts it fails."""
+    from classfleet import SplitSpec
+
+    node = (TraceNode("m1", 64000, 262144, 1, "V100"),)
+    pods = (TracePod("serve-1", 1000, 1024, 1, 460), TracePod("serve-2", 1000, 1024, 1, 460))
+    qos = {"serve-1": "LS", "serve-2": "LS"}
+    static = run_one((Trace(node, pods), qos, "classes", SplitSpec((1, 0, 0)), 42))
+    relaid = run_one((Trace(node, pods), qos, "classes", SplitSpec((1, 0, 0), relayout=True), 42))
+    assert static.relayouts == 0 and static.failed["serving"] > 0
+    assert relaid.relayouts == 1 and relaid.failed["serving"] == static.failed["serving"] - 1
+    assert relaid.by_kind["mig"] == static.by_kind["mig"] + 1 and relaid.violations == 0
