@@ -54,7 +54,10 @@ from classfleet import MigRelayer, Split, SplitSpec, fleet
 
 from nomad_gpu.domain.classes import (
     DEFAULT_CLASS_POLICY,
+    DEFAULT_RULES,
     GIB,
+    ClassPolicy,
+    ClassRule,
     OptionFact,
     Size,
     WorkloadClass,
@@ -99,12 +102,20 @@ def class_of(pod: TracePod, qos: str) -> WorkloadClass | None:
 
 
 # ---- asks ------------------------------------------------------------------------------------------
-def ask_of(pod: TracePod, cls: WorkloadClass | None, scenario: str, facts: tuple[OptionFact, ...]) -> AllocAsk:
+TRAINING_SHARED = ClassPolicy({**DEFAULT_RULES, WorkloadClass.TRAINING: ClassRule((("gpu",), ("share",)))})
+"""An operator's policy that lets one-GPU training take an idle shared GPU whole (tier 2)."""
+
+
+def ask_of(pod: TracePod, cls: WorkloadClass | None, scenario: str, facts: tuple[OptionFact, ...],
+           training_shared: bool = False) -> AllocAsk:
     """The pod's ask in a scenario (GPU models dropped: every GPU is an H100)."""
     base = AllocAsk("task", 0, pod.cpu_milli, pod.memory_mib)
     if cls is None:
         return base
     if cls is WorkloadClass.TRAINING:
+        if training_shared and pod.num_gpu == 1 and scenario == "classes":  # `class: training`, no `gpu:`
+            tiers = tuple(t.alternatives for t in tiers_for(cls, Size(), TRAINING_SHARED, facts) if t.alternatives)
+            return replace(base, tiers=tiers)
         return replace(base, gpu=WholeGpus(pod.num_gpu))
     if scenario == "whole":
         return replace(base, gpu=WholeGpus(1))
@@ -167,7 +178,7 @@ def run_one(args: tuple[Trace, dict[str, str], str, Split | SplitSpec, int]) -> 
     inventory = fleet(trace, scenario, spec.parts, spec.by_node)
     facts = fleet_facts(inventory)
     classes = {p.name: class_of(p, qos.get(p.name, "")) for p in trace.pods}
-    asks = {p.name: ask_of(p, classes[p.name], scenario, facts) for p in trace.pods}
+    asks = {p.name: ask_of(p, classes[p.name], scenario, facts, spec.training_shared) for p in trace.pods}
     workload = build_workload(trace, seed)
     ledger = Ledger(inventory)
     relayer = MigRelayer(ledger) if spec.relayout and scenario == "classes" else None
@@ -236,7 +247,7 @@ def replay_one(args: tuple[Trace, dict[str, str], str, Split | SplitSpec, int, f
     inventory = fleet(sample, scenario, spec.parts, spec.by_node)
     facts = fleet_facts(inventory)
     classes = {p.name: class_of(p, qos.get(p.name, "")) for p in trace.pods}
-    asks = {p.name: ask_of(p, classes[p.name], scenario, facts) for p in trace.pods}
+    asks = {p.name: ask_of(p, classes[p.name], scenario, facts, spec.training_shared) for p in trace.pods}
     labels = {name: cls.value if cls is not None else "cpu" for name, cls in classes.items()}
     result = run_replay(sample, POLICY, ReplayConfig(speedup=speedup, seed=seed), inventory=inventory,
                         ask_of=lambda pod: asks[pod.name], label_of=lambda pod: labels[pod.name])

@@ -48,12 +48,16 @@ class SplitSpec:
     parts: Split
     by_node: bool = False
     relayout: bool = False
+    training_shared: bool = False
+    """The operator's training tiers are `[[gpu], [share]]`: a one-GPU training task the class chooses for
+    may take an idle shared GPU whole (a share of 1000 milli: every slot, so no co-tenant can join)."""
 
     @staticmethod
     def parse(text: str) -> SplitSpec:
-        """`mig:shared:whole`, then optionally `/node`, then optionally `+relayout`; ValueError otherwise."""
-        rest, plus, flag = text.partition("+")
-        if plus and flag != "relayout":
+        """`mig:shared:whole`, then optionally `/node`, then any of `+relayout`, `+training-shared`;
+        ValueError otherwise."""
+        rest, *flags = text.split("+")
+        if set(flags) - {"relayout", "training-shared"} or len(set(flags)) != len(flags):
             raise ValueError(text)
         nums, slash, per = rest.partition("/")
         if slash and per != "node":
@@ -61,12 +65,14 @@ class SplitSpec:
         parts = [int(x) for x in nums.split(":")]
         if len(parts) != 3 or min(parts) < 0 or sum(parts) == 0:
             raise ValueError(text)
-        return SplitSpec((parts[0], parts[1], parts[2]), bool(slash), bool(plus))
+        return SplitSpec((parts[0], parts[1], parts[2]), bool(slash), "relayout" in flags,
+                         "training-shared" in flags)
 
     @property
     def label(self) -> str:
         return ":".join(map(str, self.parts)) + (" per node" if self.by_node else "") + (
-            " + re-layouts" if self.relayout else "")
+            " + re-layouts" if self.relayout else "") + (
+            " + training on idle shared GPUs" if self.training_shared else "")
 
 
 def _gpu(name: str, k: int, mode: GpuMode) -> Gpu:

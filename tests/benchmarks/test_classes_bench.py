@@ -101,3 +101,21 @@ def test_relayouts_turn_idle_small_instances_into_the_3g_a_serving_task_waits_fo
     assert static.relayouts == 0 and static.failed["serving"] > 0
     assert relaid.relayouts == 1 and relaid.failed["serving"] == static.failed["serving"] - 1
     assert relaid.by_kind["mig"] == static.by_kind["mig"] + 1 and relaid.violations == 0
+
+
+def test_one_gpu_training_may_take_an_idle_shared_gpu_whole_when_the_policy_says_so() -> None:
+    """Two shared GPUs and no whole one (the workload: a one-GPU training task, then three copies of a
+    0.3-GPU exploratory one): under the default policy the training task fails; with training tiers
+    [[gpu], [share]] it takes a shared GPU whole (1000 milli) and the exploratory tasks share the other."""
+    from classfleet import SplitSpec
+
+    node = (TraceNode("s1", 64000, 262144, 2, "V100"),)
+    pods = (TracePod("train-1", 1000, 1024, 1, 1000), TracePod("explore-1", 1000, 1024, 1, 300))
+    qos = {"explore-1": "BE"}
+    plain = run_one((Trace(node, pods), qos, "classes", SplitSpec((0, 1, 0)), 42))
+    shared = run_one((Trace(node, pods), qos, "classes", SplitSpec.parse("0:1:0+training-shared"), 42))
+    assert (plain.placed, plain.failed) == ({"exploratory": 3}, {"training": 1})
+    assert (shared.placed, shared.failed) == ({"training": 1, "exploratory": 3}, {})
+    assert round(shared.allocated_eq, 6) == 1.0 + 0.9  # the training task holds all of its GPU
+    assert SplitSpec.parse("1:1:6/node+relayout+training-shared").label == (
+        "1:1:6 per node + re-layouts + training on idle shared GPUs")
