@@ -132,3 +132,32 @@ def test_a_waiting_serving_job_says_why_and_serving_with_a_share_is_refused(clus
             [f"gpu/{H100} MIG 3g.40gb", f"gpu/{H100}", f"gpu/{H100}"])
     finally:
         runtime.stop()
+
+
+def test_training_may_take_an_idle_shared_gpu_whole_when_the_operator_allows_it(cluster: DevCluster,
+                                                                                 tmp_path: Path) -> None:
+    """With training tiers [[gpu], [share]] (service config), a class-sized training job finds the two
+    whole H100s taken and holds the L40S whole: all four slots of its shared GPU, so no share can join."""
+    from nomad_gpu.service.classconfig import classes_from_mapping
+
+    policy = classes_from_mapping({"training": {"tiers": [["gpu"], ["share"]]}})
+    runtime = start_service(cluster.url, tmp_path / "q.db", classes=policy)
+    try:
+        for name in ("train-a", "train-b"):
+            submit(runtime, job(name, "class: training\n"))
+            wait_for(lambda n=name: states(runtime).get(n) == "running", 30, f"{name} to run")
+        submit(runtime, job("train-c", "class: training\n"))
+        wait_for(lambda: states(runtime).get("train-c") == "running", 30, "train-c to run")
+        got = held(cluster, runtime)
+        assert got["train-a"] == got["train-b"] == [f"gpu/{H100}"]
+        assert got["train-c"] == [f"shared-gpu/{L40S}"] * 4
+        audit = cluster.audit()
+        (whole_l40s,) = [a for a in audit["allocations"] if a["share_gpu"] is not None]
+        assert whole_l40s["share_milli"] == 1000 and overlaps(audit) == 0
+        choice = next(e for e in entries(runtime) if e["name"] == "train-c")["placements"][0]["choice"]
+        assert choice.startswith(f"training -> share 1000/1000 of {L40S} on l40s-1") and choice.endswith("tier 2")
+        submit(runtime, job("explore", "class: exploratory\ngpu_memory: 10GiB\n"))
+        wait_for(lambda: states(runtime).get("explore") == "running", 30, "explore to run")
+        assert all("shared-gpu" not in d for d in held(cluster, runtime)["explore"])  # the L40S is full
+    finally:
+        runtime.stop()
