@@ -53,9 +53,11 @@ class Choice:
     device: str
     node: str
     tier: int
+    whole_share: bool = False
+    """A share of every slot of its GPU: no other tenant can join while it runs."""
 
     def text(self) -> str:
-        grounds = "time-shared" if self.kind == "share" else "isolated"
+        grounds = "time-shared" if self.kind == "share" and not self.whole_share else "isolated"
         return f"{self.cls.value} -> {self.device} on {self.node}: {need_text(self.size)}; {grounds}; tier {self.tier}"
 
 
@@ -64,7 +66,7 @@ def device_text(kind: KindName, model: str, count: int = 1, profile: str = "", m
     if kind == "mig":
         return f"MIG {profile}" if count == 1 else f"{count} x MIG {profile}"
     if kind == "share":
-        return f"share {milli}/1000 of {model}"
+        return f"all of shared {model}" if milli >= MILLI_PER_GPU else f"share {milli}/1000 of {model}"
     return f"whole GPU {model}" if count == 1 else f"{count} whole GPUs {model}"
 
 

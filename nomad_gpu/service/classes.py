@@ -25,6 +25,7 @@ from nomad_gpu.domain.classes import (
 from nomad_gpu.domain.classexplain import Choice, device_text, free_counts, wait_text
 from nomad_gpu.domain.errors import InvalidRequest, Unschedulable
 from nomad_gpu.domain.freeindex import NodeFree
+from nomad_gpu.domain.ids import MILLI_PER_GPU
 from nomad_gpu.domain.inventory import Inventory
 from nomad_gpu.domain.kinds import kind_of
 from nomad_gpu.domain.ledger import Ledger
@@ -179,7 +180,8 @@ class ClassBook:
         split = split_mig_device_name(device)
         text = device_text(mine, split[0] if split else device, count=max(len(p.instance_ids), 1) if mine != "share"
                            else 1, profile=split[1] if split else "", milli=p.share_milli)
-        return Choice(cls, size, mine, text, node_name, tier).text()
+        whole_share = mine == "share" and p.share_milli >= MILLI_PER_GPU
+        return Choice(cls, size, mine, text, node_name, tier, whole_share).text()
 
     def wait_line(self, spec: JobSpec | None, reason: WaitReason, ledger: Ledger,
                   memo: dict[object, Any]) -> str | None:

@@ -82,3 +82,9 @@ def test_free_counts_read_the_nodes_free_state() -> None:
     assert counts.in_fleet == {"gpu": 1, "mig": 1, "share": 1}
     big = free_counts(nodes, Size(60 * GIB), facts)
     assert big.fitting_free == {"gpu": 1} and big.in_fleet == {"gpu": 1, "share": 1}  # 60 GiB needs 3 slots
+
+
+def test_a_share_of_the_whole_gpu_is_said_to_be_the_whole_shared_gpu_and_isolated() -> None:
+    """Every slot of a shared GPU: no co-tenant can join, so "time-shared" would mislead."""
+    whole = Choice(T, Size(), "share", device_text("share", "NVIDIA L40S", milli=1000), "l40s-1", 2, whole_share=True)
+    assert whole.text() == "training -> all of shared NVIDIA L40S on l40s-1: any memory; isolated; tier 2"

@@ -155,7 +155,7 @@ def test_training_may_take_an_idle_shared_gpu_whole_when_the_operator_allows_it(
         (whole_l40s,) = [a for a in audit["allocations"] if a["share_gpu"] is not None]
         assert whole_l40s["share_milli"] == 1000 and overlaps(audit) == 0
         choice = next(e for e in entries(runtime) if e["name"] == "train-c")["placements"][0]["choice"]
-        assert choice.startswith(f"training -> share 1000/1000 of {L40S} on l40s-1") and choice.endswith("tier 2")
+        assert choice == f"training -> all of shared {L40S} on l40s-1: any memory; isolated; tier 2"
         submit(runtime, job("explore", "class: exploratory\ngpu_memory: 10GiB\n"))
         wait_for(lambda: states(runtime).get("explore") == "running", 30, "explore to run")
         assert all("shared-gpu" not in d for d in held(cluster, runtime)["explore"])  # the L40S is full
