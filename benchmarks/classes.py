@@ -291,7 +291,8 @@ def main() -> int:
                         help="rows of mig:shared:whole parts of the GPUs, each optionally /node, then +relayout")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
-    parser.add_argument("--from-json", default=None, help="comma-separated files an earlier run wrote: report them")
+    parser.add_argument("--from-json", default=None,
+                        help="comma-separated files an earlier run wrote (with --replay: replays) to report together")
     parser.add_argument("--replay", action="store_true", help="the queueing replay: waits p50/p95 per class")
     parser.add_argument("--speedup", type=float, default=2000.0, help="with --replay: arrivals compressed by this")
     parser.add_argument("--node-fraction", type=float, default=0.2, help="with --replay: the seeded node sample")
@@ -307,7 +308,9 @@ def main() -> int:
     trace = load_trace(NODES_CSV, PODS_CSV[args.trace])
     if args.replay:
         if args.from_json:
-            parser.error("--from-json reports the allocation runs, not --replay")
+            replays = [_replay_of(d) for path in args.from_json.split(",") for d in json.loads(Path(path).read_text())]
+            report_replay(args.trace, sorted({r.seed for r in replays}), args.speedup, args.node_fraction, replays)
+            return 0
         if any(sp.relayout for sp in splits):
             parser.error("+relayout rows are measured by the allocation runs only, not --replay")
         return _main_replay(args, trace, seeds, splits)
@@ -354,6 +357,11 @@ def _main_replay(args: argparse.Namespace, trace: Trace, seeds: list[int], split
 def run_json(r: Run) -> dict[str, Any]:
     return {**{k: v for k, v in r.__dict__.items() if not isinstance(v, Counter)}, "placed": dict(r.placed),
             "failed": dict(r.failed), "by_kind": dict(r.by_kind)}
+
+
+def _replay_of(d: dict[str, Any]) -> ReplayRun:
+    return ReplayRun(**{**{k: v for k, v in d.items() if k in ReplayRun.__dataclass_fields__},
+                        "never": Counter(d["never"])})
 
 
 def _run_of(d: dict[str, Any]) -> Run:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 
@@ -119,3 +120,18 @@ def test_one_gpu_training_may_take_an_idle_shared_gpu_whole_when_the_policy_says
     assert round(shared.allocated_eq, 6) == 1.0 + 0.9  # the training task holds all of its GPU
     assert SplitSpec.parse("1:1:6/node+relayout+training-shared").label == (
         "1:1:6 per node + re-layouts + training on idle shared GPUs")
+
+
+def test_written_replays_read_back_and_report_together(tmp_path: Path, capsys: Any) -> None:
+    import json
+
+    from classes import _replay_of, replay_one, report_replay  # noqa: PLC0415
+
+    node = (TraceNode("n1", 64000, 262144, 1, "V100"),)
+    pods = (TracePod("train-1", 1000, 1024, 1, 1000, creation_time=0, scheduled_time=0, deletion_time=100),
+            TracePod("serve-1", 1000, 1024, 1, 200, creation_time=20, scheduled_time=20, deletion_time=30))
+    run = replay_one((Trace(node, pods), {"serve-1": "LS"}, "whole", (0, 0, 1), 42, 1.0, 1.0))
+    back = _replay_of(json.loads(json.dumps({**run.__dict__, "never": dict(run.never)})))
+    assert back == run
+    report_replay("default", [42], 1.0, 1.0, [back])
+    assert "| whole | 80.0 / 80.0 | - / - | 0.0 / 0.0 |" in capsys.readouterr().out
