@@ -192,6 +192,9 @@ def run_one(args: tuple[Trace, dict[str, str], str, Split | SplitSpec, int]) -> 
         label = cls.value if cls is not None else "cpu"
         run.arrived_gpu += pod.gpu_milli_total / MILLI_PER_GPU
         job = JobRequest(EntryId(f"t{i}"), TEAM, (asks[pod.name],))
+        if _refused(cls, asks[pod.name]):
+            run.failed[label] += 1
+            continue
         got = fitter.fit_job(job)
         if isinstance(got, NoFit) and relayer is not None and relayer.relayout_for(job):
             run.relayouts += 1
@@ -249,11 +252,21 @@ def replay_one(args: tuple[Trace, dict[str, str], str, Split | SplitSpec, int, f
     classes = {p.name: class_of(p, qos.get(p.name, "")) for p in trace.pods}
     asks = {p.name: ask_of(p, classes[p.name], scenario, facts, spec.training_shared) for p in trace.pods}
     labels = {name: cls.value if cls is not None else "cpu" for name, cls in classes.items()}
+    refused = [p for p in trace.pods if _refused(classes[p.name], asks[p.name])]
+    gone = {p.name for p in refused}
+    sample = Trace(sample.nodes, tuple(p for p in trace.pods if p.name not in gone))
     result = run_replay(sample, POLICY, ReplayConfig(speedup=speedup, seed=seed), inventory=inventory,
                         ask_of=lambda pod: asks[pod.name], label_of=lambda pod: labels[pod.name])
     name = scenario if scenario != "classes" else f"classes {spec.label}"
-    return ReplayRun(name, seed, sum(tn.gpus for tn in sample.nodes), result.waits_by, result.never_by,
+    never = result.never_by + Counter(labels[p.name] for p in refused if p.runtime_s is not None)
+    return ReplayRun(name, seed, sum(tn.gpus for tn in sample.nodes), result.waits_by, never,
                      result.left_out, time.perf_counter() - started)
+
+
+def _refused(cls: WorkloadClass | None, ask: AllocAsk) -> bool:
+    """A GPU task whose class has no tier the fleet can serve: the service refuses it at submission
+    (unschedulable); it must not run as a CPU-only task."""
+    return cls is not None and ask.gpu is None
 
 
 def report_replay(trace: str, seeds: list[int], speedup: float, fraction: float, runs: list[ReplayRun]) -> None:
@@ -294,6 +307,8 @@ def main() -> int:
     parser.add_argument("--from-json", default=None,
                         help="comma-separated files an earlier run wrote (with --replay: replays) to report together")
     parser.add_argument("--replay", action="store_true", help="the queueing replay: waits p50/p95 per class")
+    parser.add_argument("--classes-only", action="store_true",
+                        help="leave out (a) and (b) (to add rows to an earlier run with --from-json)")
     parser.add_argument("--speedup", type=float, default=2000.0, help="with --replay: arrivals compressed by this")
     parser.add_argument("--node-fraction", type=float, default=0.2, help="with --replay: the seeded node sample")
     args = parser.parse_args()
@@ -319,7 +334,9 @@ def main() -> int:
         report(args.trace, len(trace.nodes), sorted({r.seed for r in runs}), runs)
         return 0
     qos = qos_of(PODS_CSV[args.trace])
-    jobs = [(trace, qos, "whole", (0, 0, 1), s) for s in seeds] + [(trace, qos, "share", (0, 0, 1), s) for s in seeds]
+    baselines = [] if args.classes_only else ["whole", "share"]
+    jobs: list[tuple[Trace, dict[str, str], str, Split | SplitSpec, int]] = [
+        (trace, qos, sc, (0, 0, 1), s) for sc in baselines for s in seeds]
     jobs += [(trace, qos, "classes", split, s) for split in splits for s in seeds]
     started = time.perf_counter()
     workers = min(len(jobs), args.workers or os.cpu_count() or 1)
@@ -338,7 +355,8 @@ def main() -> int:
 def _main_replay(args: argparse.Namespace, trace: Trace, seeds: list[int], splits: list[SplitSpec]) -> int:
     qos = qos_of(PODS_CSV[args.trace])
     jobs = [(trace, qos, sc, sp, s, args.speedup, args.node_fraction)
-            for sc, sp in [("whole", (0, 0, 1)), ("share", (0, 0, 1))] + [("classes", x) for x in splits]
+            for sc, sp in [(b, SplitSpec((0, 0, 1))) for b in ([] if args.classes_only else ["whole", "share"])]
+            + [("classes", x) for x in splits]
             for s in seeds]
     started = time.perf_counter()
     workers = min(len(jobs), args.workers or os.cpu_count() or 1)

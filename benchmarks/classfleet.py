@@ -46,7 +46,8 @@ class SplitSpec:
     """One classes row: the split, per GPU or per node, with or without re-layouts (`1:1:6/node+relayout`)."""
 
     parts: Split
-    by_node: bool = False
+    by_node: bool | str = False
+    """False: per GPU; True: one mode per node; "whole": whole nodes for the whole part, the rest per GPU."""
     relayout: bool = False
     training_shared: bool = False
     """The operator's training tiers are `[[gpu], [share]]`: a one-GPU training task the class chooses for
@@ -54,23 +55,25 @@ class SplitSpec:
 
     @staticmethod
     def parse(text: str) -> SplitSpec:
-        """`mig:shared:whole`, then optionally `/node`, then any of `+relayout`, `+training-shared`;
-        ValueError otherwise."""
+        """`mig:shared:whole`, then optionally `/node` or `/whole-nodes`, then any of `+relayout`,
+        `+training-shared`; ValueError otherwise."""
         rest, *flags = text.split("+")
         if set(flags) - {"relayout", "training-shared"} or len(set(flags)) != len(flags):
             raise ValueError(text)
         nums, slash, per = rest.partition("/")
-        if slash and per != "node":
+        if slash and per not in ("node", "whole-nodes"):
             raise ValueError(text)
         parts = [int(x) for x in nums.split(":")]
         if len(parts) != 3 or min(parts) < 0 or sum(parts) == 0:
             raise ValueError(text)
-        return SplitSpec((parts[0], parts[1], parts[2]), bool(slash), "relayout" in flags,
+        return SplitSpec((parts[0], parts[1], parts[2]), "whole" if per == "whole-nodes" else bool(slash),
+                         "relayout" in flags,
                          "training-shared" in flags)
 
     @property
     def label(self) -> str:
-        return ":".join(map(str, self.parts)) + (" per node" if self.by_node else "") + (
+        per = {False: "", True: " per node", "whole": " whole nodes"}[self.by_node]
+        return ":".join(map(str, self.parts)) + per + (
             " + re-layouts" if self.relayout else "") + (
             " + training on idle shared GPUs" if self.training_shared else "")
 
@@ -114,9 +117,19 @@ def _whole_node_modes(trace: Trace, split: Split) -> dict[str, tuple[int, int]]:
     return out
 
 
-def fleet(trace: Trace, scenario: str, split: Split = (0, 0, 1), by_node: bool = False) -> Inventory:
+def _whole_nodes_then_gpus(trace: Trace, split: Split) -> dict[str, tuple[int, int]]:
+    """Whole nodes of whole GPUs for the whole part (homes for multi-GPU training); the other nodes'
+    GPUs split between MIG and shared per GPU, with a carry."""
+    whole_of = _whole_node_modes(trace, (split[0] + split[1], 0, split[2]))
+    rest = Trace(tuple(n for n in trace.nodes if whole_of[n.name][0]), trace.pods)
+    out = {name: (0, 0) for name, (n_rest, _) in whole_of.items() if not n_rest}
+    return out | _node_modes(rest, (split[0], split[1], 0))
+
+
+def fleet(trace: Trace, scenario: str, split: Split = (0, 0, 1), by_node: bool | str = False) -> Inventory:
     """The openb nodes with every GPU an H100 80GB: whole (a), taking both (b), or split (c)."""
-    modes = (_whole_node_modes if by_node else _node_modes)(trace, split) if scenario not in ("whole", "share") else {}
+    pick = _whole_nodes_then_gpus if by_node == "whole" else _whole_node_modes if by_node else _node_modes
+    modes = pick(trace, split) if scenario not in ("whole", "share") else {}
     nodes: list[Node] = []
     for tn in sorted(trace.nodes, key=lambda n: n.name):
         gpus: list[Gpu] = []

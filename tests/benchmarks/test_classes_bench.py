@@ -135,3 +135,12 @@ def test_written_replays_read_back_and_report_together(tmp_path: Path, capsys: A
     assert back == run
     report_replay("default", [42], 1.0, 1.0, [back])
     assert "| whole | 80.0 / 80.0 | - / - | 0.0 / 0.0 |" in capsys.readouterr().out
+
+
+def test_a_class_the_fleet_cannot_serve_fails_and_never_runs_as_a_cpu_task() -> None:
+    """Only shared GPUs: serving has no isolated option anywhere, so the service would refuse it at
+    submission; the experiment counts it failed, never placed as CPU-only work."""
+    node = (TraceNode("s1", 64000, 262144, 2, "V100"),)
+    pods = (TracePod("serve-1", 1000, 1024, 1, 300),)
+    run = run_one((Trace(node, pods), {"serve-1": "LS"}, "classes", (0, 1, 0), 42))
+    assert run.placed["serving"] == 0 and run.failed["serving"] > 0 and run.placed_gpu == 0
