@@ -44,10 +44,11 @@ import statistics
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from classfleet import MigRelayer, Split, SplitSpec, fleet
@@ -78,6 +79,8 @@ from nomad_gpu.sim.replay import ReplayConfig, run_replay, sample_trace_nodes
 from nomad_gpu.sim.trace import NODES_CSV, PODS_CSV, Trace, TracePod, load_trace
 from nomad_gpu.sim.workload import build_workload
 
+J = TypeVar("J")
+R = TypeVar("R")
 SERVING_QOS = frozenset({"LS", "Guaranteed", "Burstable"})
 POLICY = "frag-aware"
 TEAM = Team("trace")
@@ -334,17 +337,9 @@ def main() -> int:
         report(args.trace, len(trace.nodes), sorted({r.seed for r in runs}), runs)
         return 0
     qos = qos_of(PODS_CSV[args.trace])
-    baselines = [] if args.classes_only else ["whole", "share"]
-    jobs: list[tuple[Trace, dict[str, str], str, Split | SplitSpec, int]] = [
-        (trace, qos, sc, (0, 0, 1), s) for sc in baselines for s in seeds]
-    jobs += [(trace, qos, "classes", split, s) for split in splits for s in seeds]
+    jobs = [(trace, qos, sc, sp, s) for sc, sp in _scenarios(args, splits) for s in seeds]
     started = time.perf_counter()
-    workers = min(len(jobs), args.workers or os.cpu_count() or 1)
-    if workers <= 1:
-        runs = [run_one(j) for j in jobs]
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            runs = list(pool.map(run_one, jobs))
+    runs, workers = _map(run_one, jobs, args.workers)
     report(args.trace, len(trace.nodes), seeds, runs)
     print(f"({len(runs)} runs, {time.perf_counter() - started:.0f} s wall, {workers} workers)", file=sys.stderr)
     if args.json:
@@ -354,22 +349,30 @@ def main() -> int:
 
 def _main_replay(args: argparse.Namespace, trace: Trace, seeds: list[int], splits: list[SplitSpec]) -> int:
     qos = qos_of(PODS_CSV[args.trace])
-    jobs = [(trace, qos, sc, sp, s, args.speedup, args.node_fraction)
-            for sc, sp in [(b, SplitSpec((0, 0, 1))) for b in ([] if args.classes_only else ["whole", "share"])]
-            + [("classes", x) for x in splits]
+    jobs = [(trace, qos, sc, sp, s, args.speedup, args.node_fraction) for sc, sp in _scenarios(args, splits)
             for s in seeds]
     started = time.perf_counter()
-    workers = min(len(jobs), args.workers or os.cpu_count() or 1)
-    if workers <= 1:
-        runs = [replay_one(j) for j in jobs]
-    else:
-        with ProcessPoolExecutor(max_workers=workers) as pool:
-            runs = list(pool.map(replay_one, jobs))
+    runs, workers = _map(replay_one, jobs, args.workers)
     report_replay(args.trace, seeds, args.speedup, args.node_fraction, runs)
     print(f"({len(runs)} replays, {time.perf_counter() - started:.0f} s wall, {workers} workers)", file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps([{**r.__dict__, "never": dict(r.never)} for r in runs], indent=1))
     return 0
+
+
+def _scenarios(args: argparse.Namespace, splits: list[SplitSpec]) -> list[tuple[str, SplitSpec]]:
+    """(a) and (b) unless `--classes-only`, then a classes row per split."""
+    baselines = [] if args.classes_only else ["whole", "share"]
+    return [(b, SplitSpec((0, 0, 1))) for b in baselines] + [("classes", x) for x in splits]
+
+
+def _map(fn: Callable[[J], R], jobs: list[J], workers: int | None) -> tuple[list[R], int]:
+    """`fn` over the jobs in order, in a pool of processes when more than one worker is asked for."""
+    n = min(len(jobs), workers or os.cpu_count() or 1)
+    if n <= 1:
+        return [fn(j) for j in jobs], n
+    with ProcessPoolExecutor(max_workers=n) as pool:
+        return list(pool.map(fn, jobs)), n
 
 
 def run_json(r: Run) -> dict[str, Any]:
