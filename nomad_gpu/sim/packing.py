@@ -11,7 +11,7 @@ script does (`sample_percent`).
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
@@ -21,7 +21,7 @@ from nomad_gpu.domain.fit import FitContext, Fitter
 from nomad_gpu.domain.fragmentation import Demand, RoomLeft
 from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, Team
 from nomad_gpu.domain.ledger import Ledger
-from nomad_gpu.domain.placement import NoFit
+from nomad_gpu.domain.placement import AllocPlacement, NoFit
 from nomad_gpu.domain.policies import get_policy
 from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.domain.scoring import ScoreMemo
@@ -58,10 +58,29 @@ def run_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3, demand:
     return place_seed(trace, policy, seed, tune=tune, demand=demand)[0]
 
 
+@dataclass(frozen=True)
+class Decision:
+    """One task's turn, as `place_seed` shows it to an observer before committing it: the cluster
+    (`ledger`) and the demand in force are as the policy saw them."""
+
+    pod: TracePod
+    placed: tuple[AllocPlacement, ...] | None
+    """None: the task failed."""
+    ledger: Ledger
+    demand: Demand
+    arrived_milli: int
+    """GPU asked so far, this task included."""
+
+
+Observer = Callable[[Decision], None]
+
+
 def place_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3,
-               demand: Demand | None = None) -> tuple[SeedRun, Ledger, list[TracePod]]:
+               demand: Demand | None = None,
+               observe: Observer | None = None) -> tuple[SeedRun, Ledger, list[TracePod]]:
     """`run_seed`, also returning the cluster as it ends and the tasks that failed (for analyses
-    of what is left unallocated, `benchmarks/packing_leftover.py`)."""
+    of what is left unallocated, `benchmarks/packing_leftover.py`); `observe` sees every decision
+    before it is committed (for analyses of where two policies part, `benchmarks/packing_why.py`)."""
     workload = build_workload(trace, seed, tune)
     demand = demand if demand is not None else typical_demand(trace)
     ledger = Ledger(trace.inventory)
@@ -69,6 +88,7 @@ def place_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3,
     fitter = Fitter(ledger.index, FitContext(chosen, demand, per_class_limit=None, rank=workload.rank,
                                               memo=ScoreMemo()))
     room = RoomLeft(demand, ledger.index) if chosen.uses_large_shapes and demand.large else None
+    in_force = demand
     asks = {pod.name: pod.to_ask() for pod in trace.pods}
     arrived: list[int] = []
     used: list[int] = []
@@ -78,6 +98,8 @@ def place_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3,
         job = JobRequest(EntryId(f"t{i}"), TEAM, (asks[pod.name],))
         total_arrived += pod.gpu_milli_total
         got = fitter.fit_job(job)
+        if observe is not None:
+            observe(Decision(pod, None if isinstance(got, NoFit) else got, ledger, in_force, total_arrived))
         if isinstance(got, NoFit):
             failed.append(pod)
         else:
@@ -86,6 +108,7 @@ def place_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3,
             total_used += pod.gpu_milli_total
             if room is not None and (weighed := room.moved(before)) is not None:
                 # the weights moved: the memoised scores were for the old ones
+                in_force = weighed
                 fitter = Fitter(ledger.index, FitContext(chosen, weighed, per_class_limit=None, rank=workload.rank,
                                                           memo=ScoreMemo()))
         arrived.append(total_arrived)
