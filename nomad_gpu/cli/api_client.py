@@ -68,8 +68,10 @@ class ApiClient:
             headers["Idempotency-Key"] = idempotency_key
         return list(Entries.from_json(self.call("POST", "/v1/jobs", data=spec_text.encode(), headers=headers)).entries)
 
-    def jobs(self, state: str | None = None, sweep: str | None = None, eta: bool = False) -> list[Entry]:
-        params = {k: v for k, v in (("state", state), ("sweep", sweep), ("eta", "true" if eta else "")) if v}
+    def jobs(self, state: str | None = None, sweep: str | None = None, eta: bool = False, *,
+             team: str | None = None, name_glob: str | None = None) -> list[Entry]:
+        params = {k: v for k, v in (("state", state), ("sweep", sweep), ("eta", "true" if eta else ""),
+                                    ("team", team), ("name", name_glob)) if v}
         return list(Entries.from_json(self.call("GET", "/v1/jobs", params=params)).entries)
 
     def job(self, entry_id: str) -> Entry:

@@ -3,8 +3,9 @@
 Slurm's `squeue` shows what is pending and running, not history, and `scancel` takes several job IDs or
 filters; users bring both habits. `queue` therefore lists queued, admitted and running entries unless
 asked for `--all` (or given `--state`), and both commands take the same filters: `--team`, `--name` (a
-glob like `resnet*`), `--state`, `--sweep`. The service filters by state and sweep; team and name are
-matched here, over what the caller's token may see, so a filter never widens what a token reaches. A
+glob like `resnet*`), `--state`, `--sweep`. The service filters by all four, over what the caller's
+token may see, so a filter never widens what a token reaches; team and name are matched here again, so
+that a service from before those filters (which ignores them) gives the same answer. A
 cancel of more than one entry asks first on a terminal (`--yes` skips it); an entry the token may not
 touch is refused by the service as not found, reported on its own line, and the exit code says so.
 """
@@ -57,7 +58,7 @@ def select(client: ApiClient, *, state: str | None, sweep_id: str | None, team: 
            name_glob: str | None, everything: bool = False, eta: bool = False) -> list[Entry]:
     """The entries the filters pick, of those the caller may see."""
     states = None if everything and not state else (state or ",".join(LIVE_STATES))
-    entries = client.jobs(states, sweep_id, eta=eta)
+    entries = client.jobs(states, sweep_id, eta=eta, team=team, name_glob=name_glob)
     return [e for e in entries if (team is None or e.team == team)
             and (name_glob is None or fnmatch.fnmatchcase(e.name, name_glob))]
 

@@ -66,6 +66,8 @@ logger = logging.getLogger(__name__)
 MAX_BODY = MAX_SPEC_BYTES
 MAX_STORED_SPEC_BYTES = 256 << 10
 """One job's (or one sweep's shared) spec as stored, at most: held in memory while it is queued."""
+FILTER_MAX = 200
+"""A `team` or `name` filter of GET /v1/jobs, at most (team and job names are far shorter)."""
 MAX_SWEEP_STORED_BYTES = 64 << 20
 """Each trial is stored with a full copy of the sweep's spec, so a sweep's trial count times its spec size
 is what it writes to the queue: bounded here, before expanding, until trials share one stored spec."""
@@ -123,12 +125,20 @@ def create_app(service: SchedulerService, token: str | None = None,
         sweep = request.query_params.get("sweep")
         n = int(limit) if limit else None
         skip = int(offset) if offset else 0
+        wanted_team, name_glob = request.query_params.get("team"), request.query_params.get("name")
+        for name, value in (("team", wanted_team), ("name", name_glob)):
+            if value is not None and (len(value) > FILTER_MAX or "\x00" in value):
+                raise InvalidRequest(f"{name} must be at most {FILTER_MAX} characters, without NUL")
+        # a team filter narrows what the token sees, never widens it: another team's name finds nothing
+        team = caller.team if wanted_team is None else wanted_team
+        nothing = caller.team is not None and team != caller.team
 
         with_eta = request.query_params.get("eta") in ("1", "true")
 
         def read() -> Response:  # a long list takes a while to encode too: not on the event loop
             # a team's view is filtered in SQL: other teams' rows are never read for it
-            entries = service.store.list(states, sweep=sweep, limit=n, offset=skip, team=caller.team)
+            entries = [] if nothing else service.store.list(states, sweep=sweep, limit=n, offset=skip, team=team,
+                                                             name_glob=name_glob)
             out = [entry_payload(e) for e in entries]
             if with_eta:  # the forecast runs the cycle forward: only when asked (`?eta=true`)
                 etas = service.etas()

@@ -61,10 +61,13 @@ OPERATIONS: tuple[Operation, ...] = (
               (Param("Idempotency-Key", "header", "Submitting again with the same key returns the first submission."),),
               body=("application/yaml", "application/json"), body_schema="Spec", tags=("jobs",)),
     Operation("get", "/v1/jobs", "List entries (a team's token sees its own team's).",
-              {200: "Entries in queue order.", 400: "An unknown state or a bad limit/offset."}, "Entries",
+              {200: "Entries in queue order.", 400: "An unknown state, a bad limit/offset or filter."}, "Entries",
               (Param("state", "query", "Comma-separated states: queued,admitted,running,complete,failed,cancelled,"
                                       "dependency-failed."),
                Param("sweep", "query", "Only the trials of this sweep."),
+               Param("team", "query", "Only this team's entries (a team's token: another team's name finds none)."),
+               Param("name", "query", "Only entries whose name matches this glob (`*`, `?`, `[abc]`, `[!abc]`; "
+                                      "case-sensitive)."),
                Param("limit", "query", "At most this many entries (default: all).", "integer"),
                Param("offset", "query", "Skip this many entries first.", "integer"),
                Param("eta", "query", "`true` adds each queued entry's expected start (`eta`; null: unknown), from "

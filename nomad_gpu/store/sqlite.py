@@ -58,11 +58,18 @@ class Store(Protocol):
     def add(self, entries: Sequence[QueueEntry], quota: TeamQuota | None = None) -> list[QueueEntry]: ...
     def get(self, entry_id: str) -> QueueEntry: ...
     def list(self, states: Iterable[EntryState] | None = None, sweep: str | None = None,
-             limit: int | None = None, offset: int = 0, *, team: str | None = None) -> list[QueueEntry]: ...
+             limit: int | None = None, offset: int = 0, *, team: str | None = None,
+             name_glob: str | None = None) -> list[QueueEntry]: ...
     def transition(self, entry_id: str, to: EntryState, **fields: Any) -> QueueEntry: ...
     def get_meta(self, key: str) -> str | None: ...
     def set_meta(self, key: str, value: str) -> None: ...
     def close(self) -> None: ...
+
+
+def sqlite_glob(pattern: str) -> str:
+    """A shell-style glob as `fnmatch` reads it, written for SQLite's GLOB: the two differ only in
+    how a set is negated (`[!a]` against `[^a]`)."""
+    return pattern.replace("[!", "[^")
 
 
 _ENDED = frozenset(s.value for s in EntryState if s.is_terminal())
@@ -190,9 +197,11 @@ class SqliteStore:
         return self._row(row)
 
     def list(self, states: Iterable[EntryState] | None = None, sweep: str | None = None,
-             limit: int | None = None, offset: int = 0, *, team: str | None = None) -> list[QueueEntry]:
+             limit: int | None = None, offset: int = 0, *, team: str | None = None,
+             name_glob: str | None = None) -> list[QueueEntry]:
         """Entries in submission order; ``team`` keeps one team's rows (filtered in SQL: another team's
-        rows are never decoded for a team's view)."""
+        rows are never decoded for a team's view), ``name_glob`` the names a shell-style glob matches
+        (``*``, ``?``, ``[...]``, ``[!...]``; case-sensitive). Filters apply before the page is cut."""
         sql = "SELECT * FROM entries WHERE 1=1"
         args: list[object] = []
         if team is not None:
@@ -205,6 +214,9 @@ class SqliteStore:
         if sweep is not None:
             sql += " AND sweep = ?"
             args.append(sweep)
+        if name_glob is not None:
+            sql += " AND name GLOB ?"
+            args.append(sqlite_glob(name_glob))
         sql += " ORDER BY seq"
         if limit is not None or offset:
             sql += " LIMIT ? OFFSET ?"

@@ -131,7 +131,8 @@ def test_piped_output_is_tab_separated_and_never_cut(monkeypatch: pytest.MonkeyP
     served = [{**e.to_json(), "eta": NOW + 600} if e.state == "queued" else e.to_json() for e in entries]
 
     class FakeClient:
-        def jobs(self, state: str | None, sweep: str | None, eta: bool = False) -> list[Entry]:
+        def jobs(self, state: str | None, sweep: str | None, eta: bool = False, *, team: str | None = None,
+                 name_glob: str | None = None) -> list[Entry]:
             assert eta, "queue asks the service for ETAs"
             return [Entry.from_json(e) for e in served]
 
@@ -152,3 +153,23 @@ def test_piped_output_is_tab_separated_and_never_cut(monkeypatch: pytest.MonkeyP
     assert wide[2].split("\t")[-1] == "gpu-a800-1: GPU-1"
     as_json = CliRunner().invoke(cli_main.main, ["queue", "--json"]).stdout
     assert json.loads(as_json) == served  # --json is the entries as the API returns them
+
+
+def test_queue_sends_its_team_and_name_filters_to_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    asked: list[dict[str, str | None]] = []
+
+    class FakeClient:
+        def jobs(self, state: str | None, sweep: str | None, eta: bool = False, *, team: str | None = None,
+                 name_glob: str | None = None) -> list[Entry]:
+            asked.append({"team": team, "name_glob": name_glob})
+            return [entry()]  # a service that ignored the filters: the CLI still applies them
+
+        def inventory(self) -> list[NodeView]:
+            return []
+
+    monkeypatch.setattr(connect, "client", FakeClient)
+    monkeypatch.setattr(time, "time", lambda: NOW)
+    result = CliRunner().invoke(cli_main.main, ["queue", "--team", "nlp", "--name", "resnet*", "--json"])
+    assert result.exit_code == 0, result.output
+    assert asked == [{"team": "nlp", "name_glob": "resnet*"}]
+    assert json.loads(result.stdout) == []  # the one entry is vision's

@@ -104,3 +104,41 @@ def test_usage_refuses_bad_parameters(svc: tuple[SchedulerService, Clock, Manual
                                       words: str) -> None:
     code, body = get(svc[0], f"/v1/usage?{query}")
     assert code == 400 and words in str(body["error"])
+
+
+def test_jobs_filter_by_team_and_name_in_the_service(svc: tuple[SchedulerService, Clock, ManualExecutor]) -> None:
+    s, _, _ = svc
+    for name, team in (("resnet-a", "vision"), ("bert", "nlp"), ("resnet-b", "nlp"), ("resnet-c", "vision")):
+        s.submit(job(name, team))
+    code, body = get(s, "/v1/jobs?team=vision")
+    assert code == 200 and [e["name"] for e in body["entries"]] == ["resnet-a", "resnet-c"]
+    code, body = get(s, "/v1/jobs?name=resnet-*&team=nlp")
+    assert code == 200 and [e["name"] for e in body["entries"]] == ["resnet-b"]
+    # a glob as the CLI writes it ('[!x]' is fnmatch's negation)
+    code, body = get(s, "/v1/jobs?name=resnet-[!a]")
+    assert code == 200 and [e["name"] for e in body["entries"]] == ["resnet-b", "resnet-c"]
+
+
+def test_filters_apply_before_a_page_is_cut(svc: tuple[SchedulerService, Clock, ManualExecutor]) -> None:
+    s, _, _ = svc
+    for i in range(6):
+        s.submit(job(f"{'keep' if i % 2 else 'skip'}-{i}", "vision"))
+    code, body = get(s, "/v1/jobs?name=keep-*&limit=2&offset=1")
+    assert code == 200 and [e["name"] for e in body["entries"]] == ["keep-3", "keep-5"]
+
+
+def test_a_team_filter_never_widens_a_team_token(svc: tuple[SchedulerService, Clock, ManualExecutor]) -> None:
+    s, _, _ = svc
+    s.submit(job("mine", "vision"))
+    s.submit(job("theirs", "nlp"))
+    code, body = get(s, "/v1/jobs?team=nlp", VISION)
+    assert code == 200 and body["entries"] == []
+    code, body = get(s, "/v1/jobs?team=vision", VISION)
+    assert code == 200 and [e["name"] for e in body["entries"]] == ["mine"]
+
+
+@pytest.mark.parametrize("query", ["name=" + "x" * 300, "team=" + "t" * 300, "name=a%00b"])
+def test_bad_filters_are_refused(svc: tuple[SchedulerService, Clock, ManualExecutor], query: str) -> None:
+    s, _, _ = svc
+    code, body = get(s, f"/v1/jobs?{query}")
+    assert code == 400 and "error" in body
