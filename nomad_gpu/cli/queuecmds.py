@@ -5,7 +5,8 @@ filters; users bring both habits. `queue` therefore lists queued, admitted and r
 asked for `--all` (or given `--state`), and both commands take the same filters: `--team`, `--name` (a
 glob like `resnet*`), `--state`, `--sweep`. The service filters by all four, over what the caller's
 token may see, so a filter never widens what a token reaches; team and name are matched here again, so
-that a service from before those filters (which ignores them) gives the same answer. A
+that a service from before those filters (which ignores them) gives the same answer (`[^a]` negates
+here as it does in the service's SQLite GLOB, like `[!a]`). A
 cancel of more than one entry asks first on a terminal (`--yes` skips it); an entry the token may not
 touch is refused by the service as not found, reported on its own line, and the exit code says so.
 """
@@ -60,7 +61,7 @@ def select(client: ApiClient, *, state: str | None, sweep_id: str | None, team: 
     states = None if everything and not state else (state or ",".join(LIVE_STATES))
     entries = client.jobs(states, sweep_id, eta=eta, team=team, name_glob=name_glob)
     return [e for e in entries if (team is None or e.team == team)
-            and (name_glob is None or fnmatch.fnmatchcase(e.name, name_glob))]
+            and (name_glob is None or fnmatch.fnmatchcase(e.name, name_glob.replace("[^", "[!")))]
 
 
 @click.command()

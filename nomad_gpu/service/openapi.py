@@ -66,8 +66,8 @@ OPERATIONS: tuple[Operation, ...] = (
                                       "dependency-failed."),
                Param("sweep", "query", "Only the trials of this sweep."),
                Param("team", "query", "Only this team's entries (a team's token: another team's name finds none)."),
-               Param("name", "query", "Only entries whose name matches this glob (`*`, `?`, `[abc]`, `[!abc]`; "
-                                      "case-sensitive)."),
+               Param("name", "query", "Only entries whose name matches this glob (`*`, `?`, `[abc]`; `[!abc]` "
+                                      "or `[^abc]` negate; case-sensitive)."),
                Param("limit", "query", "At most this many entries (default: all).", "integer"),
                Param("offset", "query", "Skip this many entries first.", "integer"),
                Param("eta", "query", "`true` adds each queued entry's expected start (`eta`; null: unknown), from "

@@ -67,8 +67,8 @@ class Store(Protocol):
 
 
 def sqlite_glob(pattern: str) -> str:
-    """A shell-style glob as `fnmatch` reads it, written for SQLite's GLOB: the two differ only in
-    how a set is negated (`[!a]` against `[^a]`)."""
+    """A shell-style glob written for SQLite's GLOB, which negates a set with `[^a]` only: `[!a]`, the
+    shell's and `fnmatch`'s way, is turned into it (so both negate; the CLI matches the same way)."""
     return pattern.replace("[!", "[^")
 
 

@@ -173,3 +173,20 @@ def test_queue_sends_its_team_and_name_filters_to_the_service(monkeypatch: pytes
     assert result.exit_code == 0, result.output
     assert asked == [{"team": "nlp", "name_glob": "resnet*"}]
     assert json.loads(result.stdout) == []  # the one entry is vision's
+
+
+def test_queue_matches_names_locally_as_the_service_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    class FakeClient:  # a service that ignored the filters: the CLI's own match must agree with the service's
+        def jobs(self, state: str | None, sweep: str | None, eta: bool = False, *, team: str | None = None,
+                 name_glob: str | None = None) -> list[Entry]:
+            return [entry("q000001"), entry("q000002")]
+
+        def inventory(self) -> list[NodeView]:
+            return []
+
+    monkeypatch.setattr(connect, "client", FakeClient)
+    monkeypatch.setattr(time, "time", lambda: NOW)
+    for glob, found in (("resnet-[!t]*", 0), ("resnet-[^t]*", 0), ("resnet-[^x]*", 2), ("resnet-[!x]*", 2)):
+        result = CliRunner().invoke(cli_main.main, ["queue", "--name", glob, "--json"])
+        assert result.exit_code == 0, result.output
+        assert len(json.loads(result.stdout)) == found, glob

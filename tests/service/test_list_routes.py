@@ -117,6 +117,8 @@ def test_jobs_filter_by_team_and_name_in_the_service(svc: tuple[SchedulerService
     # a glob as the CLI writes it ('[!x]' is fnmatch's negation)
     code, body = get(s, "/v1/jobs?name=resnet-[!a]")
     assert code == 200 and [e["name"] for e in body["entries"]] == ["resnet-b", "resnet-c"]
+    code, body = get(s, "/v1/jobs?name=resnet-[^ab]")  # SQLite's way negates too
+    assert code == 200 and [e["name"] for e in body["entries"]] == ["resnet-c"]
 
 
 def test_filters_apply_before_a_page_is_cut(svc: tuple[SchedulerService, Clock, ManualExecutor]) -> None:
