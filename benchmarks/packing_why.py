@@ -27,20 +27,20 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from packing_dominance import _pods_csv
 
-from nomad_gpu.domain.baselines import fgd_delta, fgd_int_score
-from nomad_gpu.domain.fragmentation import Demand, gpu_state
 from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import MILLI_PER_GPU
-from nomad_gpu.domain.requests import AllocAsk
-from nomad_gpu.domain.scoring import options
+from nomad_gpu.domain.policies import get_policy
+from nomad_gpu.domain.scoring import best_score
 from nomad_gpu.sim.packing import Decision, place_seed
 from nomad_gpu.sim.trace import NODES_CSV, Trace, TracePod, load_trace
 from nomad_gpu.sim.workload import build_workload
 
 POLICIES = ("fgd", "frag-aware")
+S = TypeVar("S")
 
 
 class _Enough(Exception):
@@ -59,10 +59,10 @@ def _watch(trace: Trace, policy: str, seed: int, observer: Callable[[Decision], 
         pass
 
 
-def _at_levels(trace: Trace, levels: Sequence[int], snap: Callable[[Decision], object],
-               each: Callable[[Decision], None] | None = None) -> tuple[dict[int, object], Callable[[Decision], None]]:
+def _at_levels(trace: Trace, levels: Sequence[int], snap: Callable[[Decision], S],
+               each: Callable[[Decision], None] | None = None) -> tuple[dict[int, S], Callable[[Decision], None]]:
     """An observer calling `snap` at the first decision whose arrived % reaches each level."""
-    got: dict[int, object] = {}
+    got: dict[int, S] = {}
     todo = sorted(levels)
 
     def observe(d: Decision) -> None:
@@ -88,40 +88,32 @@ def failed(trace: Trace, seed: int, levels: Sequence[int]) -> dict[str, dict[int
 
         got, observe = _at_levels(trace, levels, lambda d, lost=lost: Counter(lost), count)
         _watch(trace, policy, seed, observe)
-        out[policy] = {x: c for x, c in got.items() if isinstance(c, Counter)}
+        out[policy] = got
     return out
 
 
 def whole_free(nf: NodeFree) -> int:
-    return sum(1 for _, _, free in gpu_state(nf) if free >= MILLI_PER_GPU)
+    return sum(len(ids) for ids in nf.whole_free().values())
 
 
 def whole(trace: Trace, seed: int, levels: Sequence[int], gpus: int) -> dict[str, dict[int, Counter[int]]]:
     """Nodes with `gpus` GPUs by their whole free GPUs, at each level, per policy."""
     def snap(d: Decision) -> Counter[int]:
-        return Counter(whole_free(nf) for nf in d.ledger.index.nodes() if len(gpu_state(nf)) == gpus)
+        return Counter(whole_free(nf) for nf in d.ledger.index.nodes() if len(nf.gpus) == gpus)
 
     out: dict[str, dict[int, Counter[int]]] = {}
     for policy in POLICIES:
         got, observe = _at_levels(trace, levels, snap)
         _watch(trace, policy, seed, observe)
-        out[policy] = {x: c for x, c in got.items() if isinstance(c, Counter)}
+        out[policy] = got
     return out
-
-
-def _models(nf: NodeFree) -> set[str]:
-    return {model for model, _, _ in gpu_state(nf)}
-
-
-def _fgd_best(nf: NodeFree, ask: AllocAsk, demand: Demand) -> int | None:
-    scores = [fgd_int_score(fgd_delta(nf, ask, opt, demand)) for opt in options(nf, ask)]
-    return max(scores) if scores else None
 
 
 def landing(trace: Trace, seed: int, upto: int, models: set[str]) -> dict[str, Counter[str]]:
     """GPU (milli) of tasks free to run anywhere placed on nodes of `models` by `upto` % arrived, by
     how FGD's integer score ranked the chosen node against the best node of other models."""
     asks = {pod.name: pod.to_ask() for pod in trace.pods}
+    fgd = get_policy("fgd")  # its score is FGD's integer score, whichever policy places
     out: dict[str, Counter[str]] = {}
     for policy in POLICIES:
         tally: Counter[str] = Counter()
@@ -133,12 +125,12 @@ def landing(trace: Trace, seed: int, upto: int, models: set[str]) -> dict[str, C
                 return
             index, ask = d.ledger.index, asks[d.pod.name]
             chosen = index.get(d.placed[0].node)
-            if chosen is None or not _models(chosen) & models:
+            if chosen is None or not chosen.node.gpu_models() & models:
                 return
-            mine = _fgd_best(chosen, ask, d.demand)
+            mine = best_score(fgd, chosen, ask, d.demand)
             others = [s for nf in index.nodes()
-                      if not _models(nf) & models and nf.cpu_free >= ask.cpu_mhz and nf.mem_free >= ask.memory_mb
-                      and (s := _fgd_best(nf, ask, d.demand)) is not None]
+                      if not nf.node.gpu_models() & models and nf.cpu_free >= ask.cpu_mhz
+                      and nf.mem_free >= ask.memory_mb and (s := best_score(fgd, nf, ask, d.demand)) is not None]
             best = max(others, default=None)
             kind = ("no other model had room" if best is None or mine is None else
                     "outright" if mine > best else "within a tie" if mine == best else "below another")

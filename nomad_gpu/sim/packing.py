@@ -67,7 +67,8 @@ class Decision:
     placed: tuple[AllocPlacement, ...] | None
     """None: the task failed."""
     ledger: Ledger
-    demand: Demand
+    demand: Demand | None
+    """The fitter's, re-weighed as the room for large shapes moves (never None in this experiment)."""
     arrived_milli: int
     """GPU asked so far, this task included."""
 
@@ -88,7 +89,6 @@ def place_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3,
     fitter = Fitter(ledger.index, FitContext(chosen, demand, per_class_limit=None, rank=workload.rank,
                                               memo=ScoreMemo()))
     room = RoomLeft(demand, ledger.index) if chosen.uses_large_shapes and demand.large else None
-    in_force = demand
     asks = {pod.name: pod.to_ask() for pod in trace.pods}
     arrived: list[int] = []
     used: list[int] = []
@@ -99,7 +99,7 @@ def place_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3,
         total_arrived += pod.gpu_milli_total
         got = fitter.fit_job(job)
         if observe is not None:
-            observe(Decision(pod, None if isinstance(got, NoFit) else got, ledger, in_force, total_arrived))
+            observe(Decision(pod, None if isinstance(got, NoFit) else got, ledger, fitter.ctx.demand, total_arrived))
         if isinstance(got, NoFit):
             failed.append(pod)
         else:
@@ -108,7 +108,6 @@ def place_seed(trace: Trace, policy: str, seed: int, *, tune: float = 1.3,
             total_used += pod.gpu_milli_total
             if room is not None and (weighed := room.moved(before)) is not None:
                 # the weights moved: the memoised scores were for the old ones
-                in_force = weighed
                 fitter = Fitter(ledger.index, FitContext(chosen, weighed, per_class_limit=None, rank=workload.rank,
                                                           memo=ScoreMemo()))
         arrived.append(total_arrived)
