@@ -153,9 +153,10 @@ def test_a_cell_names_its_entry_and_device_from_the_keyboard_and_rows_link_to_no
             break
         except StaleElementReferenceException:
             continue
-    detail = browser.find_element(By.ID, "cell-detail").text
+    # read in one script each: a redraw between finding an element and reading it would leave it stale
+    detail = js(browser, "return document.getElementById('cell-detail').innerText")
     assert entry in detail and cell["device"] in detail and "vision" in detail
-    assert browser.find_element(By.CSS_SELECTOR, css).get_attribute("aria-pressed") == "true"
+    assert js(browser, "return document.querySelector(arguments[0]).getAttribute('aria-pressed')", css) == "true"
     submit(runtime, job("redraw", duration_s=100_000))  # the cluster view changes and is drawn again...
     wait_until(lambda: len([c for c in cells(browser) if c["state"] == "used"]) >= 2, "a second used cell")
     assert js(browser, "return document.activeElement.dataset.device") == cell["device"]  # ...focus stays put
