@@ -46,6 +46,16 @@ socket.socket.listen = _listening  # type: ignore[method-assign, assignment]
 subprocess.Popen.__init__ = _spawning  # type: ignore[method-assign, assignment]
 
 
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Build the caches a library builds on first use before any test runs, so that the subprocess
+    matplotlib starts to list the system's fonts on a fresh machine is not taken for a test's own."""
+    try:
+        import matplotlib.font_manager  # noqa: F401  (loading it builds or reads the font cache)
+    except ImportError:  # matplotlib is the optional `plot` extra
+        pass
+    _started.clear()
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Iterator[None]:
     _started.clear()
