@@ -39,9 +39,13 @@ class ServiceUnreachable(NomadGpuError):
 
 
 class ApiClient:
-    def __init__(self, address: str, token: str | None = None, timeout_s: float = 30.0) -> None:
+    def __init__(self, address: str, token: str | None = None, timeout_s: float = 30.0,
+                 cacert: str | None = None) -> None:
         self.address = address.rstrip("/")
         self.session = requests.Session()
+        # a private CA (NOMAD_GPU_CACERT), else the system's trust store, never none. Passed with each request:
+        # requests lets REQUESTS_CA_BUNDLE in the environment override a session's own `verify`
+        self.verify: str | bool = cacert or True
         # state changes without a body (hold, cancel) must carry it: a web page cannot (service/browser.py)
         self.session.headers["X-Nomad-Gpu-Client"] = "cli"
         if token:
@@ -50,10 +54,11 @@ class ApiClient:
 
     def call(self, method: str, path: str, **kwargs: Any) -> Any:
         try:
-            resp = self.session.request(method, f"{self.address}{path}", timeout=self.timeout_s, **kwargs)
+            resp = self.session.request(method, f"{self.address}{path}", timeout=self.timeout_s,
+                                        verify=self.verify, **kwargs)
         except requests.RequestException as exc:
-            raise ServiceUnreachable(f"cannot reach nomad-gpu at {self.address} ({type(exc).__name__}); "
-                                     "is `nomad-gpu serve` or `nomad-gpu dev` running? (NOMAD_GPU_ADDR)") from exc
+            raise ServiceUnreachable(self._unreachable(exc, "is `nomad-gpu serve` or `nomad-gpu dev` running? "
+                                                       "(NOMAD_GPU_ADDR)")) from exc
         try:
             body = resp.json()
         except ValueError:
@@ -61,6 +66,14 @@ class ApiClient:
         if resp.status_code >= 400:
             raise ServiceError(_refusal(body), resp.status_code)
         return body
+
+    def _unreachable(self, exc: requests.RequestException, hint: str = "") -> str:
+        """One line: where, and what to do. An untrusted certificate is named as such, since the fix
+        (NOMAD_GPU_CACERT) is not what a connection failure suggests."""
+        if isinstance(exc, requests.exceptions.SSLError) and "certificate verify failed" in str(exc).lower():
+            return (f"cannot reach nomad-gpu at {self.address}: certificate not trusted: set NOMAD_GPU_CACERT "
+                    "to the CA file that signed the service's certificate")
+        return f"cannot reach nomad-gpu at {self.address} ({type(exc).__name__})" + (f"; {hint}" if hint else "")
 
     def submit(self, spec_text: str, idempotency_key: str | None = None) -> list[Entry]:
         headers = {"Content-Type": "application/yaml"}
@@ -97,9 +110,10 @@ class ApiClient:
         """Log bytes from ``offset``, the offset after them, and whether the allocation has ended."""
         params = {"type": log_type, "offset": str(offset), **{k: str(v) for k, v in where.items() if v is not None}}
         try:
-            resp = self.session.get(f"{self.address}/v1/jobs/{entry_id}/logs", params=params, timeout=self.timeout_s)
+            resp = self.session.get(f"{self.address}/v1/jobs/{entry_id}/logs", params=params, timeout=self.timeout_s,
+                                    verify=self.verify)
         except requests.RequestException as exc:
-            raise ServiceUnreachable(f"cannot reach nomad-gpu at {self.address} ({type(exc).__name__})") from exc
+            raise ServiceUnreachable(self._unreachable(exc)) from exc
         if resp.status_code >= 400:
             try:
                 message = _refusal(resp.json())

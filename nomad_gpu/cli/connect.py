@@ -1,4 +1,5 @@
-"""Where the CLI finds the service: the one place that reads NOMAD_GPU_ADDR and NOMAD_GPU_TOKEN.
+"""Where the CLI finds the service: the one place that reads NOMAD_GPU_ADDR, NOMAD_GPU_TOKEN and
+NOMAD_GPU_CACERT (the CA file for a service behind TLS signed by a private CA).
 
 Every command module asks `client()` for its API client (tests replace it with a fake), so none of
 them needs the CLI's entry module, which imports them all to register their commands.
@@ -21,7 +22,8 @@ def with_scheme(address: str) -> str:
 
 def client() -> ApiClient:
     """The API client for the service the environment names (default: the local one)."""
-    return ApiClient(with_scheme(os.environ.get("NOMAD_GPU_ADDR") or DEFAULT_ADDR), os.environ.get("NOMAD_GPU_TOKEN"))
+    return ApiClient(with_scheme(os.environ.get("NOMAD_GPU_ADDR") or DEFAULT_ADDR), os.environ.get("NOMAD_GPU_TOKEN"),
+                     cacert=os.environ.get("NOMAD_GPU_CACERT") or None)
 
 
 def node_names(api: ApiClient) -> dict[str, str]:

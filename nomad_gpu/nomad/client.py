@@ -167,6 +167,8 @@ def unreachable(exc: requests.RequestException) -> str:
         why = "connection refused"
     elif "name or service not known" in text or "nodename nor servname" in text or "failed to resolve" in text:
         why = "the host name does not resolve"
+    elif isinstance(exc, requests.exceptions.SSLError) and "certificate verify failed" in text:
+        why = "certificate not trusted: set NOMAD_CACERT to the CA file that signed Nomad's certificate"
     elif isinstance(exc, requests.exceptions.SSLError):
         why = "TLS handshake failed (check NOMAD_CACERT / NOMAD_SKIP_VERIFY)"
     else:
