@@ -50,7 +50,8 @@ def status_lines(entry: Entry, nomad: Allocations | None, nomad_error: str | Non
             lines.append((label, duration(float(spec[key]))))
     lines.append(("attempt", f"{entry.attempts + 1} of {entry.max_retries + 1}"
                              + (f" ({entry.refusals} refused by Nomad)" if entry.refusals else "")))
-    lines.append(("nomad job", f"{entry.nomad_job_id} (namespace {entry.namespace})"))
+    unsent = "; not registered with Nomad yet" if entry.state == "queued" else ""
+    lines.append(("nomad job", f"{entry.nomad_job_id} (namespace {entry.namespace}{unsent})"))
     if nomad is not None:
         for a in nomad.allocations:
             node = a.node_name or node_names.get(a.node_id, a.node_id[:8])

@@ -106,7 +106,7 @@ def entry_routes(service: SchedulerService, entry_payload: Callable[[QueueEntry]
             views = reader().allocations(entry)
             out = Allocations(entry.id, entry.nomad_job_id, entry.namespace, **timeline(entry, now()),
                               allocations=tuple(v.to_payload() for v in views))
-            if nomad_address:
+            if nomad_address and entry.registered_at is not None:  # Nomad has never had an unregistered job
                 out = replace(out, nomad_ui=nomad_ui_url(nomad_address, entry.nomad_job_id, entry.namespace))
             return _answer(out)
 

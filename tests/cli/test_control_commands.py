@@ -111,6 +111,16 @@ def test_status_shows_times_allocations_and_the_nomad_ui(served: tuple[Scheduler
     assert code == 0 and "not read from Nomad" in out
 
 
+def test_status_of_an_unregistered_entry_shows_no_nomad_link(served: tuple[SchedulerService, FakeNomad, str]) -> None:
+    service, _, address = served
+    entry_id = submit(service)
+    code, out, err = cli(address, "status", entry_id)
+    assert code == 0, err
+    assert "/ui/jobs/" not in out and "nomad ui" not in out
+    assert "not registered with Nomad yet" in out
+    assert "nomad_ui" not in json.loads(cli(address, "status", entry_id, "--json")[1])
+
+
 def test_status_hcl_prints_what_nomad_stored(served: tuple[SchedulerService, FakeNomad, str]) -> None:
     service, nomad, address = served
     entry_id = submit(service)

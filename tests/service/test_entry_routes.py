@@ -103,7 +103,7 @@ def submit(client: TestClient, name: str = "job", token: str = VISION) -> dict[s
 def run(service: SchedulerService, entry_id: str, at: float = 1000.0) -> None:
     """Move an entry to running in the store, as the life cycle would once Nomad placed it."""
     service.store.transition(entry_id, EntryState.ADMITTED, expect=(EntryState.QUEUED,), admitted_at=at - 5, at=at - 5)
-    service.store.transition(entry_id, EntryState.RUNNING, expect=(EntryState.ADMITTED,), at=at)
+    service.store.transition(entry_id, EntryState.RUNNING, expect=(EntryState.ADMITTED,), at=at, registered_at=at - 4)
 
 
 def test_hold_keeps_the_place_and_release_gives_it_back(client: TestClient) -> None:
@@ -177,6 +177,14 @@ def test_cancel_a_sweep_ends_every_trial_for_its_team_only(client: TestClient, s
     assert r.json()["total"] == 3
     queued = [e for e in service.store.list(sweep=sweep_id) if e.id != trials[0]["id"]]
     assert {e.state for e in queued} == {EntryState.CANCELLED}
+
+
+def test_an_entry_never_registered_has_no_nomad_link(client: TestClient, nomad: FakeNomad) -> None:
+    """A queued entry's job ID names a job Nomad has never had: a link to it is a 404 in Nomad's UI."""
+    e = submit(client)
+    r = client.get(f"/v1/jobs/{e['id']}/allocations", headers=as_(VISION))
+    assert r.status_code == 200, r.text
+    assert "nomad_ui" not in r.json() and r.json()["allocations"] == []
 
 
 def test_allocations_and_times_from_nomad(client: TestClient, service: SchedulerService, nomad: FakeNomad) -> None:
