@@ -15,7 +15,14 @@ service and database:
 4. the service is stopped (`--restart-signal`, SIGTERM by default) with everything running and started
    again on the same database: the time to `/v1/status` saying ready;
 5. with `--complete`, the run then waits for every job to complete (each runs `--run-s` wall seconds)
-   and adds that phase's CPU to a "submit to complete" figure per job.
+   and adds that phase's CPU to a "submit to complete" figure per job;
+6. with `--against-bare`, a fresh dev cluster of the same fleet then takes the same number of jobs from
+   `benchmarks/bare_loop.py` (render the service's own HCL of one of these jobs with jinja2, parse,
+   register with python-nomad, nothing else), and the run reports that loop's CPU per job and the
+   service's as a multiple of it (`service_vs_bare`). Use `--trials 0` for a like-for-like ratio: the
+   bare loop registers one-GPU jobs only.
+
+`--clients N` posts the jobs from N threads at once, as a team's scripts would.
 
 Prints JSON: every repeat, and the median of each figure over `--repeat`. The machine's load average
 is recorded before and after, since the figures mean little without it.
@@ -24,6 +31,10 @@ Quick run (the defaults): 100 nodes, 300 jobs, a sweep of 100 trials, one repeat
 scale issue:
 
     python benchmarks/scale.py --nodes 1000 --jobs 3000 --trials 1000 --repeat 3
+
+The service against the bare loop (the CPU-per-job issue's measurement):
+
+    python benchmarks/scale.py --nodes 1000 --jobs 3000 --trials 0 --clients 8 --against-bare --repeat 3
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -152,11 +164,15 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
         cycles0 = service.http.get(f"{service.addr}/v1/status", timeout=30).json()["cycles"]
         session = service.http
         first_submit = time.time()
-        for i in range(args.jobs):
+
+        def post(i: int) -> None:
             body = JOB.format(i=i, team=i % 5, run_s=args.run_s).encode()
             session.post(f"{service.addr}/v1/jobs", data=body, timeout=30).raise_for_status()
             if i % 200 == 0:
                 svc_rss.sample(svc)
+
+        with ThreadPoolExecutor(args.clients) as pool:
+            list(pool.map(post, range(args.jobs)))
         submit_s = time.time() - first_submit
         sweep_posted, trial_ids = time.time(), set()
         if args.trials:
@@ -198,6 +214,9 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
             "service_peak_rss_mib": round(svc_rss.mib, 1), "devcluster_peak_rss_mib": round(dev_rss.mib, 1),
             "first_ready_s": round(first_ready_s, 2),
         }
+        if args.against_bare:
+            run.update(against_bare(args, nomad_url, allocs, workdir))
+            run["service_vs_bare"] = round(run["service_cpu_ms_per_job"] / run["bare_cpu_ms_per_job"], 2)
         service.stop(getattr(signal, args.restart_signal))
         run["restart_to_ready_s"] = round(service.start(), 2)
         if args.complete:
@@ -215,6 +234,58 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
         nomad.wait(30)
 
 
+def bare_template(nomad_url: str, allocs: list[dict[str, Any]]) -> str:
+    """One of the run's one-GPU jobs as the service registered it (Nomad's stored HCL source), with its job
+    ID, node ID and device ID made jinja2 variables: the same HCL for the bare loop to render."""
+    alloc = next(a for a in allocs if len(a["device_ids"]) == 1)
+    reply = requests.get(f"{nomad_url}/v1/job/{alloc['job_id']}/submission",
+                         params={"version": "0", "namespace": alloc["namespace"]}, timeout=30)
+    reply.raise_for_status()
+    source = str(reply.json()["Source"])
+    if "{{" in source or "{%" in source or "{#" in source:
+        raise RuntimeError("the registered HCL holds jinja2 syntax; it cannot be used as the bare loop's template")
+    for value, name in ((alloc["job_id"], "job_id"), (alloc["node_id"], "node_id"),
+                        (alloc["device_ids"][0], "device_id")):
+        if value not in source:
+            raise RuntimeError(f"the registered HCL does not name its {name} {value!r}")
+        source = source.replace(value, "{{ " + name + " }}")
+    return source
+
+
+def gpu_pins(nomad_url: str) -> list[list[str]]:
+    """[node ID, GPU ID] for every GPU of the dev cluster, node by node."""
+    pins = []
+    for stub in requests.get(f"{nomad_url}/v1/nodes", timeout=60).json():
+        node = requests.get(f"{nomad_url}/v1/node/{stub['ID']}", timeout=30).json()
+        for device in (node.get("NodeResources") or {}).get("Devices") or []:
+            pins += [[node["ID"], inst["ID"]] for inst in device.get("Instances") or []]
+    return pins
+
+
+def against_bare(args: argparse.Namespace, service_nomad_url: str, allocs: list[dict[str, Any]],
+                 workdir: Path) -> dict[str, Any]:
+    """The bare loop's figures for as many jobs as the service took, on a fresh dev cluster of the same fleet."""
+    (workdir / "bare.hcl.j2").write_text(bare_template(service_nomad_url, allocs), encoding="utf-8")
+    nomad, nomad_url = start_dev_cluster(workdir / "cluster.yaml", 1.0)
+    try:
+        (workdir / "pins.json").write_text(json.dumps(gpu_pins(nomad_url)), encoding="utf-8")
+        done = subprocess.run(
+            [sys.executable, str(Path(__file__).with_name("bare_loop.py")), "--nomad", nomad_url,
+             "--template", str(workdir / "bare.hcl.j2"), "--pins", str(workdir / "pins.json"),
+             "--jobs", str(args.jobs)], capture_output=True, text=True, timeout=args.timeout_s, check=False)
+        if done.returncode != 0:
+            raise RuntimeError(f"the bare loop failed: {done.stderr.strip()[-2000:]}")
+        bare = json.loads(done.stdout.strip().splitlines()[-1])
+        audit = requests.get(f"{nomad_url}/_dev/audit", timeout=120).json()
+        placed = [a for a in audit["allocations"] if a["job_id"].startswith("bare-")]
+        if len(placed) != args.jobs:
+            raise RuntimeError(f"the bare loop's {args.jobs} jobs made {len(placed)} allocations")
+        return {"bare_cpu_ms_per_job": bare["cpu_ms_per_job"], "bare_registers_per_s": bare["registers_per_s"]}
+    finally:
+        nomad.terminate()
+        nomad.wait(30)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--nodes", type=int, default=100, help="8 x A100 nodes in the dev cluster")
@@ -228,6 +299,9 @@ def main() -> int:
     parser.add_argument("--restart-signal", choices=["SIGTERM", "SIGKILL"], default="SIGTERM")
     parser.add_argument("--complete", action="store_true", help="also wait for every job to complete")
     parser.add_argument("--timeout-s", type=float, default=600.0)
+    parser.add_argument("--clients", type=int, default=1, help="threads posting the jobs at once")
+    parser.add_argument("--against-bare", action="store_true",
+                        help="also run benchmarks/bare_loop.py on the same fleet and print the ratio")
     args = parser.parse_args()
     if args.jobs + args.trials > args.nodes * 8:
         print(f"{args.jobs + args.trials} jobs do not fit on {args.nodes * 8} GPUs at once", file=sys.stderr)
