@@ -42,7 +42,7 @@ class ApiClient:
     def __init__(self, address: str, token: str | None = None, timeout_s: float = 30.0) -> None:
         self.address = address.rstrip("/")
         self.session = requests.Session()
-        # state changes without a body (hold, cancel) must carry it: a web page cannot (service/browser.py)
+        # a POST without a body (hold, requeue) must carry it: a web page cannot (service/browser.py)
         self.session.headers["X-Nomad-Gpu-Client"] = "cli"
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"
