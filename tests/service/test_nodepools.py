@@ -11,7 +11,7 @@ from nomad_gpu.domain.errors import NotAllowed
 from nomad_gpu.domain.ids import EntryId, NodeId, Team
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.nomad.client import NomadUnavailable
-from nomad_gpu.render import parse_spec
+from nomad_gpu.render import JobSpec, parse_spec
 from nomad_gpu.service.nodepools import NamespacePools, allowed_pool, job_pool, namespace_default_pool
 from nomad_gpu.service.settings import AccessSettings, Grant
 from nomad_gpu.service.translate import job_request
@@ -90,7 +90,7 @@ def test_namespace_pools_are_read_once_per_ttl_and_an_unreachable_nomad_is_none(
 
 def test_an_entry_stored_without_a_pool_is_placed_in_default_only() -> None:
     spec = parse_spec({"name": "j", "task": {"image": "i"}, "gpu": {"count": 1}})
-    assert spec.node_pool is None  # stored before the pool was bound at submit
+    assert isinstance(spec, JobSpec) and spec.node_pool is None  # stored before the pool was bound at submit
     request = job_request(QueueEntry(id="q1", name="j", team="t", priority=50, spec={}, submitted_at=0.0), spec)
     assert request.node_pool == "default"
     assert request.places_on(Node(NodeId("a"), node_pool="default"))
