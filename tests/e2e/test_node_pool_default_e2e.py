@@ -9,7 +9,6 @@ dev cluster: its audit (which node each allocation ran on) and each registered j
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
@@ -84,9 +83,12 @@ def test_a_spec_without_a_pool_never_runs_in_a_pool_the_token_may_not_use(tmp_pa
                 assert r.status_code == 201, r.text
             assert post(runtime, job("a100", "gpu: {count: 1, models: [NVIDIA A100-SXM4-80GB]}\n")).status_code == 201
             wait_for(lambda: entries(runtime)["a100"]["state"] == "running", 20, "the A100 job to run")
-            time.sleep(2.0)  # ten cycles: time enough to place the others, were any of them placeable
+            # each has been decided (a cycle said why it waits) and none was placed: a placement would come first
+            wait_for(lambda: all(entries(runtime)[n]["reason"] or entries(runtime)[n]["state"] != "queued"
+                                 for n in waiting), 20, "a wait reason for each")
             seen = entries(runtime)
             assert {n: seen[n]["state"] for n in waiting} == dict.fromkeys(waiting, "queued")
+            assert all("outside its" in seen[n]["reason"] for n in ("whole", "mig", "share")), seen
             audit = dc.audit()
             assert [a["job_id"] for a in audit["allocations"] if a["node_id"] in reserved] == []
             running = [e for e in seen.values() if e["state"] == "running"]
