@@ -12,6 +12,7 @@ events on that stream, for as long as the stream stays up. The dev cluster keeps
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,6 +26,15 @@ _VALID_NAME = re.compile(r"^[a-zA-Z0-9-]{1,128}$")
 """`validNamespaceName` (nomad/structs/structs.go, v2.0.5)."""
 _MAX_DESCRIPTION = 256
 """`maxNamespaceDescriptionLength` (nomad/structs/structs.go, v2.0.5)."""
+
+
+_ENTERPRISE_CONFIG = (("NodePoolConfiguration", "node pool configuration: Node Pools Governance"),
+                      ("VaultConfiguration", "vault configuration: Multi-Cluster Vault"),
+                      ("ConsulConfiguration", "consul configuration: Multi-Cluster Consul"))
+"""What Nomad CE refuses in a namespace: `Namespace.Validate` (nomad/structs/structs.go) prefixes the
+`Validate` of each, which is "... is unlicensed." for any non-nil value (nomad/structs/structs_ce.go,
+v2.0.5 and v1.10.5). So a CE namespace has no default node pool: a job without one is in `default`
+(`jobNodePoolMutatingHook`, nomad/job_endpoint_hook_node_pool_ce.go), as `jobs.canonicalize` fills it."""
 
 
 class NamespaceError(Exception):
@@ -64,11 +74,14 @@ def upsert(state: ClusterState, path_name: str, body: Any) -> int:
         raise NamespaceError(400, "Namespace name does not match request path")
     errors = []
     if not isinstance(name, str) or not _VALID_NAME.match(name):
-        errors.append(f"invalid name {name!r}. Must match regex {_VALID_NAME.pattern}")
+        errors.append(f"invalid name {_go_quote(name)}. Must match regex {_VALID_NAME.pattern}")
     if not isinstance(description, str) or len(description) > _MAX_DESCRIPTION:
         errors.append(f"description longer than {_MAX_DESCRIPTION}")
+    for field, what in _ENTERPRISE_CONFIG:  # any value but null, `{}` too: the struct pointer is set
+        if body.get(field) is not None:
+            errors.append(f"invalid {what} is unlicensed.")
     if errors:
-        raise NamespaceError(500, f"Invalid namespace {name!r}: {_multierror(errors)}")
+        raise NamespaceError(500, f"Invalid namespace {_go_quote(name)}: {_multierror(errors)}")
     with state.lock:
         index = state._next_index()
         record = state.namespace_records.get(name)
@@ -123,6 +136,11 @@ def expand(state: ClusterState, namespace: str) -> frozenset[str]:
         with state.lock:
             return frozenset(state.namespace_records)
     return frozenset({namespace})
+
+
+def _go_quote(value: object) -> str:
+    """Go's `%q` of a string (double quotes), as the errors above print the name."""
+    return json.dumps(value if isinstance(value, str) else str(value), ensure_ascii=False)
 
 
 def _multierror(errors: list[str]) -> str:

@@ -82,6 +82,8 @@ class JobRequest:
     datacenters: frozenset[str] = frozenset()
     """Allowed datacenters; empty = any."""
     node_pool: str | None = None
+    """The one Nomad pool it runs in (`all`: every node); None: any (the simulator's jobs; the service always
+    names one, since a job without a pool is Nomad's `default`, never free to go anywhere)."""
     one_node: bool = False
     """Every ask on the same node (how the service pins a job today: one node constraint per job)."""
     avoid_nodes: frozenset[NodeId] = frozenset()
@@ -105,10 +107,10 @@ class JobRequest:
     def places_on(self, node: Node) -> bool:
         """Whether the node may host the job, as Nomad decides it: a job's datacenters are glob patterns
         where only `*` is special (`scheduler/util.go` readyNodesInDCsAndPool, ryanuber/go-glob, v2.0.5); no
-        datacenters at all means any. A job without a pool may go to any pool here: the service renders the
-        chosen node's pool into the job, so Nomad scans that pool. Every driver the job's tasks use must be
-        detected and healthy on the node (`scheduler/feasible/feasible.go` DriverChecker, v2.0.5)."""
-        if self.node_pool is not None and node.node_pool != self.node_pool:
+        datacenters at all means any. The job's one pool is scanned, every node for `all` (the same function).
+        Every driver the job's tasks use must be detected and healthy on the node
+        (`scheduler/feasible/feasible.go` DriverChecker, v2.0.5)."""
+        if self.node_pool not in (None, "all", node.node_pool):  # `all` scans every node (scheduler/util.go)
             return False
         if node.id in self.avoid_nodes:
             return False

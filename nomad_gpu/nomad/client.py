@@ -309,6 +309,14 @@ class NomadClient:
             raise NomadUnavailable("list namespaces: the reply is not a JSON list")
         return sorted(str(n["Name"]) for n in raw if isinstance(n, dict) and isinstance(n.get("Name"), str))
 
+    def namespace(self, name: str) -> dict[str, Any] | None:
+        """`GET /v1/namespace/:name` (`Namespace.GetNamespace`, nomad/namespace_endpoint.go, v2.0.5); None: none."""
+        try:
+            what = f"read namespace {name}"
+            return self._shaped(replies.mapping, _translate(lambda: self.api.namespace.get_namespace(name), what), what)
+        except NomadNotFound:
+            return None
+
     def job(self, job_id: str, namespace: str | None = None) -> dict[str, Any] | None:
         try:
             what = f"read job {job_id}"

@@ -42,8 +42,9 @@ class RenderPlacement:
     node_id: str
     groups: tuple[GroupPlacement, ...]
     node_pool: str | None = None
-    """The chosen node's pool, rendered when the spec names none: Nomad fills in `default` and scans
-    only that pool (`nomad/job_endpoint_hook_node_pool_ce.go`, `scheduler/util.go`, v2.0.5)."""
+    """The chosen node's pool, rendered when the spec names none (an entry stored before the service bound
+    each spec to its pool at submit: it was placed in `default`, where Nomad puts a job without a pool,
+    `nomad/job_endpoint_hook_node_pool_ce.go`, and scans only that pool, `scheduler/util.go`, v2.0.5)."""
 
     def for_group(self, name: str) -> GroupPlacement:
         """The placement of the group called ``name``."""

@@ -65,7 +65,8 @@ EXTRA: dict[str, tuple[str, str, str]] = {
     "JobSpec.priority": ("1-100", "70", "Order in the queue: higher first, then fair share, then age."),
     "JobSpec.datacenters": ("", '["dc1"]', "Datacenters it may run in; `*` matches any run of characters."),
     "JobSpec.namespace": ("", "ml", "The Nomad namespace of its job (one the service is configured for)."),
-    "JobSpec.node_pool": ("", "reserved", "The Nomad node pool it must run in; unset: any pool."),
+    "JobSpec.node_pool": ("", "reserved", "The Nomad node pool it must run in; unset: its namespace's default "
+                          "pool, else `default` (as Nomad)."),
     "JobSpec.template": ("", "service", "The Jinja2 template (`templates/<name>.hcl.j2`) that renders its HCL."),
     "JobSpec.retries": ("attempts", "2", "How often a failed or lost run is started again."),
     "JobSpec.meta": ("", '{"owner": "ana"}', "Job meta, shown in the Nomad UI (keys `nomad_gpu_*` are reserved)."),

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -52,6 +52,7 @@ from nomad_gpu.service.history import History
 from nomad_gpu.service.httpkit import error, read_body, status_of, visible_entry
 from nomad_gpu.service.jobdetail import NomadReads
 from nomad_gpu.service.listroutes import list_routes
+from nomad_gpu.service.nodepools import allowed_pool
 from nomad_gpu.service.openapi import document
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
@@ -76,14 +77,16 @@ is what it writes to the queue: bounded here, before expanding, until trials sha
 def create_app(service: SchedulerService, token: str | None = None,
                access: AccessSettings | None = None, *, nomad_address: str | None = None,
                history: History | None = None, usage: UsagePoller | None = None,
-               nomad: NomadReads | None = None, templates: Collection[str] | None = None) -> Starlette:
+               nomad: NomadReads | None = None, templates: Collection[str] | None = None,
+               namespace_pools: Callable[[str], str | None] | None = None) -> Starlette:
     """The API over ``service``; ``token`` (NOMAD_GPU_TOKEN) is an admin token added to ``access``.
 
     ``nomad_address`` is shown in the status (the dashboard links each job to Nomad's UI there);
     ``history`` is what ``/v1/history`` answers from (empty without one); ``usage`` adds each running
     entry's GPU utilisation and memory (``usage``, null while unknown) to the entry JSON; ``nomad``
     answers what is read from Nomad for one entry (allocations, registered HCL, logs); ``templates``, the
-    job templates a spec may name (checked at submit when given).
+    job templates a spec may name (checked at submit when given); ``namespace_pools``, a namespace's default
+    node pool in Nomad (:class:`nomad_gpu.service.nodepools.NamespacePools`), for specs that name none.
     """
     rules = (access or AccessSettings()).with_admin(token)
     quota = TeamQuota(rules.team_limits.max_entries, rules.team_limits.max_stored_bytes)
@@ -101,7 +104,7 @@ def create_app(service: SchedulerService, token: str | None = None,
             key = f"{caller.team}/{key}"  # one team's key never answers with another team's entries
 
         def store() -> Response:  # one hop to a worker thread for the checks and the store
-            data, spec = check_submission(body, content_type, rules, caller, templates)
+            data, spec = check_submission(body, content_type, rules, caller, templates, namespace_pools)
             entries = service.submit(data, idempotency_key=key, spec=spec, quota=quota)
             if len(caller.visible(entries)) != len(entries):  # a key an admin used for another team
                 raise StateConflict("this Idempotency-Key was already used for another team's submission")
@@ -266,12 +269,16 @@ def sweep_payload(sweep_id: str, trials: list[Entry]) -> Sweep:
 
 
 def check_submission(body: bytes, content_type: str, rules: AccessSettings, caller: Caller,
-                     templates: Collection[str] | None = None) -> tuple[dict[str, Any], JobSpec | SweepSpec | None]:
+                     templates: Collection[str] | None = None,
+                     namespace_pool: Callable[[str], str | None] | None = None,
+                     ) -> tuple[dict[str, Any], JobSpec | SweepSpec | None]:
     """Decode and validate a submitted spec for ``caller``: the data to store and, when the data is what
     was validated, its model (None when the caller's team was bound into it); or an error of the tree.
 
     Runs the same loader as the CLI (aliases, nesting and the trial cap are refused here, before
-    anything is expanded), checks the task drivers, and binds the entry to the caller's team.
+    anything is expanded), checks the task drivers, binds the entry to the caller's team and to the one
+    node pool it may run in (:mod:`nomad_gpu.service.nodepools`; ``namespace_pool``: a namespace's default
+    pool in Nomad, None for none).
     """
     try:
         text = body.decode("utf-8")
@@ -285,7 +292,8 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings, call
     rules = rules.narrowed(caller.grant)
     check_drivers(spec, rules)
     check_namespace(spec, rules)
-    check_node_pool(spec, rules)
+    pool = allowed_pool(spec.node_pool, None if spec.node_pool or namespace_pool is None
+                        else namespace_pool(spec.namespace), rules)
     datacenters = check_datacenters(spec, rules)
     if templates is not None and spec.template not in templates:
         raise InvalidRequest(f"template: no template {spec.template!r} here (known: {', '.join(sorted(templates))})")
@@ -294,6 +302,9 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings, call
         check_sweep_size(spec)
     data = dict(document.data)
     validated: JobSpec | SweepSpec | None = spec
+    if spec.node_pool is None:  # bound: placement, fleet check and the rendered job see this pool only
+        data["node_pool"] = pool
+        validated = None
     if datacenters is not None:  # "any" given as the datacenters this service allows
         data["datacenters"] = datacenters
         validated = None  # the data is no longer what was validated
@@ -305,13 +316,6 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings, call
             data["team"] = caller.team
             return data, None
     return data, validated
-
-
-def check_node_pool(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:
-    pool = spec.node_pool or "default"  # none named: Nomad's `default` (job_endpoint_hook_node_pool_ce.go)
-    if "*" not in rules.node_pools and pool not in rules.node_pools:
-        raise NotAllowed(f"node_pool: {pool!r} is not open to these submissions (allowed: "
-                         f"{', '.join(sorted(rules.node_pools))}; see node_pools in the service config)")
 
 
 def check_datacenters(spec: JobSpec | SweepSpec, rules: AccessSettings) -> list[str] | None:

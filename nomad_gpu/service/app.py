@@ -18,6 +18,7 @@ from nomad_gpu.service.history import History, HistorySampler
 from nomad_gpu.service.listen import ApiServer, plan_listen
 from nomad_gpu.service.livemetrics import install as install_live_metrics
 from nomad_gpu.service.metrics import Metrics
+from nomad_gpu.service.nodepools import NamespacePools
 from nomad_gpu.service.relayoutconfig import STORE_KEY as RELAYOUTS_KEY
 from nomad_gpu.service.relayoutconfig import build_loop
 from nomad_gpu.service.relayoutloop import RelayoutCollector
@@ -67,7 +68,8 @@ class ServiceRuntime:
                                ignore=self.settings.ignore_existing_jobs, adopt=self.settings.adopt_existing_jobs)
         self._api = ApiServer(create_app(self.scheduler, access=self.access, nomad_address=self.settings.nomad.address,
                                          history=self.history, usage=self.usage, nomad=self.client,
-                                         templates=self.actuator.renderer.template_names()), self.listen,
+                                         templates=self.actuator.renderer.template_names(),
+                                         namespace_pools=NamespacePools(self.client.namespace)), self.listen,
                               hosts=self.access.hosts, limits=self.access.http)
         self._api.bind()  # a port in use or a bad TLS key fails here, before anything runs
         self.scheduler.start()

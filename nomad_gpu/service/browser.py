@@ -10,9 +10,11 @@ readable to that page. So, before any route runs:
   rebound name is answered 421 and nothing else;
 * a state change (any method but GET and HEAD) with a body must declare JSON or YAML, which a browser
   sends cross-site only after a preflight: 415 otherwise;
-* a bodiless state change (hold, release, requeue, cancel) must carry ``X-Nomad-Gpu-Client`` (any value)
-  or a token header (``X-Nomad-Gpu-Token``, ``Authorization: Bearer``), headers a page can set only after
-  a preflight too: 403 otherwise;
+* a bodiless POST (hold, release, requeue, ...) must carry ``X-Nomad-Gpu-Client`` (any value) or a token
+  header (``X-Nomad-Gpu-Token``, ``Authorization: Bearer``), headers a page can set only after a preflight
+  too: 403 otherwise. POST is the one state-changing method a page sends cross-site without a preflight
+  (a CORS-safelisted method, Fetch standard); DELETE, PUT and PATCH need one, so ``curl -X DELETE`` on
+  loopback needs no such header;
 * a state change whose ``Origin`` is not one of the hosts above is refused (403), whatever it carries;
 * a request with both ``Content-Length`` and ``Transfer-Encoding`` is refused (400) and its connection
   closed, like every refusal here: the bytes after its body are never read as another request.
@@ -35,6 +37,8 @@ LOOPBACK_NAMES = frozenset({"localhost"})
 WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 JSON_OR_YAML = frozenset({"application/json", "application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml"})
 _SAFE_METHODS = frozenset({"GET", "HEAD"})
+_NO_PREFLIGHT = "POST"
+"""The one CORS-safelisted method that changes state: a page sends it cross-site without asking first."""
 
 
 def host_name(authority: str) -> str | None:
@@ -120,6 +124,8 @@ class BrowserGuard:
             if media not in JSON_OR_YAML and not media.endswith(("+json", "+yaml")):
                 return 415, (f"Content-Type {media or '(none)'!r}: send the body as application/json or "
                              "application/yaml")
+            return None
+        if method != _NO_PREFLIGHT:  # a page must ask first, and no preflight is ever granted
             return None
         if CLIENT_HEADER.lower() in headers or "x-nomad-gpu-token" in headers or \
                 headers.get("authorization", "")[:7].lower() == "bearer ":

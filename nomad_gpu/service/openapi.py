@@ -194,7 +194,11 @@ def document() -> JSON:
         "info": {"title": "nomad-gpu", "version": __version__,
                  "description": "The HTTP API of the nomad-gpu service: a GPU queue for HashiCorp Nomad. Send a "
                                 "token as `Authorization: Bearer <token>` (or `X-Nomad-Gpu-Token`) where one is "
-                                "configured; errors are JSON `{\"error\": \"...\"}`."},
+                                "configured; errors are JSON `{\"error\": \"...\"}`. A state change with a body "
+                                "is JSON or YAML (`Content-Type`, else 415); a POST without a body (hold, release, "
+                                "requeue) carries `X-Nomad-Gpu-Client` (any value) or a token (else 403), which a "
+                                "web page cannot send cross-site; a DELETE needs neither (a page can send one only "
+                                "after a preflight, never granted); a foreign `Origin` is refused (403)."},
         "components": {"schemas": SCHEMAS,
                        "securitySchemes": {"bearer": {"type": "http", "scheme": "bearer"}}},
         "security": [{"bearer": []}, {}],

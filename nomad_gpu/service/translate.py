@@ -48,7 +48,8 @@ def job_request(entry: QueueEntry, spec: JobSpec, classes: ClassBook | None = No
             asks.append(AllocAsk(group.name, i, group.resources.cpu, group.resources.memory, gpu, tiers))
     return JobRequest(
         entry=EntryId(entry.id), team=Team(entry.team), asks=tuple(asks), priority=entry.priority,
-        submitted_at=entry.submitted_at, datacenters=frozenset(spec.datacenters), node_pool=spec.node_pool,
+        submitted_at=entry.submitted_at, datacenters=frozenset(spec.datacenters),
+        node_pool=spec.node_pool or "default",  # bound at submit; older entries: Nomad's `default` (nodepools.py)
         one_node=True, drivers=frozenset(group.task.driver for group in spec.groups),
     )
 

@@ -69,3 +69,28 @@ def test_a_wildcard_stream_does_not_see_a_namespace_created_after_it_subscribed(
             late.close()
     finally:
         early.close()
+
+
+@pytest.mark.parametrize(("field", "config", "what"), [
+    pytest.param("NodePoolConfiguration", {"Default": "reserved"}, "node pool configuration: Node Pools Governance",
+                 id="node-pool-default"),
+    pytest.param("NodePoolConfiguration", {}, "node pool configuration: Node Pools Governance", id="node-pool-empty"),
+    pytest.param("VaultConfiguration", {"Default": "v"}, "vault configuration: Multi-Cluster Vault", id="vault"),
+    pytest.param("ConsulConfiguration", {"Default": "c"}, "consul configuration: Multi-Cluster Consul", id="consul"),
+])
+def test_a_namespace_default_pool_is_enterprise_only(make_cluster: ClusterFactory, field: str,
+                                                     config: dict[str, str], what: str) -> None:
+    """Issue 31, item 1: Nomad CE refuses a namespace's node pool configuration (`Namespace.Validate`,
+    nomad/structs/structs.go; structs_ce.go "unlicensed", v2.0.5 and v1.10.5), so no namespace there
+    has a default pool and a job without one is in `default` (job_endpoint_hook_node_pool_ce.go)."""
+    cluster = make_cluster(TWO_NODES)
+    r = requests.post(f"{cluster.url}/v1/namespace/gpu", json={"Name": "gpu", field: config}, timeout=5)
+    assert (r.status_code, r.text) == (500, f'Invalid namespace "gpu": 1 error occurred:\n\t* invalid {what} is '
+                                            "unlicensed.\n\n")
+    assert requests.get(f"{cluster.url}/v1/namespace/gpu", timeout=5).status_code == 404
+    assert requests.post(f"{cluster.url}/v1/namespace/gpu", json={"Name": "gpu", field: None},
+                         timeout=5).status_code == 200
+    assert requests.get(f"{cluster.url}/v1/namespace/gpu", timeout=5).json()[field] is None
+    assert _register(cluster, "no-pool", "gpu").status_code == 200
+    job = requests.get(f"{cluster.url}/v1/job/no-pool", params={"namespace": "gpu"}, timeout=5).json()
+    assert job["NodePool"] == "default"

@@ -38,7 +38,12 @@ def test_datacenters_are_go_glob_patterns(patterns: tuple[str, ...], dc: str, ok
 def test_a_pool_named_in_the_spec_is_the_only_pool() -> None:
     assert req(pool="gpu").places_on(node(pool="gpu"))
     assert not req(pool="gpu").places_on(node(pool="default"))
-    assert req().places_on(node(pool="gpu")), "no pool: any pool, and the chosen node's pool is rendered"
+    assert req().places_on(node(pool="gpu")), "None (the simulator's jobs): any pool"
+
+
+def test_the_all_pool_is_every_node() -> None:
+    # scheduler/util.go readyNodesInDCsAndPool (v2.0.5): `all` scans state.Nodes, not one pool's
+    assert req(pool="all").places_on(node(pool="reserved")) and req(pool="all").places_on(node())
 
 
 def test_every_driver_must_be_healthy_on_the_node() -> None:

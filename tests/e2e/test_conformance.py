@@ -7,7 +7,8 @@ test is one behaviour read from Nomad's source, and the service is judged by the
   to 1.10 (`nomad/drainer`, v1.10.5 vs v1.11.0+). The entry's job is stopped, so no replacement ever
   outlives the booking.
 - A job without `node_pool` is placed only in `default` (`nomad/job_endpoint_hook_node_pool_ce.go`,
-  `scheduler/util.go`, v2.0.5): the service renders the chosen node's pool.
+  `scheduler/util.go`, v2.0.5): the service holds it to that pool too (issue 31, item 1), and renders the
+  pool a spec names.
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ import requests
 from harness import NOMAD_VERSIONS, ONE_GPU, all_ended, entries, overlaps, spec, start_service, submit, wait_for
 
 from nomad_gpu.devcluster import DevCluster
+from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.service.app import ServiceRuntime
+from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings, access_from_mapping
 
 
 def running_alloc(dc: DevCluster, job_id: str) -> dict[str, object]:
@@ -76,14 +80,23 @@ def test_a_drained_batch_job_is_not_a_success(nomad_version: str, tmp_path: Path
 
 
 @pytest.mark.e2e
-def test_a_job_without_a_pool_runs_on_a_node_outside_default(tmp_path: Path) -> None:
+def test_a_job_without_a_pool_is_held_to_default_and_a_named_pool_runs_there(tmp_path: Path) -> None:
     cluster = {"name": "pools",
                "nodes": [{**ONE_GPU["nodes"][0], "node_pool": "gpu"}]}
     with DevCluster(cluster, speed=50, heartbeat_s=1.0) as dc:
-        runtime = start_service(dc.url, tmp_path / "q.db")
+        runtime = ServiceRuntime(ServiceSettings(
+            nomad=NomadSettings(address=dc.url), scheduling=SchedulingSettings(tick_s=0.5),
+            db_path=str(tmp_path / "q.db"), listen="http://127.0.0.1:0",
+            access=access_from_mapping({"node_pools": ["default", "gpu"]})))
+        runtime.start(wait_ready_s=10)
         try:
-            submit(runtime, spec("pooled", duration_s=10.0))
+            r = requests.post(f"{runtime.address}/v1/jobs", data=spec("unpooled").encode(), timeout=10,
+                              headers={"Content-Type": "application/yaml"})
+            assert r.status_code == 422 and "no node in node pool 'default'" in r.json()["error"], r.text
+            submit(runtime, spec("pooled", duration_s=10.0, extra="node_pool: gpu\n"))
             wait_for(lambda: all_ended(runtime), timeout_s=30, what="the job to end")
-            assert entries(runtime)[0]["state"] == "complete"
+            (entry,) = entries(runtime)
+            assert entry["state"] == "complete"
+            assert [a["job_id"] for a in dc.audit()["allocations"]] == [entry["nomad_job_id"]]
         finally:
             runtime.stop()

@@ -43,8 +43,8 @@ def write(tmp_path: Path, name: str, asks: str) -> str:
 
 @pytest.mark.parametrize(("asks", "line"), [
     pytest.param("gpu: {count: 9}", "at most 8 on one node here", id="nine-gpus"),
-    pytest.param("gpu: {models: [V100]}", "models here: NVIDIA A100-SXM4-80GB, NVIDIA H100 80GB HBM3, NVIDIA H200",
-                 id="model"),
+    pytest.param("gpu: {models: [V100]}", "models here: NVIDIA A100-SXM4-80GB, NVIDIA H100 80GB HBM3;",
+                 id="model"),  # the job's pool only (`default`: no pool named); the H200s are in `reserved`
     pytest.param("mig: {profile: 1g.5gb}", "MIG profiles here: 1g.10gb", id="mig-profile"),
     pytest.param("gpu: {count: 1}\nresources: {memory: 2000000}", "2000000 MB memory on one node", id="memory"),
 ])

@@ -84,12 +84,34 @@ def test_bodiless_state_changes_need_the_client_header(served: tuple[SchedulerSe
     service, address = served
     entry = service.submit({"name": "x", "task": {"image": "i"}})[0].id
     for method, path in [("POST", f"/v1/jobs/{entry}/hold"), ("POST", f"/v1/jobs/{entry}/requeue"),
-                         ("DELETE", f"/v1/jobs/{entry}"), ("DELETE", "/v1/sweeps/hp-s1")]:
+                         ("POST", f"/v1/jobs/{entry}/release")]:
         r = requests.request(method, f"{address}{path}", timeout=5)
         assert r.status_code == 403 and "X-Nomad-Gpu-Client" in r.json()["error"], (method, path)
     assert service.store.get(entry).state is EntryState.QUEUED and not service.store.get(entry).held
     r = requests.post(f"{address}/v1/jobs/{entry}/hold", headers=CLIENT_HEADER, timeout=5)
     assert r.status_code == 200 and service.store.get(entry).held
+
+
+def test_a_delete_needs_no_client_header_but_a_foreign_origin_is_still_refused(
+        served: tuple[SchedulerService, str]) -> None:
+    """Issue 31, item 9: a browser sends DELETE cross-site only after a preflight, which is never granted,
+    so `curl -X DELETE` on loopback is served as it is; a request naming a foreign Origin is not."""
+    service, address = served
+    entry = service.submit({"name": "x", "task": {"image": "i"}})[0].id
+    preflight = requests.options(f"{address}/v1/jobs/{entry}", timeout=5, headers={
+        "Origin": "https://evil.example", "Access-Control-Request-Method": "DELETE"})
+    assert preflight.status_code >= 400
+    assert not any(h.lower().startswith("access-control-") for h in preflight.headers)
+    same_site = requests.options(f"{address}/v1/jobs/{entry}", timeout=5, headers={"Origin": address,
+                                 "Access-Control-Request-Method": "DELETE"})
+    assert same_site.status_code >= 400
+    assert not any(h.lower().startswith("access-control-") for h in same_site.headers)
+    r = requests.delete(f"{address}/v1/jobs/{entry}", headers={"Origin": "http://evil.example"}, timeout=5)
+    assert r.status_code == 403 and "origin" in r.json()["error"]
+    assert service.store.get(entry).state is EntryState.QUEUED
+    r = requests.delete(f"{address}/v1/jobs/{entry}", timeout=5)
+    assert r.status_code == 200, r.text
+    assert service.store.get(entry).state is EntryState.CANCELLED
 
 
 def test_a_preflight_is_never_granted(served: tuple[SchedulerService, str]) -> None:

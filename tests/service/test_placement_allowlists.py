@@ -73,3 +73,20 @@ def test_an_unknown_template_is_refused_at_submit(service: SchedulerService) -> 
     r = post(client, NLP, job("template: nosuch\n"))
     assert r.status_code == 400 and "batch" in r.json()["error"]
     assert post(client, NLP, job("template: batch\n")).status_code == 201
+
+
+def test_a_spec_without_a_pool_is_bound_to_the_one_pool_it_may_use(service: SchedulerService) -> None:
+    """Issue 31, item 1: no `node_pool` was "any pool", so a token granted `[default]` ran in `reserved`.
+    It is Nomad's choice (the namespace's default pool, else `default`), bound into the stored spec."""
+    access = config(node_pools=["default", "reserved"], namespaces=["default", "ml"],
+                    vision={"node_pools": ["default"]})
+    pools = {"ml": "reserved"}  # Nomad Enterprise: namespace ml's node_pool_config.default
+    client = TestClient(create_app(service, access=access, namespace_pools=pools.get))
+    stored = post(client, VISION, job()).json()["entries"][0]
+    assert stored["spec"]["node_pool"] == "default"
+    sweep = "kind: sweep\nname: s\ntask: {image: i}\nsweep: {mode: grid, parameters: {lr: [1, 2]}}\n"
+    assert {e["spec"]["node_pool"] for e in post(client, VISION, sweep).json()["entries"]} == {"default"}
+    r = post(client, VISION, job("namespace: ml\n"))
+    assert r.status_code == 403 and "namespace's default pool is 'reserved'" in r.json()["error"]
+    assert post(client, NLP, job("namespace: ml\n")).json()["entries"][0]["spec"]["node_pool"] == "reserved"
+    assert post(client, VISION, job("namespace: ml\nnode_pool: default\n")).status_code == 201
