@@ -116,3 +116,32 @@ def test_help_explains_every_flag() -> None:
             assert param.opts[-1] in out
     for item in ("config", "nomad_token", "check_token", "tls_cert", "tls_key", "nomad_ca_cert", "nomad var put"):
         assert item in out
+
+
+DEPLOY_DOC = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
+
+
+def _blocks(kind: str) -> list[str]:
+    return re.findall(rf"```{kind}\n(.*?)```", DEPLOY_DOC.read_text(), flags=re.S)
+
+
+def test_the_deploy_page_renders_what_it_says(tmp_path: Path) -> None:
+    """docs/deploy.md: its config loads, its render command runs, and its `nomad var put` fills every item the
+    rendered job reads from the Variable."""
+    from nomad_gpu.service.settings import load_config
+
+    (config_text,) = [b for b in _blocks("yaml") if b.startswith("# config.yaml")]
+    config = tmp_path / "config.yaml"
+    config.write_text(config_text)
+    scheduling, access = load_config(str(config))
+    assert set(access.tokens.values()) == {"vision", "nlp", "monitoring", None}
+    assert {str(team) for team in scheduling.fair.teams} == {"vision", "nlp"}
+    shell = "\n".join(_blocks("sh")).replace("\\\n", " ")
+    (render_line,) = [line for line in shell.splitlines() if line.startswith("nomad-gpu deploy render")]
+    code, out, err = run(*render_line.split(">")[0].split()[1:])
+    assert code == 0, err
+    (put_line,) = [line for line in shell.splitlines() if line.startswith("nomad var put")]
+    put_items = {word.split("=")[0] for word in put_line.split() if "=" in word}
+    read_items = set(re.findall(r"\{\{ \.(\w+) \}\}", out))
+    assert read_items == put_items
+    assert "nomad/jobs/nomad-gpu" in put_line and "check_token=c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8" in put_line
