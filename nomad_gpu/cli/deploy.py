@@ -77,7 +77,8 @@ def deploy() -> None:
 @click.option("--host-volume", default="nomad-gpu", show_default=True,
               help="The client's host volume that keeps the queue database (client { host_volume ... }).")
 @click.option("--data-dir", default="/var/lib/nomad-gpu", show_default=True,
-              help="Where the host volume is mounted in the task; the database is DATA_DIR/queue.db.")
+              help="Where the host volume is mounted in the task; the database is DATA_DIR/queue.db. With "
+                   "raw_exec, which mounts nothing, give the volume's path on the node (its client config's path).")
 @click.option("--env", "env_pairs", multiple=True, metavar="KEY=VALUE",
               help="A plain environment variable for the service (repeatable), e.g. "
                    "NOMAD_GPU_WATCH_NAMESPACES=ml,research or NOMAD_TLS_SERVER_NAME=client.global.nomad; "

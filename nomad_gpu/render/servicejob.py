@@ -82,6 +82,7 @@ class ServiceJobSettings:
     host_volume: str = "nomad-gpu"
     """The client's host volume that keeps the queue database across restarts and reschedules."""
     data_dir: str = "/var/lib/nomad-gpu"
+    """Where the task sees the host volume (with raw_exec, which mounts nothing: the volume's path on the node)."""
     port: int | None = None
     """The port of the group network the service listens on: 0 dynamic, else static; None: no network
     (nor listen address, nor service registration)."""
@@ -135,6 +136,9 @@ def service_job_context(settings: ServiceJobSettings) -> dict[str, Any]:
         "memory": settings.memory,
         "host_volume": settings.host_volume,
         "data_dir": settings.data_dir,
+        # raw_exec mounts nothing (its driver offers no mount configs): the group's volume still places the
+        # job on a node that has it, and data_dir is then the volume's path on that node
+        "mount": settings.driver != "raw_exec",
         "port": settings.port,
         "port_label": PORT_LABEL,
         "scheme": "https" if settings.tls else "http",

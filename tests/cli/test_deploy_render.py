@@ -52,6 +52,7 @@ def test_deploy_render_writes_a_file(tmp_path: Path) -> None:
     assert out == "" and "nomad job run" in err
     hcl = dest.read_text()
     assert 'driver       = "raw_exec"' in hcl and "static" not in hcl and "NOMAD_CACERT" not in hcl
+    assert "volume_mount" not in hcl and 'source    = "nomad-gpu"' in hcl  # raw_exec mounts nothing
     assert "http://${NOMAD_ADDR_api}" in hcl
 
 
