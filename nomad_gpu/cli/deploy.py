@@ -72,8 +72,10 @@ def deploy() -> None:
 @click.option("--service-provider", type=click.Choice(["nomad", "consul"]), default="nomad", show_default=True,
               help="Nomad's own service catalogue, or Consul.")
 @click.option("--check-verify-tls", is_flag=True,
-              help="Have the health check verify the service's certificate (only for a certificate the node's "
-                   "system CAs trust; the default skips it, the check runs from the service's own node).")
+              help="With --service-provider consul: have Consul's check verify the service's certificate (the "
+                   "default skips it; the check runs from the service's own node). Nomad's own checks always "
+                   "verify it against the node's system CAs (Nomad refuses tls_skip_verify for them): put a "
+                   "private CA in the node's trust store.")
 @click.option("--host-volume", default="nomad-gpu", show_default=True,
               help="The client's host volume that keeps the queue database (client { host_volume ... }).")
 @click.option("--data-dir", default="/var/lib/nomad-gpu", show_default=True,

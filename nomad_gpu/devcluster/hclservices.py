@@ -161,38 +161,54 @@ def service_errors(group: JSON) -> list[str]:
 
 def _service_errors(service: JSON, labels: set[str]) -> list[str]:
     name = service.get("Name") or ""
+    provider = service.get("Provider") or "consul"
     errors = []
     if not name:
         errors.append("Service must have a name")
-    if service.get("Provider") not in ("", *_PROVIDERS):
+    if provider not in _PROVIDERS:
         errors.append(f"Service {name} validation failed: Service provider must be one of {', '.join(_PROVIDERS)}")
     port = service.get("PortLabel") or ""
     if port and not port.isdigit() and port not in labels:
         errors.append(f'port label "{port}" referenced by services {name} does not exist')
     for check in service.get("Checks") or []:
-        why = _check_error(check, labels)
+        why = _check_error(check, provider)
         if why:
             errors.append(f"Service {name} validation failed: Check {check.get('Name') or name} invalid: {why}")
     return errors
 
 
-def _check_error(check: JSON, labels: set[str]) -> str | None:
-    kind = check.get("Type")
-    if kind not in ("http", "tcp", "script", "grpc"):
-        return f'invalid type ({kind}), must be one of "http", "tcp", "script", "grpc"'
+def _check_error(check: JSON, provider: str) -> str | None:
+    """`ServiceCheck.validateCommon` and `validateNomad` (nomad/structs/services.go, v2.0.5)."""
+    allowed = ("tcp", "http") if provider == "nomad" else ("grpc", "tcp", "http", "script")
+    kind = str(check.get("Type") or "").lower()
+    if kind not in allowed:
+        return f'invalid check type ("{kind}"), must be one of {", ".join(allowed)}'
     if kind == "http" and not check.get("Path"):
         return "http type must have http path"
-    if check.get("Protocol") not in ("", "http", "https"):
-        return f'invalid protocol ({check.get("Protocol")}), must be "http" or "https"'
+    if kind == "http" and "://" in str(check.get("Path")):
+        return "http type must have relative http path"
     interval, timeout = int(check.get("Interval") or 0), int(check.get("Timeout") or 0)
+    if interval == 0:
+        return "missing required value interval. Interval cannot be less than 1s"
     if interval < _MIN_CHECK_NS:
-        return f"interval ({interval / _SECOND:g}s) cannot be lower than 1s"
+        return f"interval ({_go_duration(interval)}) cannot be lower than 1s"
+    if timeout == 0:
+        return "missing required value timeout. Timeout cannot be less than 1s"
     if timeout < _MIN_CHECK_NS:
-        return f"timeout ({timeout / _SECOND:g}s) is lower than required (1s)"
-    port = check.get("PortLabel") or ""
-    if port and not port.isdigit() and port not in labels:
-        return f'port label "{port}" does not exist'
+        return f"timeout ({_go_duration(timeout)}) is lower than required minimum timeout 1s"
+    if provider == "nomad" and check.get("TLSSkipVerify"):
+        return "tls_skip_verify may only be set for Consul service checks"
+    if provider == "nomad" and check.get("TLSServerName"):
+        return "tls_server_name may only be set for Consul service checks"
     return None
+
+
+def _go_duration(ns: int) -> str:
+    """Go's `time.Duration` text for the sub-second values refused above (`500ms`, `1.5µs`)."""
+    for unit, size in (("ms", 10**6), ("µs", 10**3)):
+        if ns >= size:
+            return f"{ns / size:g}{unit}"
+    return f"{ns}ns"
 
 
 def _template_errors(template: JSON) -> list[str]:

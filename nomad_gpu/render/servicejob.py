@@ -100,7 +100,8 @@ class ServiceJobSettings:
     check_interval: str = "10s"
     check_timeout: str = "3s"
     check_tls_skip_verify: bool = True
-    """Nomad's checker trusts only the system's CAs: a certificate of a private CA fails it otherwise."""
+    """Consul's check skips verifying the service's certificate (a private CA's); Nomad's own checks cannot:
+    they trust the node's system CAs only, so the certificate's CA must be there."""
 
 
 def check_variable_path(path: str) -> str:
@@ -149,7 +150,11 @@ def service_job_context(settings: ServiceJobSettings) -> dict[str, Any]:
         "provider": settings.service_provider,
         "check": {"interval": settings.check_interval, "timeout": settings.check_timeout,
                   "protocol": "https" if settings.tls else "http",
-                  "tls_skip_verify": settings.check_tls_skip_verify and settings.tls},
+                  # Nomad's own checks always verify against the node's system CAs and refuse the field
+                  # ("tls_skip_verify may only be set for Consul service checks": ServiceCheck.validateNomad,
+                  # nomad/structs/services.go; client/serviceregistration/checks/client.go; v2.0.5)
+                  "tls_skip_verify": (settings.check_tls_skip_verify and settings.tls
+                                      and settings.service_provider == "consul")},
         "check_header": settings.variable is not None,
     }
 

@@ -88,3 +88,21 @@ def test_a_template_without_a_destination_is_refused(make_cluster: ClusterFactor
     assert parsed.status_code == 200, parsed.text
     answer = requests.post(f"{cluster.url}/v1/jobs", json={"Job": parsed.json()}, timeout=5)
     assert answer.status_code == 500 and "Must specify a destination for the template" in answer.text
+
+
+@pytest.mark.parametrize(("provider", "status", "text"), [
+    pytest.param("nomad", 500, "tls_skip_verify may only be set for Consul service checks", id="nomad"),
+    pytest.param("consul", 200, "", id="consul"),
+])
+def test_tls_skip_verify_is_for_consul_checks_only(make_cluster: ClusterFactory, provider: str, status: int,
+                                                   text: str) -> None:
+    """`ServiceCheck.validateNomad` (nomad/structs/services.go, v2.0.5); deploy render writes it for Consul only."""
+    cluster = make_cluster(CONTROL_AND_GPU)
+    hcl = _render("--image", "i", "--node-pool", "control", "--service-provider", provider)
+    assert ("tls_skip_verify" in hcl) is (provider == "consul")
+    if provider == "nomad":
+        hcl = hcl.replace('timeout  = "3s"', 'timeout  = "3s"\n          tls_skip_verify = true')
+    parsed = _parse(cluster.url, hcl)
+    assert parsed.status_code == 200, parsed.text
+    answer = requests.post(f"{cluster.url}/v1/jobs", json={"Job": parsed.json()}, timeout=5)
+    assert answer.status_code == status and text in answer.text

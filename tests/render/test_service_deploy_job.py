@@ -64,11 +64,19 @@ def test_the_deployable_job_listens_on_its_port_with_tls_and_the_variable_files(
     assert (text(service["name"]), text(service["port"]), text(service["provider"])) == ("nomad-gpu", "api", "nomad")
     check = only(service, "check")
     assert (text(check["type"]), text(check["path"]), text(check["protocol"])) == ("http", "/v1/status", "https")
-    assert check["tls_skip_verify"] is True
+    assert "tls_skip_verify" not in check  # Nomad refuses it on its own checks: they verify with the node's CAs
     # the check's token comes from the template's env when the task runs, never from this file
     assert [target(v) for v in only(check, "header")["Authorization"]] == ["Bearer ${NOMAD_GPU_CHECK_TOKEN}"]
     config = only(task, "config")
     assert (text(config["image"]), text(config["network_mode"])) == ("ghcr.io/example/nomad-gpu:0.1", "host")
+
+
+@pytest.mark.parametrize(("verify", "skip"), [(False, True), (True, False)])
+def test_a_consul_check_may_skip_verifying_the_certificate(verify: bool, skip: bool) -> None:
+    settings = dataclasses.replace(DEPLOY, service_provider="consul", check_tls_skip_verify=not verify)
+    _, job = parse_job(render_service_job(settings))
+    check = only(only(_task(job), "service"), "check")
+    assert check.get("tls_skip_verify", False) is skip
 
 
 def test_a_dynamic_port_plain_http_and_an_exec_command() -> None:
