@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from nomad_gpu.cli.errors import friendly
+from nomad_gpu.defaults import DEFAULT_PORT
 from nomad_gpu.domain.errors import InvalidRequest
 
 DEFAULT_NOMAD_ADDR = "https://127.0.0.1:4646"
@@ -44,7 +45,7 @@ def deploy() -> None:
 @click.option("--command", "command", default="nomad-gpu", show_default=True,
               help="The nomad-gpu executable: in the image (docker), or its path on the node (exec: inside "
                    "the task's chroot, e.g. under /usr; raw_exec: any path).")
-@click.option("--port", type=click.IntRange(0, 65535), default=4690, show_default=True,
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, show_default=True,
               help="Port of the group network the service listens on, at the allocation's address "
                    "(${NOMAD_ADDR_api}); 0 lets Nomad pick one (find it with `nomad service info`).")
 @click.option("--job-id", default="nomad-gpu", show_default=True, help="The Nomad job's ID.")
