@@ -15,6 +15,7 @@ from click.testing import CliRunner
 
 from nomad_gpu.cli.deploy import render as render_command
 from nomad_gpu.cli.main import main, serve
+from nomad_gpu.domain.ids import Team
 from nomad_gpu.render import parse_hcl
 
 # Distinctive secrets an operator has at hand while rendering: none may reach the job file.
@@ -136,7 +137,8 @@ def test_the_deploy_page_renders_what_it_says(tmp_path: Path) -> None:
     config.write_text(config_text)
     scheduling, access = load_config(str(config))
     assert set(access.tokens.values()) == {"vision", "nlp", "monitoring", None}
-    assert {str(team) for team in scheduling.fair.teams} == {"vision", "nlp"}
+    assert {str(team) for team in scheduling.fair.teams} == {"vision", "nlp", "monitoring"}
+    assert scheduling.fair.teams[Team("monitoring")].quota_gpu == 0  # the check's team holds no GPU
     shell = "\n".join(_blocks("sh")).replace("\\\n", " ")
     (render_line,) = [line for line in shell.splitlines() if line.startswith("nomad-gpu deploy render")]
     code, out, err = run(*render_line.split(">")[0].split()[1:])

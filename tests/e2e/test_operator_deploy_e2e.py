@@ -44,6 +44,7 @@ CONFIG = f"""\
 teams:
   vision: {{weight: 2, quota_gpu: 2}}
   nlp: {{weight: 1}}
+  monitoring: {{quota_gpu: 0}}
 api:
   tokens:
     "{VISION}": {{team: vision}}
