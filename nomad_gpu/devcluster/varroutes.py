@@ -7,7 +7,7 @@ The ACL gate lets these through (acl.requirement): they judge the token themselv
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -32,17 +32,19 @@ def variable_routes(store: VariableStore, identities: Identities, acl: Acl,
             return live and capability in ("read", "list") and claim.may_read(namespace, path)
         return acl.resolve(secret).allows_variable(namespace, path, capability)
 
-    def guarded(handler: Callable[[Request], Response]) -> Callable[[Request], Response]:
-        def endpoint(request: Request) -> Response:
+    def guarded(handler: Callable[[Request, bytes], Response]) -> Callable[[Request], Awaitable[Response]]:
+        """Read the body on the loop, run the handler in the pool; refusals become Nomad's plain-text answers."""
+        async def endpoint(request: Request) -> Response:
+            body = await request.body()
             try:
-                return handler(request)
+                return await run_in_threadpool(handler, request, body)
             except TokenNotFound:
                 return PlainTextResponse(TOKEN_NOT_FOUND, status_code=403)
             except VariableError as exc:
                 return PlainTextResponse(str(exc), status_code=exc.status)
         return endpoint
 
-    def one(request: Request) -> Response:
+    def one(request: Request, body: bytes) -> Response:
         path = request.path_params["path"]
         if not path:
             raise VariableError(400, "missing variable path")
@@ -56,10 +58,10 @@ def variable_routes(store: VariableStore, identities: Identities, acl: Acl,
         if request.method == "DELETE":
             if not allowed(request, namespace, path, "destroy"):
                 return PlainTextResponse(PERMISSION_DENIED, status_code=403)
-            status, body = store.delete(namespace, path, cas, allowed(request, namespace, path, "read"))
-            return Response(status_code=204) if body is None else JSONResponse(body, status_code=status)
+            status, conflict = store.delete(namespace, path, cas, allowed(request, namespace, path, "read"))
+            return Response(status_code=204) if conflict is None else JSONResponse(conflict, status_code=status)
         try:
-            raw = json.loads(request.scope["_body"])
+            raw = json.loads(body)
         except ValueError as exc:
             raise VariableError(400, f"invalid character in the body: {exc}") from None
         if not isinstance(raw, dict) or not raw.get("Items"):
@@ -67,15 +69,15 @@ def variable_routes(store: VariableStore, identities: Identities, acl: Acl,
         namespace = str(raw.get("Namespace") or namespace)  # the Variable's own first (`Variables.Apply`)
         if not allowed(request, namespace, path, "write"):
             return PlainTextResponse(PERMISSION_DENIED, status_code=403)
-        status, body = store.put(namespace, path, raw["Items"], cas, allowed(request, namespace, path, "read"))
-        return JSONResponse(body, status_code=status, headers={"X-Nomad-Index": str(body["ModifyIndex"])})
+        status, written = store.put(namespace, path, raw["Items"], cas, allowed(request, namespace, path, "read"))
+        return JSONResponse(written, status_code=status, headers={"X-Nomad-Index": str(written["ModifyIndex"])})
 
-    def listing(request: Request) -> Response:
+    def listing(request: Request, _body: bytes) -> Response:
         namespace = request.query_params.get("namespace") or "default"
         prefix = request.query_params.get("prefix") or ""
         return JSONResponse(store.list(namespace, prefix, lambda ns, p: allowed(request, ns, p, "list")))
 
-    def identity(request: Request) -> Response:
+    def identity(request: Request, _body: bytes) -> Response:
         alloc = alloc_of(request.path_params["alloc_id"])
         if alloc is None or alloc.client_status.is_terminal():
             return PlainTextResponse("alloc not found or terminal", status_code=404)
@@ -83,20 +85,10 @@ def variable_routes(store: VariableStore, identities: Identities, acl: Acl,
         claim = WorkloadClaim(alloc.namespace, alloc.job_id, alloc.task_group, task, alloc.id)
         return JSONResponse({"Token": identities.issue(claim)})
 
-    async def with_body(request: Request) -> Response:
-        request.scope["_body"] = await request.body()
-        return await run_in_threadpool(guarded(one), request)
-
-    async def list_endpoint(request: Request) -> Response:
-        return guarded(listing)(request)
-
-    async def identity_endpoint(request: Request) -> Response:
-        return identity(request)
-
     return [
-        Route("/v1/var/{path:path}", with_body, methods=["GET", "PUT", "POST", "DELETE"]),
-        Route("/v1/vars", list_endpoint, methods=["GET"]),
-        Route("/_dev/allocation/{alloc_id}/identity", identity_endpoint, methods=["GET"]),
+        Route("/v1/var/{path:path}", guarded(one), methods=["GET", "PUT", "POST", "DELETE"]),
+        Route("/v1/vars", guarded(listing), methods=["GET"]),
+        Route("/_dev/allocation/{alloc_id}/identity", guarded(identity), methods=["GET"]),
     ]
 
 
