@@ -1,5 +1,5 @@
 """`nomad-gpu`: submit, sweep, queue, status, cancel, hold, release, requeue, update, logs, inventory, render, example,
-report, serve, dev, demo, bench, simulate, backup.
+report, serve, deploy, dev, demo, bench, simulate, backup.
 
 Every command turns bad input into one line on stderr and exit code 2 (an unreachable service or
 Nomad: exit code 1), never a traceback. Settings come from flags and the environment here, once.
@@ -401,6 +401,7 @@ def _register_optional_groups() -> None:
 
 from nomad_gpu.cli.backup import backup  # noqa: E402
 from nomad_gpu.cli.control import hold, logs, release, requeue, update  # noqa: E402
+from nomad_gpu.cli.deploy import deploy  # noqa: E402
 from nomad_gpu.cli.examples import example  # noqa: E402
 from nomad_gpu.cli.node import node  # noqa: E402
 from nomad_gpu.cli.queuecmds import cancel, queue  # noqa: E402
@@ -409,6 +410,7 @@ from nomad_gpu.cli.sweeps import sweep  # noqa: E402
 
 main.add_command(node)
 main.add_command(backup)
+main.add_command(deploy)
 for _command in (queue, cancel, sweep, hold, release, requeue, update, logs, example, report):
     main.add_command(_command)
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import fnmatch
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import PlainTextResponse, Response
@@ -44,6 +45,9 @@ class AclToken:
     """Namespace name or glob -> policy words and capabilities."""
     node: str = "deny"  # the node policy: deny, read or write
     management: bool = False
+    variables: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    """Namespace name or glob -> Variable path or glob -> capabilities (read, write, list, destroy, deny):
+    a namespace's `variables { path "..." { capabilities = [...] } }` blocks."""
 
     def capabilities(self, namespace: str) -> frozenset[str]:
         rules = self.namespaces.get(namespace)
@@ -58,8 +62,27 @@ class AclToken:
     def allows(self, namespace: str, capability: str) -> bool:
         return self.management or capability in self.capabilities(namespace)
 
+    def allows_variable(self, namespace: str, path: str, capability: str) -> bool:
+        """`AllowVariableOperation` (acl/acl.go, v2.0.5): the namespace's closest rule, then its exact path or
+        closest path glob; `read` implies `list` (acl/policy.go `expandVariablesCapabilities`), `deny` wins."""
+        if self.management:
+            return True
+        paths = self.variables.get(namespace) or _closest(namespace, self.variables)
+        caps = paths.get(path) if paths else None
+        if caps is None and paths:
+            caps = _closest(path, paths)
+        if not caps or "deny" in caps:
+            return False
+        return capability in caps or (capability == "list" and "read" in caps)
+
     def node_read(self) -> bool:
         return self.management or self.node in ("read", "write")
+
+
+def _closest(name: str, rules: Mapping[str, Any]) -> Any:
+    """The glob that matches `name` with the fewest characters left to the wildcard (`findClosestMatchingGlob`)."""
+    globs = [g for g in rules if "*" in g and fnmatch.fnmatchcase(name, g)]
+    return rules[min(globs, key=lambda g: len(name) - len(g.replace("*", "")))] if globs else None
 
 
 class TokenNotFound(Exception):
@@ -116,8 +139,9 @@ def requirement(request: Request, alloc_namespace: Callable[[str], str | None]) 
     path, method = request.url.path, request.method
     ns = request.query_params.get("namespace") or "default"
     parts = path.strip("/").split("/")
-    if path.startswith("/_dev/") or path in ("/v1/status/leader", "/v1/event/stream", "/v1/namespaces"):
-        return [None]  # the stream and the namespace list judge themselves
+    if (path.startswith(("/_dev/", "/v1/var/")) or path in ("/v1/status/leader", "/v1/event/stream", "/v1/namespaces",
+                                                             "/v1/vars")):
+        return [None]  # the stream, the namespace list and Variables (varroutes.py) judge themselves
     if parts[:2] in (["v1", "nodes"], ["v1", "node"]) or path == "/v1/agent/members":
         return [("", "node-read")]  # `Status.Members` checks AllowNodeRead (nomad/status_endpoint.go v2.0.3)
     if path == "/v1/jobs/parse":  # parse-job or submit-job (command/agent/job_endpoint.go `JobsParseRequest`)

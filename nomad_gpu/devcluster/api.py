@@ -41,6 +41,8 @@ from .records import NotFound
 from .register import RegisterConflict, check_register_body, register_namespace, register_options
 from .state import ClusterState
 from .stream import EventStreamEndpoint
+from .variables import Identities, VariableStore
+from .varroutes import variable_routes
 from .version import DEFAULT_NOMAD_VERSION, NomadVersion
 
 logger = logging.getLogger(__name__)
@@ -310,6 +312,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         Route("/v1/agent/members", agent_members, methods=["GET"]),
         Route("/v1/namespaces", namespaces, methods=["GET"]),
         Route("/v1/namespace/{name}", namespace, methods=["GET", "POST", "PUT", "DELETE"]),
+        *variable_routes(VariableStore(state.advance_index), Identities(), acl, state.allocs.get),
         Route("/_dev/audit", audit, methods=["GET"]),
         Route("/_dev/streams/drop", drop_streams, methods=["POST"]),
         Route("/_dev/gc", dev_gc, methods=["POST"]),

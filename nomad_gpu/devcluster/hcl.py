@@ -20,6 +20,7 @@ from hcl2.utils import SerializationOptions
 
 from .hclbody import Body, HclError
 from .hclcache import ShapeCache
+from .hclservices import networks, services, templates
 
 JSON = dict[str, Any]
 
@@ -124,9 +125,9 @@ def _group(name: str, body: Body, max_run_duration: bool) -> JSON:
             "Unlimited": reschedule.boolean("unlimited"),
         },
         "EphemeralDisk": None,
-        "Networks": None,
+        "Networks": networks(body),
         "Meta": body.string_map("meta"),
-        "Services": None,
+        "Services": services(body),
         "Volumes": _volumes(body),
     }
     if max_run_duration:
@@ -149,14 +150,14 @@ def _task(name: str, body: Body) -> JSON:
         "Constraints": None,
         "Affinities": None,
         "Env": body.string_map("env"),
-        "Services": None,
+        "Services": services(body),
         "Resources": None if resources is None else _resources(resources),
         "RestartPolicy": None,
         "Meta": body.string_map("meta"),
         "KillTimeout": body.duration("kill_timeout"),
         "LogConfig": None,
         "Artifacts": None,
-        "Templates": None,
+        "Templates": templates(body),
         "Leader": False,
         "KillSignal": "",
         "Kind": "",

@@ -146,6 +146,10 @@ class Body:
             out[key] = ("true" if item else "false") if isinstance(item, bool) else str(item)
         return out
 
+    def attribute_names(self) -> list[str]:
+        """The names written in this body (a block whose attribute names are data, like a check's header)."""
+        return [_unquote(key) for key in self._raw]
+
     def passthrough(self) -> JSON:
         """A driver `config` body: any keys; nested blocks become lists of objects, as in Nomad."""
         self._used.update(self._raw)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .events import Event
+from .hclservices import canonicalize_group, service_errors
 from .restarts import RestartPolicy
 
 logger = logging.getLogger(__name__)
@@ -153,6 +154,7 @@ def canonicalize(job: JSON) -> JSON:
                 device["Count"] = 1 if device.get("Count") is None else device["Count"]
                 device["Constraints"] = _canonical_constraints(device.get("Constraints"))
             task["Resources"] = resources
+        canonicalize_group(group)
     return job
 
 
@@ -210,6 +212,7 @@ def validate(job: JSON, admission: list[str] | None = None) -> None:
         tasks = group.get("Tasks") or []
         if not tasks:
             errors.append(f"{prefix}: Missing tasks for task group")
+        errors += [f"{prefix}: {error}" for error in service_errors(group)]
         for task in tasks:
             if not task.get("Name"):
                 errors.append(f"{prefix}: Missing task name")

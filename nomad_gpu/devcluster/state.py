@@ -112,6 +112,11 @@ class ClusterState:
         self.index += 1
         return self.index
 
+    def advance_index(self) -> int:
+        """One raft index for a write kept outside this state (a Variable, variables.py)."""
+        with self.lock:
+            return self._next_index()
+
     def _emit(self, index: int, events: list[Event]) -> float:
         for event in events:  # every write publishes its events: their topics name the tables it wrote
             self.table_index[_TABLES.get(event.topic, event.topic)] = index

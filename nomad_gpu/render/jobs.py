@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,14 @@ import jinja2
 
 from nomad_gpu.bundled import templates_dir as bundled_templates_dir
 from nomad_gpu.render.devices import (
-    ENV_VISIBLE_DEVICES,
     META_SHARE_GPU,
     META_SHARE_MILLI,
-    NO_GPU,
     GroupContext,
     adapter_for,
 )
 from nomad_gpu.render.hcl import RenderError, hcl_ident, make_environment
 from nomad_gpu.render.placement import RenderPlacement, check_placement
+from nomad_gpu.render.servicejob import ServiceJobSettings, service_job_context
 from nomad_gpu.render.spec import GroupSpec, JobSpec, SweepSpec
 
 __all__ = [
@@ -127,48 +125,7 @@ class JobRenderer:
     def render_service_job(self, settings: ServiceJobSettings) -> str:
         """The Nomad job that runs nomad-gpu itself (``templates/nomad-gpu.hcl.j2``)."""
         _check_job_id(settings.job_id)
-        config: dict[str, Any] = {"image": settings.image, "command": settings.command}
-        config["args"] = [*settings.args, "--db", f"{settings.data_dir.rstrip('/')}/queue.db"]
-        if settings.driver == "docker":
-            config["network_mode"] = "host"  # reachable on the node's address without a network block
-        context = {
-            "service": {
-                "job_id": settings.job_id,
-                "priority": settings.priority,
-                "datacenters": list(settings.datacenters),
-                "namespace": settings.namespace,
-                "node_pool": settings.node_pool,
-                "driver": settings.driver,
-                "config": config,
-                "env": {ENV_VISIBLE_DEVICES: NO_GPU, **settings.env},  # the service itself needs no GPU
-                "cpu": settings.cpu,
-                "memory": settings.memory,
-                "host_volume": settings.host_volume,
-                "data_dir": settings.data_dir,
-            }
-        }
-        return self.render_template(SERVICE_TEMPLATE, context)
-
-
-@dataclass(frozen=True)
-class ServiceJobSettings:
-    """What the nomad-gpu service job needs; secrets (NOMAD_TOKEN) do not belong in ``env``."""
-
-    image: str
-    env: Mapping[str, str] = field(default_factory=lambda: {"NOMAD_ADDR": "http://127.0.0.1:4646"})
-    job_id: str = "nomad-gpu"
-    priority: int = 80
-    datacenters: tuple[str, ...] = ("*",)
-    namespace: str = "default"
-    node_pool: str | None = None
-    driver: str = "docker"
-    command: str = "nomad-gpu"
-    args: tuple[str, ...] = ("serve",)
-    cpu: int = 500
-    memory: int = 512
-    host_volume: str = "nomad-gpu"
-    """The client's host volume that keeps the queue database across restarts and reschedules."""
-    data_dir: str = "/var/lib/nomad-gpu"
+        return self.render_template(SERVICE_TEMPLATE, {"service": service_job_context(settings)})
 
 
 def build_job_context(

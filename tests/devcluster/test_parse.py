@@ -137,8 +137,8 @@ def test_escaped_interpolation_and_heredoc() -> None:
     pytest.param('job "a" {\n  foo = "bar"\n}\n', 'An argument named "foo" is not expected here', id="attribute"),
     pytest.param('job "a" {\n  group "g" {\n    spread {\n      attribute = "x"\n    }\n  }\n}\n',
                  'Blocks of type "spread" are not expected here', id="stanza"),
-    pytest.param('job "a" {\n  group "g" {\n    task "t" {\n      template {\n        data = "x"\n      }\n'
-                 "    }\n  }\n}\n", 'Blocks of type "template"', id="task-stanza"),
+    pytest.param('job "a" {\n  group "g" {\n    task "t" {\n      artifact {\n        source = "x"\n      }\n'
+                 "    }\n  }\n}\n", 'Blocks of type "artifact"', id="task-stanza"),
     pytest.param('variable "x" {\n  default = 1\n}\njob "a" {\n}\n', 'Blocks of type "variable"', id="variable"),
     pytest.param('job "a" {\n  priority = 10 * 5\n}\n', "Unsupported expression", id="expression"),
     pytest.param('job "a" {\n  priority = "high"\n}\n', "must be a whole number", id="type"),

@@ -29,18 +29,23 @@ from .helpers import A100, A100_MIG, JOBSPECS, NODE, TEMPLATES, placement_for
 # The stanzas the embedded dev cluster maps (and nothing else may appear).
 ALLOWED: dict[str, set[str]] = {
     "job": {"type", "priority", "datacenters", "namespace", "node_pool", "region", "meta", "constraint", "group"},
-    "group": {"count", "meta", "constraint", "restart", "reschedule", "task", "volume"},
+    "group": {"count", "meta", "constraint", "restart", "reschedule", "task", "volume", "network"},
+    "network": {"mode", "port"},
+    "port": {"static", "to", "host_network"},
+    "service": {"name", "port", "provider", "tags", "check"},
+    "check": {"type", "path", "protocol", "interval", "timeout", "tls_skip_verify", "header"},
+    "template": {"destination", "data", "env", "error_on_missing_key"},
     "volume": {"type", "source", "read_only"},
     "volume_mount": {"volume", "destination", "read_only"},
     "restart": {"attempts", "mode", "delay", "interval"},
     "reschedule": {"attempts", "unlimited"},
-    "task": {"driver", "config", "env", "meta", "kill_timeout", "resources", "volume_mount"},
+    "task": {"driver", "config", "env", "meta", "kill_timeout", "resources", "volume_mount", "template", "service"},
     "resources": {"cpu", "memory", "memory_max", "device"},
     "device": {"count", "constraint", "affinity"},
     "constraint": {"attribute", "operator", "value"},
     "affinity": {"attribute", "operator", "value", "weight"},
 }
-LABELLED = {"group", "task", "device", "volume"}
+LABELLED = {"group", "task", "device", "volume", "port"}
 
 
 def assert_allowed_shape(kind: str, body: dict[str, Any]) -> None:
@@ -56,6 +61,10 @@ def assert_allowed_shape(kind: str, body: dict[str, Any]) -> None:
         elif key in ("meta", "env"):
             (block,) = body[key]
             assert all(isinstance(v, str) for k, v in block.items() if not k.startswith("__")), block
+        elif key == "header":  # a check's HTTP headers: each a list of strings
+            (block,) = body[key]
+            assert all(isinstance(v, list) and all(isinstance(i, str) for i in v)
+                       for k, v in block.items() if not k.startswith("__")), block
         elif key in ALLOWED and key != "config":
             for inner in body[key]:
                 assert_allowed_shape(key, inner)
