@@ -43,7 +43,7 @@ from nomad_gpu.service.translate import check_supported
 from nomad_gpu.service.views import inventory_view
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.entries import parse_job_id
-from nomad_gpu.store.sqlite import SqliteStore, TeamQuota
+from nomad_gpu.store.sqlite import SqliteStore, StoreFull, TeamQuota
 
 logger = logging.getLogger(__name__)
 
@@ -264,6 +264,9 @@ class SchedulerService:
         try:
             self.run_cycle()
             self.housekeeping()
+        except StoreFull as exc:  # said by the store once while it lasts; each cycle retries, no traceback
+            self.cycle_failures += 1
+            self.last_cycle_error = f"{type(exc).__name__}: {exc}"[:300]
         except Exception as exc:
             self.cycle_failures += 1
             self.last_cycle_error = f"{type(exc).__name__}: {exc}"[:300]

@@ -26,6 +26,7 @@ from nomad_gpu.store.connection import StoreDamaged, StoreFull, Transaction, ope
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps
 from nomad_gpu.store.lock import DatabaseLock
 from nomad_gpu.store.quota import NewRow, TeamQuota, check_quota
+from nomad_gpu.store.space import Space
 
 __all__ = ["Admission", "SqliteStore", "StaleTransition", "StopIntent", "Store", "StoreDamaged", "StoreFull",
            "TeamQuota"]
@@ -98,6 +99,8 @@ class SqliteStore:
                 self._file_lock.release()
             raise
         self._synchronous = "FULL"
+        self.space = Space(self._db, path != ":memory:")
+        """Whether the disk is full; the log checkpointed as a write fails for space and as space returns."""
         self._bases: dict[str, Mapping[str, Any]] = {}
         self._specs: dict[str, tuple[str, Mapping[str, Any]]] = {}
         """Specs of entries in flight, by entry, with the stored text they came from: an entry is read at
@@ -142,7 +145,7 @@ class SqliteStore:
         if wanted != self._synchronous:
             self._db.execute(f"PRAGMA synchronous={wanted}")
             self._synchronous = wanted
-        return Transaction(self._db)
+        return Transaction(self._db, self.space)
 
     # ---- entries -----------------------------------------------------------------------------
     def add(self, entries: Sequence[QueueEntry], quota: TeamQuota | None = None) -> list[QueueEntry]:
@@ -348,10 +351,8 @@ class SqliteStore:
         """Copy the write-ahead log into the database and truncate it: without this the log only ever grows
         (SQLite's automatic checkpoints reuse it but never shrink it), so freeing a little disk would not
         make room for the next write."""
-        if self.path == ":memory:":
-            return
         with self._lock:
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            self.space.checkpoint()
 
     # ---- stop intents ------------------------------------------------------------------------
     def add_stop(self, stop: StopIntent) -> None:

@@ -50,6 +50,9 @@ def test_entries_reach_their_true_state_within_one_resync_after_space_is_freed(t
     assert facts["recovered_after_s"] is not None, facts
     assert facts["recovered_after_s"] <= ONE_RESYNC_S, facts
     assert facts["states_after"] == facts["truth"], facts
-    # a full disk is not a handler bug: said once while it lasts, never a traceback per resync
-    assert not any("event handling failed" in line for line in facts["lines_while_full"]), facts
-    assert len(facts["lines_while_full"]) <= 4, facts
+    # a full disk is not a handler bug: no traceback per resync; the watcher says it once per episode (the
+    # store says when its disk fills and when a write fits again: a checkpoint may make room by itself)
+    lines = facts["lines_while_full"]
+    assert not any("event handling failed" in line for line in lines), lines
+    assert sum("cannot take in Nomad's state" in line for line in lines) <= 2, lines
+    assert len(lines) <= 10, lines
