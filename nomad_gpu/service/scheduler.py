@@ -30,7 +30,7 @@ from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.render.sweep import expand_sweep
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.classes import ClassBook, check_classes
-from nomad_gpu.service.dependencies import DependencyGate, check_after, trials_of
+from nomad_gpu.service.dependencies import DependencyGate, check_after
 from nomad_gpu.service.fleetcheck import NeverCache, check_fleet
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
@@ -96,7 +96,7 @@ class SchedulerService:
         """A wake that skips the coalescing gap: capacity was freed, and a handoff must not wait."""
         self._stop = threading.Event()
         self._sweep_limits: dict[str, int] = {}
-        self._deps = DependencyGate(lambda dep: trials_of(self.store, dep))
+        self._deps = DependencyGate(self.store)
         self._pool: ThreadPoolExecutor | None = None
         if executor is None:
             self._pool = ThreadPoolExecutor(max_workers=settings.actuator_workers, thread_name_prefix="actuator")
