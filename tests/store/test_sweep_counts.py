@@ -6,6 +6,7 @@ rows without `_move`), moves the table refuses, and retention. Seeded random seq
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 import pytest
 
@@ -80,3 +81,18 @@ def test_a_count_says_what_the_dependency_check_needs() -> None:
     assert (count.team, count.total, count.complete, count.bad) == ("a", 5, 1, 2)
     assert count.first_bad == ("q000003", EntryState.CANCELLED)  # the first in submission order
     assert count.left == 4
+
+
+def test_the_counters_are_rebuilt_from_the_rows_at_start_up(tmp_path: Path) -> None:
+    path = str(tmp_path / "q.db")
+    store = SqliteStore(path)
+    sweep = store.new_sweep_id("s")
+    trials = store.add([new(f"t{i}", "a", sweep) for i in range(4)])
+    store.transition(trials[2].id, EntryState.CANCELLED, at=1.0, finished_at=1.0)
+    store.cancel_queued([trials[1].id], 2.0, "cancelled by user")
+    before = store.sweep_count(sweep)
+    store.close()
+    again = SqliteStore(path)
+    assert again.sweep_count(sweep) == before == SweepCount("a", total=4, complete=0, bad=2,
+                                                            first_bad=(trials[1].id, EntryState.CANCELLED))
+    again.close()
