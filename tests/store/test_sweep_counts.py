@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -39,7 +40,7 @@ def step(store: SqliteStore, rnd: random.Random, sweeps: set[str], now: float) -
         e = rnd.choice(entries)
         targets = sorted(TRANSITIONS[e.state], key=lambda s: s.value) or [e.state]
         to = rnd.choice(targets)
-        fields = {"finished_at": now} if to.is_terminal() else {}
+        fields: dict[str, Any] = {"finished_at": now} if to.is_terminal() else {}
         if to is EntryState.QUEUED:
             fields["placements"] = ()
         store.transition(e.id, to, expect=(e.state,), at=now, **fields)
