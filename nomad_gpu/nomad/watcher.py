@@ -30,13 +30,13 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
 from typing import Any, Protocol
 
 import requests
 
-from nomad_gpu.domain.errors import InvalidInventory
+from nomad_gpu.domain.errors import InvalidInventory, Unavailable
 from nomad_gpu.domain.inventory import Node
+from nomad_gpu.nomad.backoff import Backoff
 from nomad_gpu.nomad.client import NomadClient, NomadError, NomadForbidden
 from nomad_gpu.nomad.decode import AllocInfo, EvalInfo, SharingConfig, decode_alloc, decode_eval, decode_node
 from nomad_gpu.nomad.fanin import FanIn
@@ -65,27 +65,6 @@ class WatchHandler(Protocol):
     def on_eval(self, evaluation: EvalInfo) -> None: ...
 
 
-@dataclass
-class Backoff:
-    initial_s: float = 0.05
-    max_s: float = 5.0
-    current_s: float = 0.0
-    unreachable_s: float = 0.5
-    """The first retry after Nomad refused or timed out: a stream that ended reconnects at once, a Nomad
-    that is down is not knocked on every 50 ms."""
-
-    def next(self) -> float:
-        self.current_s = self.initial_s if self.current_s == 0 else min(self.current_s * 2, self.max_s)
-        return self.current_s
-
-    def after_error(self) -> float:
-        self.current_s = min(max(self.next(), self.unreachable_s), self.max_s)
-        return self.current_s
-
-    def reset(self) -> None:
-        self.current_s = 0.0
-
-
 class Watcher:
     """Runs in its own thread; `stop()` ends it at the next frame, heartbeat or backoff.
 
@@ -105,7 +84,9 @@ class Watcher:
         self.last_index = start_index
         self.silence_limit_s = 2 * heartbeat_s
         self._stop = threading.Event()
-        self._sleep = sleep or self._stop.wait
+        self._poke = threading.Event()
+        self._sleep = sleep or self._wait
+        self._unstored: str | None = None  # why the service could not store Nomad's state (a full disk)
         self._seen: deque[tuple[int, str, str, str]] = deque(maxlen=4096)
         self._seen_set: set[tuple[int, str, str, str]] = set()
         self.backoff = Backoff()
@@ -139,14 +120,27 @@ class Watcher:
 
     def stop(self) -> None:
         self._stop.set()
+        self._poke.set()
         self._interrupt_all()  # unblocks a read that would otherwise wait for the next heartbeat
         if self._thread is not None:
             self._thread.join(timeout=5)
+
+    def resync_soon(self) -> None:
+        """Cut the wait before the next resync short (the service can store again what it could not)."""
+        self._poke.set()
+
+    def _wait(self, delay: float) -> bool:
+        poked = self._poke.wait(delay)
+        self._poke.clear()
+        return poked
 
     def run(self) -> None:
         while not self._stop.is_set():
             try:
                 self.resync()
+                if self._unstored is not None:
+                    logger.warning("watching Nomad: the service takes in Nomad's state again")
+                    self._unstored = None
                 # after the resync, before subscribing: a namespace made between the two is in the list and in
                 # the stream's expansion, and its jobs come after the resync's index, so the stream replays
                 # them; listed after the resync, an outage costs one failed request per retry, not two
@@ -170,6 +164,11 @@ class Watcher:
                 if str(exc) != self._failing:  # one line per change: the back-off retries every few seconds
                     logger.warning("watching Nomad: %s; retrying", exc)
                     self._failing = str(exc)
+            except Unavailable as exc:  # the service cannot store it now (a full disk): no bug, said once
+                if str(exc) != self._unstored:
+                    logger.warning("watching Nomad: the service cannot take in Nomad's state (%s); resyncing "
+                                   "every few seconds, and at once when it can", exc)
+                    self._unstored = str(exc)
             except Exception:  # a handler bug must not kill the watcher; it is logged loudly
                 logger.exception("event handling failed; resyncing")
             self.connected.clear()
@@ -180,7 +179,7 @@ class Watcher:
                 continue
             self.reconnects += 1
             delay = (self.forbidden_retry_s if self.stream_state == "forbidden"
-                     else self.backoff.after_error() if self._failing is not None else self.backoff.next())
+                     else self.backoff.after_error() if self._failing or self._unstored else self.backoff.next())
             logger.debug("event stream: reconnect %d in %.2f s", self.reconnects, delay)
             self._sleep(delay)
 

@@ -52,6 +52,7 @@ class ServiceRuntime:
             self.metrics.registry.register(RelayoutCollector(self.scheduler.relayout))
         self.watcher = Watcher(self.client, self.scheduler, settings.scheduling.sharing)
         self.scheduler.stream_state = lambda: self.watcher.stream_state
+        self.store.space.listen(self.watcher.resync_soon)  # what a full disk kept out is taken in at once
         install_live_metrics(self.metrics, self.scheduler, self.watcher)
         self.history = History()
         self.usage = UsagePoller(self.client, self.scheduler, settings.scheduling.usage, self.metrics)

@@ -30,7 +30,7 @@ from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.render.sweep import expand_sweep
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.classes import ClassBook, check_classes
-from nomad_gpu.service.dependencies import DependencyGate, check_after, trials_of
+from nomad_gpu.service.dependencies import DependencyGate, check_after
 from nomad_gpu.service.fleetcheck import NeverCache, check_fleet
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
@@ -43,7 +43,7 @@ from nomad_gpu.service.translate import check_supported
 from nomad_gpu.service.views import inventory_view
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.entries import parse_job_id
-from nomad_gpu.store.sqlite import SqliteStore, TeamQuota
+from nomad_gpu.store.sqlite import SqliteStore, StoreFull, TeamQuota
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ class SchedulerService:
         """A wake that skips the coalescing gap: capacity was freed, and a handoff must not wait."""
         self._stop = threading.Event()
         self._sweep_limits: dict[str, int] = {}
-        self._deps = DependencyGate(lambda dep: trials_of(self.store, dep))
+        self._deps = DependencyGate(self.store)
         self._pool: ThreadPoolExecutor | None = None
         if executor is None:
             self._pool = ThreadPoolExecutor(max_workers=settings.actuator_workers, thread_name_prefix="actuator")
@@ -264,6 +264,9 @@ class SchedulerService:
         try:
             self.run_cycle()
             self.housekeeping()
+        except StoreFull as exc:  # said by the store once while it lasts; each cycle retries, no traceback
+            self.cycle_failures += 1
+            self.last_cycle_error = f"{type(exc).__name__}: {exc}"[:300]
         except Exception as exc:
             self.cycle_failures += 1
             self.last_cycle_error = f"{type(exc).__name__}: {exc}"[:300]

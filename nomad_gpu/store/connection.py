@@ -12,6 +12,7 @@ import sqlite3
 
 from nomad_gpu.domain.errors import NomadGpuError, Unavailable
 from nomad_gpu.store.schema import migrate
+from nomad_gpu.store.space import Space
 
 
 class StoreDamaged(NomadGpuError):
@@ -52,16 +53,20 @@ def open_checked(path: str) -> sqlite3.Connection:
 
 
 class Transaction:
-    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception (the caller holds the store's lock)."""
+    """BEGIN IMMEDIATE ... COMMIT, or ROLLBACK on any exception (the caller holds the store's lock).
+    With ``space``, a write that fails for space and the first that succeeds after one are reported to it."""
 
-    def __init__(self, db: sqlite3.Connection) -> None:
+    def __init__(self, db: sqlite3.Connection, space: Space | None = None) -> None:
         self._db = db
+        self._space = space
 
     def __enter__(self) -> None:
         try:
             self._db.execute("BEGIN IMMEDIATE")
         except sqlite3.OperationalError as exc:
             if (full := _full(exc)) is not None:
+                if self._space is not None:
+                    self._space.failed()
                 raise full from exc
             raise
 
@@ -70,14 +75,19 @@ class Transaction:
         if kind is None:
             try:
                 self._db.execute("COMMIT")
-                return
             except sqlite3.OperationalError as commit_failed:  # a failed COMMIT leaves the transaction open
                 failed = commit_failed
+            else:
+                if self._space is not None:
+                    self._space.succeeded()
+                return
         try:
             self._db.execute("ROLLBACK")
         except sqlite3.OperationalError:
             pass  # SQLite rolled back already (it does after some errors)
         if isinstance(failed, sqlite3.OperationalError) and (full := _full(failed)) is not None:
+            if self._space is not None:
+                self._space.failed()
             raise full from failed
         if kind is None and failed is not None:
             raise failed

@@ -16,16 +16,19 @@ import json
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, cast
 
 from nomad_gpu.domain.errors import NomadGpuError, UnknownEntry
 from nomad_gpu.store import specdiff
 from nomad_gpu.store.connection import StoreDamaged, StoreFull, Transaction, open_checked
+from nomad_gpu.store.counts import CountedSweeps, SweepCount
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps
 from nomad_gpu.store.lock import DatabaseLock
 from nomad_gpu.store.quota import NewRow, TeamQuota, check_quota
+from nomad_gpu.store.space import Space
 
 __all__ = ["Admission", "SqliteStore", "StaleTransition", "StopIntent", "Store", "StoreDamaged", "StoreFull",
            "TeamQuota"]
@@ -98,12 +101,16 @@ class SqliteStore:
                 self._file_lock.release()
             raise
         self._synchronous = "FULL"
+        self.space = Space(self._db, path != ":memory:")
+        """Whether the disk is full; the log checkpointed as a write fails for space and as space returns."""
         self._bases: dict[str, Mapping[str, Any]] = {}
         self._specs: dict[str, tuple[str, Mapping[str, Any]]] = {}
         """Specs of entries in flight, by entry, with the stored text they came from: an entry is read at
         every state move, and its spec (a sweep trial's: a copy of the sweep's with the difference applied)
         never changes. An entry that ends leaves it, so it holds the queue and the live entries, bounded."""
         self.instance = self._instance()
+        self.counts = CountedSweeps(self._db)
+        """Each sweep's trials counted by outcome, kept as each transaction commits (store/counts.py)."""
 
     def _instance(self) -> str:
         """This database's job ID prefix, made once; kept in the file so it survives restarts. ``created``
@@ -132,7 +139,8 @@ class SqliteStore:
         if self._file_lock is not None:
             self._file_lock.release()
 
-    def _tx(self, durable: bool = True) -> Transaction:
+    @contextmanager
+    def _tx(self, durable: bool = True) -> Iterator[None]:
         """A transaction; `durable=False` commits without waiting for the disk (WAL, synchronous=NORMAL):
         it survives a crash of the process (kill -9), and only a power loss or kernel crash can undo it,
         never corrupt the file. For facts Nomad still holds and a resync re-derives; everything a user
@@ -142,7 +150,15 @@ class SqliteStore:
         if wanted != self._synchronous:
             self._db.execute(f"PRAGMA synchronous={wanted}")
             self._synchronous = wanted
-        return Transaction(self._db)
+        self.counts.begin()
+        with Transaction(self._db, self.space):
+            yield
+        self.counts.committed()
+
+    def sweep_count(self, sweep: str) -> SweepCount | None:
+        """A sweep's trials counted by outcome (store/counts.py), without reading one; None: no such sweep."""
+        with self._lock:
+            return self.counts.get(sweep)
 
     # ---- entries -----------------------------------------------------------------------------
     def add(self, entries: Sequence[QueueEntry], quota: TeamQuota | None = None) -> list[QueueEntry]:
@@ -186,6 +202,8 @@ class SqliteStore:
                      e.attempts, e.max_retries, e.reason, dumps(list(e.placements)), e.sweep,
                      e.idempotency_key, dumps(list(e.history)), e.job_prefix, e.namespace, base_id),
                 )
+                if e.sweep:
+                    self.counts.change(e.sweep, e.team, e.id, None, e.state)
                 out.append(e)
         return out
 
@@ -252,7 +270,7 @@ class SqliteStore:
         event = {"from": queued, "to": cancelled, "at": at, "reason": reason}
         with self._lock, self._tx():
             for entry_id in entry_ids:
-                row = self._db.execute("SELECT history FROM entries WHERE id = ? AND state = ?",
+                row = self._db.execute("SELECT history, sweep FROM entries WHERE id = ? AND state = ?",
                                        (entry_id, queued)).fetchone()
                 if row is None:
                     continue
@@ -262,6 +280,8 @@ class SqliteStore:
                                  (cancelled, at, reason, dumps(history), entry_id, queued))
                 self._specs.pop(entry_id, None)
                 moved.add(entry_id)
+                if row[1]:
+                    self.counts.change(row[1], "", entry_id, EntryState.QUEUED, EntryState.CANCELLED)
         return moved
 
     def admit_many(self, admissions: Sequence[Admission], at: float) -> builtins.list[QueueEntry]:
@@ -286,6 +306,8 @@ class SqliteStore:
         at = fields.pop("at", None)
         event = {"from": current.state.value, "to": to.value, "at": at, "reason": fields.get("reason", "")}
         moved = replace(current, state=to, history=(*current.history, event)[-20:], **fields)
+        if current.sweep:
+            self.counts.change(current.sweep, current.team, entry_id, current.state, to)
         self._db.execute(
             "UPDATE entries SET state=?, attempts=?, reason=?, placements=?, admitted_at=?, finished_at=?,"
             " history=?, registered_at=?, refusals=?, held=?, priority=? WHERE id=?",
@@ -317,6 +339,8 @@ class SqliteStore:
                 (*terminal, before))
             self._db.execute("DELETE FROM spec_bases WHERE id NOT IN (SELECT spec_base FROM entries"
                              " WHERE spec_base IS NOT NULL)")
+            if cur.rowcount:
+                self.counts.deleted()
             return int(cur.rowcount)
 
     def _row(self, r: sqlite3.Row) -> QueueEntry:
@@ -348,10 +372,8 @@ class SqliteStore:
         """Copy the write-ahead log into the database and truncate it: without this the log only ever grows
         (SQLite's automatic checkpoints reuse it but never shrink it), so freeing a little disk would not
         make room for the next write."""
-        if self.path == ":memory:":
-            return
         with self._lock:
-            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+            self.space.checkpoint()
 
     # ---- stop intents ------------------------------------------------------------------------
     def add_stop(self, stop: StopIntent) -> None:

@@ -3,6 +3,7 @@ arrive in both of Nomad's framings, the silence watchdog and the backoff rule.""
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -15,9 +16,11 @@ from rawnomad import FRAMINGS, Conn, ScriptedNomad, alloc_event_frame
 
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.inventory import Node
+from nomad_gpu.nomad.backoff import Backoff
 from nomad_gpu.nomad.client import NomadClient, NomadSettings
 from nomad_gpu.nomad.decode import NO_SHARING, AllocInfo, EvalInfo
-from nomad_gpu.nomad.watcher import Backoff, Watcher
+from nomad_gpu.nomad.watcher import Watcher
+from nomad_gpu.store.sqlite import StoreFull
 
 pytestmark = pytest.mark.server  # starts a server or subprocess: not in `make check`
 
@@ -348,3 +351,55 @@ def test_an_unreachable_nomad_is_retried_from_half_a_second_not_every_50_ms() ->
     w = Watcher(Down([]), Recorder(), NO_SHARING, sleep=sleep)
     w.run()
     assert slept == [0.5, 1.0, 2.0, 4.0, 5.0, 5.0]
+
+
+class FullDisk(Recorder):
+    """A service whose store cannot take in Nomad's state (issue 31, item 7) until `space` is set."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.space = threading.Event()
+
+    def on_resync(self, nodes: list[Node], allocs: list[AllocInfo]) -> None:
+        if not self.space.is_set():
+            raise StoreFull("the queue database's disk is full: nothing was stored; free space on it and retry")
+        super().on_resync(nodes, allocs)
+
+
+def test_a_full_disk_is_said_once_and_retried_with_the_error_backoff(caplog: pytest.LogCaptureFixture) -> None:
+    """Once every 5 s the service logged "event handling failed; resyncing" with a traceback while its disk
+    was full: a full disk is no handler bug. One warning while it lasts, one line when it is over."""
+    rec = FullDisk()
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> bool:
+        slept.append(round(seconds, 3))
+        if len(slept) == 4:
+            rec.space.set()
+        if rec.resyncs:
+            w.stop()
+        return False
+
+    w = Watcher(ScriptedClient([[]] * 8), rec, NO_SHARING, sleep=sleep)
+    with caplog.at_level(logging.INFO, logger="nomad_gpu.nomad.watcher"):
+        w.run()
+    assert slept[:4] == [0.5, 1.0, 2.0, 4.0] and len(rec.resyncs) == 1
+    said = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert [r.exc_info for r in said] == [None, None], [r.getMessage() for r in said]
+    assert "cannot take in Nomad's state" in said[0].getMessage() and "again" in said[1].getMessage()
+
+
+def test_resync_soon_cuts_the_wait_short() -> None:
+    """The store calls it when a write fits again after the disk was full: what the disk kept out is taken
+    in at once, not after the backoff (here 60 s; the bound below is generous)."""
+    rec = FullDisk()
+    w = Watcher(ScriptedClient([[] for _ in range(8)]), rec, NO_SHARING)
+    w.backoff.unreachable_s = w.backoff.max_s = 60.0
+    w.start()
+    try:
+        wait_until(lambda: w.reconnects >= 1)
+        rec.space.set()
+        w.resync_soon()
+        wait_until(lambda: rec.resyncs, timeout_s=10.0)
+    finally:
+        w.stop()
