@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from . import gc, logs, queries, usage
+from . import gc, logs, queries, services, usage
 from . import namespaces as namespace_ops
 from .acl import TOKEN_NOT_FOUND, Acl, AclGate, TokenNotFound, token_of
 from .events import EventBroker
@@ -192,6 +192,15 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     async def stop_allocation(request: Request) -> Response:
         return reply(await run_in_threadpool(state.stop_alloc, request.path_params["alloc_id"]))
 
+    # -- the native service catalogue (services.py) ------------------------------------------------
+
+    def service_list(request: Request) -> Response:
+        return reply(visible(request, services.listing(state, _namespace(request))), "service_registrations")
+
+    def service(request: Request) -> Response:
+        found = services.by_name(state, _namespace(request), request.path_params["name"])
+        return reply(visible(request, found), "service_registrations")
+
     def namespaces(request: Request) -> Response:
         """`GET /v1/namespaces` (`command/agent/namespace_endpoint.go`, v2.0.5): the cluster file's
         namespaces and those created since; `X-Nomad-Index` is the namespaces table's index."""
@@ -309,6 +318,8 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         Route("/v1/status/leader", leader, methods=["GET"]),
         Route("/v1/agent/members", agent_members, methods=["GET"]),
         Route("/v1/namespaces", namespaces, methods=["GET"]),
+        Route("/v1/services", service_list, methods=["GET"]),
+        Route("/v1/service/{name}", service, methods=["GET"]),
         Route("/v1/namespace/{name}", namespace, methods=["GET", "POST", "PUT", "DELETE"]),
         Route("/_dev/audit", audit, methods=["GET"]),
         Route("/_dev/streams/drop", drop_streams, methods=["POST"]),

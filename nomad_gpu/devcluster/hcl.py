@@ -18,6 +18,7 @@ from typing import Any
 import hcl2
 from hcl2.utils import SerializationOptions
 
+from . import hclnet
 from .hclbody import Body, HclError
 from .hclcache import ShapeCache
 
@@ -124,9 +125,9 @@ def _group(name: str, body: Body, max_run_duration: bool) -> JSON:
             "Unlimited": reschedule.boolean("unlimited"),
         },
         "EphemeralDisk": None,
-        "Networks": None,
+        "Networks": hclnet.networks(body),
         "Meta": body.string_map("meta"),
-        "Services": None,
+        "Services": hclnet.services(body),
         "Volumes": _volumes(body),
     }
     if max_run_duration:
