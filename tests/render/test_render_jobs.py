@@ -29,7 +29,11 @@ from .helpers import A100, A100_MIG, JOBSPECS, NODE, TEMPLATES, placement_for
 # The stanzas the embedded dev cluster maps (and nothing else may appear).
 ALLOWED: dict[str, set[str]] = {
     "job": {"type", "priority", "datacenters", "namespace", "node_pool", "region", "meta", "constraint", "group"},
-    "group": {"count", "meta", "constraint", "restart", "reschedule", "task", "volume"},
+    "group": {"count", "meta", "constraint", "restart", "reschedule", "task", "volume", "network", "service"},
+    "network": {"port"},
+    "port": {"static", "to"},
+    "service": {"name", "port", "provider", "tags", "check"},
+    "check": {"name", "type", "path", "interval", "timeout"},
     "volume": {"type", "source", "read_only"},
     "volume_mount": {"volume", "destination", "read_only"},
     "restart": {"attempts", "mode", "delay", "interval"},
@@ -40,7 +44,7 @@ ALLOWED: dict[str, set[str]] = {
     "constraint": {"attribute", "operator", "value"},
     "affinity": {"attribute", "operator", "value", "weight"},
 }
-LABELLED = {"group", "task", "device", "volume"}
+LABELLED = {"group", "task", "device", "volume", "port"}
 
 
 def assert_allowed_shape(kind: str, body: dict[str, Any]) -> None:
