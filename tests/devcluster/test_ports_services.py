@@ -179,3 +179,15 @@ def test_a_job_nomad_would_refuse_is_refused(make_cluster: ClusterFactory, netwo
     with pytest.raises(nomad.api.exceptions.BaseNomadException) as refused:
         submit(client, _reachable("bad", network=network))
     assert error in refused.value.nomad_resp.text
+
+
+def test_the_registration_goes_when_the_kill_begins_not_when_it_ends(make_cluster: ClusterFactory) -> None:
+    cluster = make_cluster(TWO_NODES, speed=1.0)  # a 30 s kill_timeout takes 30 s: the stop is seen mid-way
+    client = nomad.Nomad(address=cluster.url, timeout=5)
+    hcl = _reachable("web").replace('driver = "docker"', 'driver = "docker"\n      kill_timeout = "30s"', 1)
+    submit(client, hcl)
+    wait_until(lambda: requests.get(f"{cluster.url}/v1/service/chat", timeout=5).json(), what="registered")
+    client.job.deregister_job("web")
+    (alloc,) = _allocs(cluster, "web")
+    assert (alloc["DesiredStatus"], alloc["ClientStatus"]) == ("stop", "running")  # still being killed
+    assert requests.get(f"{cluster.url}/v1/service/chat", timeout=5).json() == []
