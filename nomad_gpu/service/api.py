@@ -56,6 +56,7 @@ from nomad_gpu.service.openapi import document
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
 from nomad_gpu.service.ui import ui_routes
+from nomad_gpu.service.addresses import entry_addresses
 from nomad_gpu.service.usage import UsagePoller
 from nomad_gpu.service.views import capacity_gpu, inventory_for, teams_for, teams_view
 from nomad_gpu.store import EntryState, QueueEntry
@@ -90,7 +91,8 @@ def create_app(service: SchedulerService, token: str | None = None,
     past = history or History()
 
     def entry_payload(e: QueueEntry) -> Entry:
-        return replace(e.to_payload(), usage=usage.payload(e.id) if usage is not None else None)
+        return replace(e.to_payload(), usage=usage.payload(e.id) if usage is not None else None,
+                       addresses=entry_addresses(service, e.id))
 
     async def submit(request: Request) -> Response:
         caller = caller_of(request.scope)
