@@ -15,6 +15,7 @@ import requests
 from click.testing import CliRunner
 from harness import start_service, submit, wait_for
 
+from nomad_gpu import bundled
 from nomad_gpu.cli.main import main
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.service.app import ServiceRuntime
@@ -121,3 +122,12 @@ def test_a_port_a_plain_nomad_job_holds_is_left_to_it(seed: DevCluster, runtime:
     wait_for(lambda: entry(runtime, chat["id"])["state"] == "running", 60, "chat running once the port is free")
     assert port_overlaps(seed.audit(), 9100) == 0
     assert entry(runtime, chat["id"])["refusals"] == 0, "the port was respected before Nomad had to refuse"
+
+
+@pytest.mark.parametrize(("example", "service"), [("serving-openai", "chat"), ("notebook-reachable", "carol-lab")])
+def test_the_reachable_examples_run_and_show_their_registered_address(
+        seed: DevCluster, runtime: ServiceRuntime, example: str, service: str) -> None:
+    (shown,) = submit(runtime, bundled.example(example))
+    wait_for(lambda: bool(entry(runtime, shown["id"])["addresses"]), 60, f"{example}'s address")
+    (registration,) = registrations(seed, service)
+    assert entry(runtime, shown["id"])["addresses"] == {"http": f"{registration['Address']}:{registration['Port']}"}
