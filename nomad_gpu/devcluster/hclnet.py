@@ -21,13 +21,15 @@ def networks(body: Body) -> list[JSON] | None:
     """A group's `network` blocks as `TaskGroup.Networks` (Nomad allows one; validation says so)."""
     out = []
     for _, block in body.blocks("network", 0):
-        dynamic, reserved = [], []
+        dynamic: list[JSON] = []
+        reserved: list[JSON] = []
         for (label,), port in block.blocks("port", 1):
-            entry = {"Label": label, "Value": port.integer("static") or 0, "To": port.integer("to") or 0,
+            value = port.integer("static") or 0
+            entry = {"Label": label, "Value": value, "To": port.integer("to") or 0,
                      "HostNetwork": port.string("host_network") or "",
                      "IgnoreCollision": bool(port.boolean("ignore_collision"))}
             port.finish()
-            (reserved if entry["Value"] > 0 else dynamic).append(entry)
+            (reserved if value > 0 else dynamic).append(entry)
         out.append({"Mode": block.string("mode") or "", "Device": "", "CIDR": "", "IP": "", "DNS": None,
                     "ReservedPorts": reserved or None, "DynamicPorts": dynamic or None, "Hostname": "",
                     "MBits": None, "CNI": None})

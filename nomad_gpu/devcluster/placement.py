@@ -154,12 +154,13 @@ def place(ask: GroupAsk, nodes: Sequence[NodeView], is_free: Callable[[str], boo
         if reason is not None:
             verdict.filter_out(reason, constraint=reason not in (FILTER_DRIVERS, constraints.DISTINCT_HOSTS))
             continue
-        offer: tuple[AllocatedPort, ...] | str = ()
+        offer: tuple[AllocatedPort, ...] = ()
         if ask.network is not None:  # the group network comes before the tasks' devices (rank.go)
-            offer = ports.assign(ask.network, view.used_ports, node.address)
-            if isinstance(offer, str):
-                verdict.exhaust(f"network: {offer}")
+            assigned = ports.assign(ask.network, view.used_ports, node.address)
+            if isinstance(assigned, str):
+                verdict.exhaust(f"network: {assigned}")
                 continue
+            offer = assigned
         devices = _assign_devices(ask, node, is_free, verdict, short_offers)
         if devices is None:
             continue

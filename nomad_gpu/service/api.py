@@ -47,6 +47,7 @@ from nomad_gpu.domain.errors import InvalidRequest, NomadGpuError, NotAllowed, S
 from nomad_gpu.render import JobSpec, SweepSpec
 from nomad_gpu.render.loading import MAX_SPEC_BYTES, decode_spec
 from nomad_gpu.service.access import Caller, TokenGate, caller_of, metrics_view, status_view
+from nomad_gpu.service.addresses import entry_addresses
 from nomad_gpu.service.entryroutes import entry_routes
 from nomad_gpu.service.history import History
 from nomad_gpu.service.httpkit import error, read_body, status_of, visible_entry
@@ -56,7 +57,6 @@ from nomad_gpu.service.openapi import document
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
 from nomad_gpu.service.ui import ui_routes
-from nomad_gpu.service.addresses import entry_addresses
 from nomad_gpu.service.usage import UsagePoller
 from nomad_gpu.service.views import capacity_gpu, inventory_for, teams_for, teams_view
 from nomad_gpu.store import EntryState, QueueEntry

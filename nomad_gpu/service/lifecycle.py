@@ -44,10 +44,10 @@ from nomad_gpu.render import JobSpec, RenderError
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.classes import ClassBook, resolved
 from nomad_gpu.service.foreign import ForeignAllocs
-from nomad_gpu.service.portsinuse import blocked_nodes, ports_taken, static_ports
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.pins import pin_mismatch
+from nomad_gpu.service.portsinuse import blocked_nodes, ports_taken, static_ports
 from nomad_gpu.service.stops import Stops
 from nomad_gpu.service.timers import Timers
 from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, NotSent, Tracked, backoff_s, compact

@@ -16,19 +16,20 @@ from collections.abc import Iterable
 
 from nomad_gpu.domain.ids import NodeId
 from nomad_gpu.nomad.decode import AllocInfo
-from nomad_gpu.render import JobSpec
+from nomad_gpu.render import JobSpec, SweepSpec
 
 __all__ = ["blocked_nodes", "ports_taken", "static_ports"]
 
 
-def static_ports(spec: JobSpec | None) -> frozenset[int]:
+def static_ports(spec: JobSpec | SweepSpec | None) -> frozenset[int]:
     """The fixed host ports a job asks for (every group is placed on its one node)."""
     if spec is None:
         return frozenset()
     return frozenset(p.static for g in spec.groups for p in g.ports.values() if p.static is not None)
 
 
-def ports_taken(allocs: Iterable[AllocInfo], pending: Iterable[tuple[str, frozenset[int]]] = ()) -> dict[NodeId, set[int]]:
+def ports_taken(allocs: Iterable[AllocInfo],
+                pending: Iterable[tuple[str, frozenset[int]]] = ()) -> dict[NodeId, set[int]]:
     """Node -> the host ports its live allocations hold, plus `pending`: (node, static ports) of jobs
     admitted and registered whose allocations Nomad has not reported yet."""
     taken: dict[NodeId, set[int]] = {}

@@ -147,8 +147,9 @@ def test_a_serving_jobs_address_shows_in_its_row_and_its_detail(page: tuple[Any,
     address = f"{registration['Address']}:{registration['Port']}"
     wait_until(lambda: f"http {address}" in (row(browser, entry) or {}).get("why", ""), "the address in the row")
     browser.find_element(By.CSS_SELECTOR, f"#queue-rows tr[data-entry='{entry}'] button.open").click()
-    shown = wait_until(lambda: js(browser, "const a = document.querySelector(\"#job-facts .address[data-port='http'] a\");"
-                                           "return a && {text: a.textContent, href: a.href};"), "the address in the detail")
+    script = ("const a = document.querySelector(\"#job-facts .address[data-port='http'] a\");"
+              "return a && {text: a.textContent, href: a.href};")
+    shown = wait_until(lambda: js(browser, script), "the address in the detail")
     assert shown == {"text": address, "href": f"http://{address}/"}
     browser.find_element(By.ID, "job-close").click()
     requests.delete(f"{runtime.address}/v1/jobs/{entry}", headers=headers(runtime), timeout=10).raise_for_status()
