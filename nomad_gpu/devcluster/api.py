@@ -198,8 +198,10 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         return reply(visible(request, services.listing(state, _namespace(request))), "service_registrations")
 
     def service(request: Request) -> Response:
-        found = services.by_name(state, _namespace(request), request.path_params["name"])
-        return reply(visible(request, found), "service_registrations")
+        name = request.path_params.get("name", "")
+        if not name:  # `/v1/service/` (command/agent/service_registration_endpoint.go, v2.0.5)
+            raise queries.BadRequest("missing service name")
+        return reply(visible(request, services.by_name(state, _namespace(request), name)), "service_registrations")
 
     def namespaces(request: Request) -> Response:
         """`GET /v1/namespaces` (`command/agent/namespace_endpoint.go`, v2.0.5): the cluster file's
@@ -320,6 +322,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         Route("/v1/namespaces", namespaces, methods=["GET"]),
         Route("/v1/services", service_list, methods=["GET"]),
         Route("/v1/service/{name}", service, methods=["GET"]),
+        Route("/v1/service/", service, methods=["GET"]),
         Route("/v1/namespace/{name}", namespace, methods=["GET", "POST", "PUT", "DELETE"]),
         Route("/_dev/audit", audit, methods=["GET"]),
         Route("/_dev/streams/drop", drop_streams, methods=["POST"]),

@@ -191,3 +191,14 @@ def test_the_registration_goes_when_the_kill_begins_not_when_it_ends(make_cluste
     (alloc,) = _allocs(cluster, "web")
     assert (alloc["DesiredStatus"], alloc["ClientStatus"]) == ("stop", "running")  # still being killed
     assert requests.get(f"{cluster.url}/v1/service/chat", timeout=5).json() == []
+
+
+def test_the_catalogue_is_read_per_namespace_and_needs_a_name(make_cluster: ClusterFactory) -> None:
+    cluster = make_cluster(TWO_NODES)
+    client = nomad.Nomad(address=cluster.url, timeout=5)
+    submit(client, _reachable("web"))
+    wait_until(lambda: requests.get(f"{cluster.url}/v1/service/chat", timeout=5).json(), what="registered")
+    assert requests.get(f"{cluster.url}/v1/service/chat?namespace=other", timeout=5).json() == []
+    assert len(requests.get(f"{cluster.url}/v1/service/chat?namespace=*", timeout=5).json()) == 1
+    missing = requests.get(f"{cluster.url}/v1/service/", timeout=5)
+    assert (missing.status_code, missing.text) == (400, "missing service name")
