@@ -47,7 +47,7 @@ from nomad_gpu.service.foreign import ForeignAllocs
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.pins import pin_mismatch
-from nomad_gpu.service.portsinuse import blocked_nodes, ports_taken, static_ports
+from nomad_gpu.service.portsinuse import blocked_nodes, port_note, ports_taken, static_ports
 from nomad_gpu.service.stops import Stops
 from nomad_gpu.service.timers import Timers
 from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, NotSent, Tracked, backoff_s, compact
@@ -78,6 +78,8 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
         self.live: dict[str, Tracked] = {}
         """The admitted and running ones among `entries`."""
         self.waiting: dict[str, Tracked] = {}
+        self.port_notes: dict[str, str] = {}
+        """Queued entries kept off nodes where one of their static ports is in use: why, for their reason."""
         """The queued ones among `entries`: what each cycle reads, without scanning the running ones."""
         self.due = DueTimes()
         self._stops_checked = 0.0
@@ -123,6 +125,7 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
     def queued(self, now: float) -> list[Tracked]:
         out = []
         taken: dict[NodeId, set[int]] | None = None  # host ports in use, read once a cycle (portsinuse.py)
+        self.port_notes = {}
         for t in self.waiting.values():
             if t.entry.state is not EntryState.QUEUED or t.request is None or t.entry.held:
                 continue
@@ -133,9 +136,13 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
                 t.request = self._request(t)
             if t.request is not None and (wanted := static_ports(t.spec)):
                 taken = self._ports_taken() if taken is None else taken
-                avoid = frozenset(t.avoid) | blocked_nodes(wanted, taken)
+                blocked = blocked_nodes(wanted, taken)
+                avoid = frozenset(t.avoid) | blocked
                 if avoid != t.request.avoid_nodes:
                     t.request = replace(t.request, avoid_nodes=avoid)
+                if blocked:
+                    names = {n.id: n.name for n in self.ledger.inventory if n.id in blocked}
+                    self.port_notes[t.entry.id] = port_note(wanted, taken, blocked, names)
             out.append(t)
         return out
 

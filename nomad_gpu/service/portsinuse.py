@@ -18,7 +18,7 @@ from nomad_gpu.domain.ids import NodeId
 from nomad_gpu.nomad.decode import AllocInfo
 from nomad_gpu.render import JobSpec, SweepSpec
 
-__all__ = ["blocked_nodes", "ports_taken", "static_ports"]
+__all__ = ["blocked_nodes", "port_note", "ports_taken", "static_ports"]
 
 
 def static_ports(spec: JobSpec | SweepSpec | None) -> frozenset[int]:
@@ -44,3 +44,13 @@ def ports_taken(allocs: Iterable[AllocInfo],
 def blocked_nodes(wanted: frozenset[int], taken: dict[NodeId, set[int]]) -> frozenset[NodeId]:
     """The nodes where one of `wanted` is in use."""
     return frozenset(node for node, used in taken.items() if used & wanted)
+
+
+def port_note(wanted: frozenset[int], taken: dict[NodeId, set[int]], blocked: frozenset[NodeId],
+              names: dict[NodeId, str]) -> str:
+    """Why the blocked nodes are left out, for the entry's reason: `static port 9100 in use on gpu-1`."""
+    ports = sorted(wanted & {p for node in blocked for p in taken.get(node, ())})
+    where = sorted(names.get(node) or node for node in blocked)
+    shown = ", ".join(where[:3]) + (f" and {len(where) - 3} more" if len(where) > 3 else "")
+    word = "port" if len(ports) == 1 else "ports"
+    return f"static {word} {', '.join(map(str, ports))} in use on {shown}"

@@ -97,6 +97,7 @@ def test_a_static_port_is_never_held_twice_on_the_node(seed: DevCluster, runtime
     for _ in range(3):  # several cycles: it stays queued, never sent beside the port's holder
         wait_for(lambda: entry(runtime, second["id"])["state"] == "queued", 30, "the second queued")
     assert entry(runtime, second["id"])["addresses"] == {}
+    assert entry(runtime, second["id"])["reason"].startswith("static port 9100 in use on gpu-a800-1; ")
     cancel(runtime, first["id"])
     wait_for(lambda: entry(runtime, second["id"])["state"] == "running", 60, "the second running once freed")
     assert entry(runtime, second["id"])["addresses"]["metrics"].endswith(":9100")

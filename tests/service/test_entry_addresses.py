@@ -11,7 +11,7 @@ from nomad_gpu.domain.ids import NodeId
 from nomad_gpu.nomad.decode import AllocInfo, AllocStatus, decode_alloc
 from nomad_gpu.render import parse_spec
 from nomad_gpu.service.addresses import addresses
-from nomad_gpu.service.portsinuse import blocked_nodes, ports_taken, static_ports
+from nomad_gpu.service.portsinuse import blocked_nodes, port_note, ports_taken, static_ports
 
 
 def _raw(alloc_id: str, group: str = "main", status: str = "running", ports: Any = (("http", 23456),),
@@ -72,3 +72,11 @@ def test_nodes_where_a_static_port_is_taken_are_blocked() -> None:
     assert taken == {NodeId("n1"): {9100}, NodeId("n3"): {9100}}
     assert blocked_nodes(frozenset({9100}), taken) == {NodeId("n1"), NodeId("n3")}
     assert blocked_nodes(frozenset({9101}), taken) == frozenset()
+
+
+def test_the_reason_names_the_ports_and_the_nodes() -> None:
+    taken = {NodeId(f"n{i}"): {9100, 9200} for i in range(5)}
+    one = frozenset({NodeId("n0")})
+    assert port_note(frozenset({9100}), taken, one, {NodeId("n0"): "gpu-1"}) == "static port 9100 in use on gpu-1"
+    assert port_note(frozenset({9100, 9200, 9300}), taken, frozenset(taken), {}) == (
+        "static ports 9100, 9200 in use on n0, n1, n2 and 2 more")
