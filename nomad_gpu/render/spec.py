@@ -437,6 +437,25 @@ class _SpecBase(_Model):
         return groups
 
     @model_validator(mode="after")
+    def _static_ports_once_per_node(self) -> _SpecBase:
+        """Every allocation of a job runs on its one node, where a static port can be held only once
+        (Nomad would place the first and refuse the rest: "reserved port collision")."""
+        seen: dict[int, str] = {}
+        for index, group in enumerate(self.groups):
+            for label, port in group.ports.items():
+                if port.static is None:
+                    continue
+                if group.count > 1:
+                    raise ValueError(f"groups[{index}]: static port {port.static} ({label}) with count {group.count}: "
+                                     "every allocation of a job runs on one node, where the port is free only "
+                                     "once; use a dynamic port (leave out static)")
+                if port.static in seen:
+                    raise ValueError(f"groups[{index}]: static port {port.static} is also in group "
+                                     f"{seen[port.static]!r}: every group of a job runs on one node")
+                seen[port.static] = group.name
+        return self
+
+    @model_validator(mode="after")
     def _sized_groups_have_a_class(self) -> _SpecBase:
         for index, group in enumerate(self.groups):
             if group.gpu_memory is not None and group.capacity_kind is None and self.class_of(group) is None:

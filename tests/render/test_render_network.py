@@ -145,3 +145,18 @@ def test_a_stored_spec_re_parses_to_the_same_ports() -> None:
     spec = _spec(SERVING)
     again = parse_spec(spec.model_dump(mode="json"))
     assert again == spec
+
+
+def test_a_static_port_is_refused_where_one_node_would_need_it_twice() -> None:
+    counted = {**SERVING, "count": 2}
+    with pytest.raises(SpecError) as refused:
+        _spec(counted)
+    assert "static port 9100 (metrics) with count 2" in str(refused.value)
+    twice = {"name": "pair", "groups": [
+        {"name": "a", "task": {"image": "x"}, "ports": {"m": {"static": 9100}}},
+        {"name": "b", "task": {"image": "x"}, "ports": {"n": {"static": 9100}}}]}
+    with pytest.raises(SpecError) as refused:
+        _spec(twice)
+    assert "static port 9100 is also in group 'a'" in str(refused.value)
+    dynamic = {**SERVING, "count": 2, "ports": {"http": {"to": 8000}}}
+    assert _spec(dynamic).groups[0].count == 2
