@@ -119,6 +119,9 @@ class Entry(Payload):
                                       default=UNSET)
     eta: float | None | Unset = doc("A queued entry's expected start (Unix seconds; null: unknown). Only with "
                                     "`?eta=true`.", default=UNSET)
+    addresses: dict[str, str] = doc("Where a running entry is reached: port name (as in its spec's `ports`) to "
+                                    "`host:port`, as Nomad assigned it; `<group>.<name>` when several allocations "
+                                    "have the name. Empty until Nomad reports it running.", default_factory=dict)
 
 
 @dataclass(frozen=True)

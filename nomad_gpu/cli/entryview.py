@@ -52,6 +52,7 @@ def status_lines(entry: Entry, nomad: Allocations | None, nomad_error: str | Non
                              + (f" ({entry.refusals} refused by Nomad)" if entry.refusals else "")))
     unsent = "; not registered with Nomad yet" if entry.state == "queued" else ""
     lines.append(("nomad job", f"{entry.nomad_job_id} (namespace {entry.namespace}{unsent})"))
+    lines += address_lines(entry)
     if nomad is not None:
         for a in nomad.allocations:
             node = a.node_name or node_names.get(a.node_id, a.node_id[:8])
@@ -71,6 +72,31 @@ def status_lines(entry: Entry, nomad: Allocations | None, nomad_error: str | Non
         if p.link:
             lines.append(("gpus", gpu_set_line(p, node)))
     return lines
+
+
+def address_lines(entry: Entry) -> list[tuple[str, str]]:
+    """`address  http  10.0.0.2:23456 (service chat)`: where a running entry is reached; for a spec with
+    ports that does not run yet, one line saying when the address will show."""
+    service = _services(entry.spec)
+    lines = [("address", f"{name}  {where}" + (f" (service {service[name]})" if name in service else ""))
+             for name, where in sorted(entry.addresses.items())]
+    if not lines and _has_ports(entry.spec) and entry.state in ACTIVE + ("queued",):
+        lines.append(("address", "- (shown once Nomad reports the job running)"))
+    return lines
+
+
+def _has_ports(spec: Mapping[str, Any]) -> bool:
+    return any(isinstance(g, Mapping) and g.get("ports") for g in spec.get("groups") or ())
+
+
+def _services(spec: Mapping[str, Any]) -> dict[str, str]:
+    """Port name -> the name of the service registered on it (its spec's `service:`)."""
+    out: dict[str, str] = {}
+    for group in spec.get("groups") or ():
+        service = group.get("service") if isinstance(group, Mapping) else None
+        if isinstance(service, Mapping) and isinstance(service.get("port"), str):
+            out[service["port"]] = str(service.get("name"))
+    return out
 
 
 def gpu_set_line(p: Placement, node: str) -> str:

@@ -161,6 +161,8 @@ def requirement(request: Request, alloc_namespace: Callable[[str], str | None]) 
         return [(alloc_namespace(parts[4]) or ns, "read-logs")]
     if parts[:3] == ["v1", "client", "allocation"] and len(parts) >= 4:
         return [(alloc_namespace(parts[3]) or ns, "read-job")]
+    if path == "/v1/services" or parts[:2] == ["v1", "service"]:  # nomad/service_registration_endpoint.go
+        return [None] if ns == "*" else [(ns, "read-job")]
     if parts[:2] == ["v1", "namespace"]:
         return [("", "management")] if method != "GET" else [(parts[2] if len(parts) > 2 else ns, "list-jobs")]
     return [("", "management")]  # system endpoints (GC, ...)

@@ -14,9 +14,11 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from . import ports as port_json
 from .events import Event
 from .jobs import TaskAsk
 from .placement import DeviceChoice
+from .ports import AllocatedPort, NetworkAsk
 from .restarts import RestartPolicy
 
 JSON = dict[str, Any]
@@ -113,6 +115,9 @@ class Alloc:
     restart_count: int = 0  # the restart tracker's count and interval start (restarts.py)
     restart_window_start: float = 0.0
     max_run_exceeded: bool = False  # ended by its group's max_run_duration (maxrun.py)
+    ports: tuple[AllocatedPort, ...] = ()  # the host ports of its group network (ports.py)
+    network: NetworkAsk | None = None
+    node_address: str = ""
 
     def __post_init__(self) -> None:
         self.modify_index = self.alloc_modify_index = self.create_index
@@ -221,10 +226,11 @@ class Alloc:
                 "Networks": None,
                 "Devices": devices or None,
             }
+        networks, ports = port_json.shared_json(self.ports, self.network, self.node_address)
         return {
             "Tasks": tasks,
             "TaskLifecycles": {task.name: None for task in self.tasks},
-            "Shared": {"DiskMB": 300, "Networks": None, "Ports": None},
+            "Shared": {"DiskMB": 300, "Networks": networks, "Ports": ports},
         }
 
     def _common(self) -> JSON:
@@ -311,4 +317,5 @@ class Alloc:
             "client_status": self.client_status.value,
             "desired_status": self.desired_status,
             "max_run_exceeded": self.max_run_exceeded,
+            "ports": {port.label: port.value for port in self.ports},
         }

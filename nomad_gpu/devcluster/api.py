@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from . import gc, logs, queries, usage
+from . import gc, logs, queries, services, usage
 from . import namespaces as namespace_ops
 from .acl import TOKEN_NOT_FOUND, Acl, AclGate, TokenNotFound, token_of
 from .events import EventBroker
@@ -194,6 +194,17 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     async def stop_allocation(request: Request) -> Response:
         return reply(await run_in_threadpool(state.stop_alloc, request.path_params["alloc_id"]))
 
+    # -- the native service catalogue (services.py) ------------------------------------------------
+
+    def service_list(request: Request) -> Response:
+        return reply(visible(request, services.listing(state, _namespace(request))), "service_registrations")
+
+    def service(request: Request) -> Response:
+        name = request.path_params.get("name", "")
+        if not name:  # `/v1/service/` (command/agent/service_registration_endpoint.go, v2.0.5)
+            raise queries.BadRequest("missing service name")
+        return reply(visible(request, services.by_name(state, _namespace(request), name)), "service_registrations")
+
     def namespaces(request: Request) -> Response:
         """`GET /v1/namespaces` (`command/agent/namespace_endpoint.go`, v2.0.5): the cluster file's
         namespaces and those created since; `X-Nomad-Index` is the namespaces table's index."""
@@ -311,6 +322,9 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         Route("/v1/status/leader", leader, methods=["GET"]),
         Route("/v1/agent/members", agent_members, methods=["GET"]),
         Route("/v1/namespaces", namespaces, methods=["GET"]),
+        Route("/v1/services", service_list, methods=["GET"]),
+        Route("/v1/service/{name}", service, methods=["GET"]),
+        Route("/v1/service/", service, methods=["GET"]),
         Route("/v1/namespace/{name}", namespace, methods=["GET", "POST", "PUT", "DELETE"]),
         *variable_routes(VariableStore(state.advance_index), Identities(), acl, state.allocs.get),
         Route("/_dev/audit", audit, methods=["GET"]),

@@ -24,7 +24,9 @@ _CHANGE_MODES = ("noop", "restart", "signal", "script")
 
 
 def networks(body: Body) -> list[JSON] | None:
-    """Group `network` blocks as `TaskGroup.Networks` (a port with `static` is reserved, else dynamic)."""
+    """Group `network` blocks as `TaskGroup.Networks`. Every `port` block decodes into `DynamicPorts`
+    (`hcl:"port,block"`, api/resources.go) and `normalizeNetworkPorts` (jobspec2/parse_job.go, v2.0.5)
+    then moves those with a static `Value` to `ReservedPorts`."""
     out = []
     for _, block in body.blocks("network", 0):
         reserved: list[JSON] = []
@@ -32,31 +34,43 @@ def networks(body: Body) -> list[JSON] | None:
         for (label,), port in block.blocks("port", 1):
             static = port.integer("static")
             entry = {"Label": label, "Value": static or 0, "To": port.integer("to") or 0,
-                     "HostNetwork": port.string("host_network") or ""}
+                     "HostNetwork": port.string("host_network") or "",
+                     "IgnoreCollision": bool(port.boolean("ignore_collision"))}
             (reserved if static else dynamic).append(entry)
             port.finish()
         out.append({"Mode": block.string("mode") or "", "Device": "", "CIDR": "", "IP": "",
-                    "Hostname": block.string("hostname") or "", "MBits": None, "DNS": None,
+                    "Hostname": block.string("hostname") or "", "MBits": None, "DNS": None, "CNI": None,
                     "ReservedPorts": reserved or None, "DynamicPorts": dynamic or None})
         block.finish()
     return out or None
 
 
 def services(body: Body) -> list[JSON] | None:
-    """`service` blocks (group or task) as `Services`, each with its `check` blocks."""
+    """`service` blocks (group or task) as `Services` (`api.Service`, un-canonicalized), each with its
+    `check` blocks (`api.ServiceCheck`, durations in nanoseconds)."""
     out = []
     for _, block in body.blocks("service", 0):
         out.append({
             "Name": block.string("name") or "",
             "Tags": block.string_list("tags"),
+            "CanaryTags": None,
+            "EnableTagOverride": False,
             "PortLabel": block.string("port") or "",
             "AddressMode": block.string("address_mode") or "",
             "Address": block.string("address") or "",
-            "Provider": block.string("provider") or "",
-            "Meta": block.string_map("meta"),
             "Checks": _checks(block),
-            "CanaryTags": None, "EnableTagOverride": False, "CheckRestart": None, "Connect": None,
-            "CanaryMeta": None, "TaggedAddresses": None, "TaskName": "", "OnUpdate": "", "Cluster": "",
+            "CheckRestart": None,
+            "Connect": None,
+            "Meta": block.string_map("meta"),
+            "CanaryMeta": None,
+            "TaggedAddresses": None,
+            "TaskName": "",
+            "OnUpdate": "",
+            "Identity": None,
+            "Weights": None,
+            "Provider": block.string("provider") or "",
+            "Cluster": "",
+            "Kind": "",
         })
         block.finish()
     return out or None
@@ -68,16 +82,31 @@ def _checks(body: Body) -> list[JSON] | None:
         out.append({
             "Name": block.string("name") or "",
             "Type": block.string("type") or "",
+            "Command": "",
+            "Args": None,
             "Path": block.string("path") or "",
             "Protocol": block.string("protocol") or "",
             "PortLabel": block.string("port") or "",
-            "Method": block.string("method") or "",
+            "Expose": False,
+            "AddressMode": block.string("address_mode") or "",
+            "Advertise": "",
             "Interval": block.duration("interval") or 0,
             "Timeout": block.duration("timeout") or 0,
+            "InitialStatus": block.string("initial_status") or "",
+            "Notes": "",
+            "TLSServerName": "",
             "TLSSkipVerify": bool(block.boolean("tls_skip_verify")),
             "Header": _header(block),
-            "Command": "", "Args": None, "AddressMode": "", "InitialStatus": "", "TLSServerName": "",
-            "Body": "", "OnUpdate": "",
+            "Method": block.string("method") or "",
+            "CheckRestart": None,
+            "GRPCService": "",
+            "GRPCUseTLS": False,
+            "TaskName": "",
+            "SuccessBeforePassing": 0,
+            "FailuresBeforeCritical": 0,
+            "FailuresBeforeWarning": 0,
+            "Body": "",
+            "OnUpdate": "",
         })
         block.finish()
     return out or None
@@ -141,14 +170,14 @@ def canonicalize_group(group: JSON) -> None:
 
 
 def service_errors(group: JSON) -> list[str]:
-    """What Nomad's validation says of a group's networks, services and templates (`TaskGroup.Validate`,
+    """What Nomad's validation says of a group's task services and templates (`TaskGroup.Validate`,
     `validateServices`, `Service.Validate`, `ServiceCheck.validateCommon`, `Template.Validate`; v2.0.5)."""
     errors = []
     labels = {port["Label"] for network in group.get("Networks") or []
               for port in (network.get("ReservedPorts") or []) + (network.get("DynamicPorts") or [])}
-    holders: list[tuple[str, list[JSON]]] = [("", group.get("Services") or [])]
-    holders += [(f"Task {task.get('Name')} validation failed: ", task.get("Services") or [])
-                for task in group.get("Tasks") or []]
+    # the group's own services are services.validate's (with the port and name rules); a task's are here
+    holders = [(f"Task {task.get('Name')} validation failed: ", task.get("Services") or [])
+               for task in group.get("Tasks") or []]
     for prefix, listed in holders:
         for service in listed:
             errors += [prefix + error for error in _service_errors(service, labels)]

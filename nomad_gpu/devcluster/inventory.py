@@ -224,8 +224,12 @@ class Node:
                     "ReservableCpuCores": None},
             "Memory": {"MemoryMB": self.memory_mb},
             "Disk": {"DiskMB": self.disk_mb},
-            "Networks": None,
-            "NodeNetworks": None,
+            # the host network group ports are assigned on (`NetworkIndex.SetNode`, nomad/structs/network.go
+            # v2.0.5): fingerprinted from the default interface, its address the node's
+            "Networks": [{"Mode": "host", "Device": "eth0", "CIDR": f"{self.address}/32", "IP": self.address,
+                          "MBits": 1000, "DNS": None, "ReservedPorts": None, "DynamicPorts": None, "CNI": None}],
+            "NodeNetworks": [{"Mode": "host", "Device": "eth0", "MacAddress": "", "Speed": 1000, "Addresses": [
+                {"Family": "ipv4", "Alias": "default", "Address": self.address, "ReservedPorts": "", "Gateway": ""}]}],
             "MinDynamicPort": 20000,
             "MaxDynamicPort": 32000,
             "Devices": [group.to_json() for group in self.groups] or None,

@@ -17,8 +17,10 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
+from . import ports, services
 from .events import Event
 from .hclservices import canonicalize_group, service_errors
+from .ports import NetworkAsk
 from .restarts import RestartPolicy
 
 logger = logging.getLogger(__name__)
@@ -109,6 +111,7 @@ class GroupAsk:
     job_constraints: int = 0  # how many of `constraints` are job-level (for distinct_hosts' scope)
     host_volumes: tuple[str, ...] = ()  # sources of the group's `volume` blocks of type host
     restart: RestartPolicy = RestartPolicy(0, 0.0, 0.0, "fail")  # the group's `restart` block (restarts.py)
+    network: NetworkAsk | None = None  # the group's `network` ports (ports.py)
 
     @property
     def cpu(self) -> int:
@@ -144,6 +147,7 @@ def canonicalize(job: JSON) -> JSON:
         group["RestartPolicy"] = _merge_defaults(group.get("RestartPolicy"), _RESTART.get(job_type, {}))
         group["ReschedulePolicy"] = _merge_defaults(group.get("ReschedulePolicy"), _RESCHEDULE.get(job_type, {}))
         group["EphemeralDisk"] = group.get("EphemeralDisk") or {"Sticky": False, "SizeMB": 300, "Migrate": False}
+        services.canonicalize(job, group)
         for task in group.get("Tasks") or []:
             task["KillTimeout"] = task.get("KillTimeout") or 5 * _SECOND
             resources = task.get("Resources") or {}
@@ -209,6 +213,7 @@ def validate(job: JSON, admission: list[str] | None = None) -> None:
             errors.append(f"Job task group {name} redefined")
         if not isinstance(group["Count"], int) or group["Count"] < 0:
             errors.append(f"{prefix}: Task group count can't be negative")
+        errors.extend(ports.validate(group, prefix) + services.validate(group, prefix))
         tasks = group.get("Tasks") or []
         if not tasks:
             errors.append(f"{prefix}: Missing tasks for task group")
@@ -280,6 +285,7 @@ def _group_ask(job: JSON, group: JSON) -> GroupAsk:
                                   if (v or {}).get("Type") == "host")),
         restart=RestartPolicy(int(restart.get("Attempts") or 0), int(restart.get("Interval") or 0) / _SECOND,
                               int(restart.get("Delay") or 0) / _SECOND, str(restart.get("Mode") or "fail")),
+        network=ports.network_ask(group),
     )
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
+from . import services
 from .allocs import Alloc, ClientStatus
 from .restarts import go_duration
 
@@ -46,6 +47,9 @@ def stop(state: ClusterState, allocs: list[Alloc], why: str, migrate: bool | Non
     running = [a for a in allocs if a.client_status is ClientStatus.RUNNING]
     if not running:
         return
+    # the group's services go first: `groupServiceHook.PreKill` deregisters them before the tasks are
+    # killed (client/allocrunner/group_service_hook.go, v2.0.5)
+    services.on_stopped(state, {alloc.id for alloc in running})
     index = state._next_index()
     for alloc in running:
         timeout = kill_timeout_s(alloc)

@@ -18,6 +18,7 @@ from .allocs import Alloc
 from .inventory import Node
 from .jobs import GroupAsk
 from .placement import NodeView, Verdict, node_view, place
+from .ports import AllocatedPort
 
 _NODE_ID = "${node.unique.id}"
 
@@ -43,11 +44,11 @@ class PassViews:
         """Every node's view, in the cluster's node order (the order placement breaks ties by)."""
         return (self.view(node_id) for node_id in self._nodes)
 
-    def placed(self, node_id: str, ask: GroupAsk, instances: int) -> None:
+    def placed(self, node_id: str, ask: GroupAsk, instances: int, taken: tuple[AllocatedPort, ...] = ()) -> None:
         view = self._views.get(node_id)
         if view is not None:
             self._views[node_id] = view.plus(ask.cpu, ask.memory_mb, instances,
-                                             (ask.namespace, ask.job_id, ask.group))
+                                             (ask.namespace, ask.job_id, ask.group), taken)
 
 
 def pinned_node(ask: GroupAsk) -> str | None:

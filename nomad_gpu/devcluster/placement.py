@@ -24,9 +24,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from . import constraints
+from . import constraints, ports
 from .inventory import DeviceGroup, Node
 from .jobs import Constraint, DeviceAsk, GroupAsk, TaskAsk
+from .ports import AllocatedPort
 from .units import compare_quantities
 
 logger = logging.getLogger(__name__)
@@ -45,10 +46,13 @@ class NodeView:
     used_memory: int
     held_instances: int
     jobs: frozenset[tuple[str, str, str]] = frozenset()  # (namespace, job, group) of live allocations
+    used_ports: frozenset[int] = frozenset()  # host ports its live allocations hold (ports.py)
 
-    def plus(self, cpu: int, memory_mb: int, instances: int, job: tuple[str, str, str] | None = None) -> NodeView:
+    def plus(self, cpu: int, memory_mb: int, instances: int, job: tuple[str, str, str] | None = None,
+             taken: tuple[AllocatedPort, ...] = ()) -> NodeView:
         return NodeView(self.node, self.used_cpu + cpu, self.used_memory + memory_mb,
-                        self.held_instances + instances, self.jobs | {job} if job else self.jobs)
+                        self.held_instances + instances, self.jobs | {job} if job else self.jobs,
+                        self.used_ports | {port.value for port in taken})
 
 
 class _Usage(Protocol):
@@ -69,6 +73,9 @@ class _Usage(Protocol):
     @property
     def task_group(self) -> str: ...
 
+    @property
+    def ports(self) -> tuple[AllocatedPort, ...]: ...
+
 
 def node_view(node: Node, live: Iterable[_Usage]) -> NodeView:
     """A node with the CPU, memory and device instances its live allocations use."""
@@ -79,7 +86,7 @@ def node_view(node: Node, live: Iterable[_Usage]) -> NodeView:
         memory += sum(task.memory_mb for task in alloc.tasks)
         instances += len(alloc.device_ids)
         jobs.add((alloc.namespace, alloc.job_id, alloc.task_group))
-    return NodeView(node, cpu, memory, instances, frozenset(jobs))
+    return NodeView(node, cpu, memory, instances, frozenset(jobs), ports.used_ports(live))
 
 
 @dataclass(frozen=True)
@@ -93,6 +100,7 @@ class DeviceChoice:
 class Placement:
     node: Node
     devices: tuple[DeviceChoice, ...]
+    ports: tuple[AllocatedPort, ...] = ()
 
 
 @dataclass
@@ -146,6 +154,13 @@ def place(ask: GroupAsk, nodes: Sequence[NodeView], is_free: Callable[[str], boo
         if reason is not None:
             verdict.filter_out(reason, constraint=reason not in (FILTER_DRIVERS, constraints.DISTINCT_HOSTS))
             continue
+        offer: tuple[AllocatedPort, ...] = ()
+        if ask.network is not None:  # the group network comes before the tasks' devices (rank.go)
+            assigned = ports.assign(ask.network, view.used_ports, node.address)
+            if isinstance(assigned, str):
+                verdict.exhaust(f"network: {assigned}")
+                continue
+            offer = assigned
         devices = _assign_devices(ask, node, is_free, verdict, short_offers)
         if devices is None:
             continue
@@ -157,7 +172,7 @@ def place(ask: GroupAsk, nodes: Sequence[NodeView], is_free: Callable[[str], boo
             continue
         score = _fill_score(ask, view, sum(len(choice.ids) for choice in devices))
         if best is None or score > best[0]:
-            best = (score, position, Placement(node, devices))
+            best = (score, position, Placement(node, devices, offer))
     if best is not None:
         verdict.placement = best[2]
         verdict.pinned_held = False

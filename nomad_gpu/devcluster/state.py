@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from . import evals, gc, kills, maxrun, migjobs, namespaces, nodeops, restarts
+from . import evals, gc, kills, maxrun, migjobs, namespaces, nodeops, restarts, services
 from .allocs import Alloc, ClientStatus
 from .config import ClusterSpec
 from .evals import Evaluation
@@ -33,6 +33,7 @@ from .jobs import JSON, GroupAsk, canonicalize, group_asks, job_event, stamp_ver
 from .ledger import DeviceLedger
 from .passviews import PassViews, place_in_pass
 from .placement import DeviceChoice
+from .ports import AllocatedPort
 from .records import JobRecord, NotFound, Pending
 from .register import RegisterOptions, admission_errors, enforce_index, spec_changed
 from .runner import TimerHeap
@@ -82,6 +83,7 @@ class ClusterState:
         self.node_pools = frozenset({"default", "all", *(node.node_pool for node in cluster.nodes)})
         self.faults = Faults(clock)  # network faults in front of the HTTP app (faults.py)
         self.shared_gpu_ids: set[str] = set()
+        self.service_registrations: dict[str, JSON] = {}  # native service catalogue by ID (services.py)
         with self.lock:
             if cluster.job_gc_interval_s is not None:
                 gc.schedule_periodic(self, cluster.job_gc_interval_s, cluster.job_gc_threshold_s)
@@ -299,9 +301,10 @@ class ClusterState:
             if key not in plans:
                 plans[key] = (self._next_index(), [])
             index, placed = plans[key]
-            alloc = self._create_alloc(item, record, ask, verdict.placement.node, verdict.placement.devices, index)
+            alloc = self._create_alloc(item, record, ask, verdict.placement.node, verdict.placement.devices, index,
+                                       verdict.placement.ports)
             placed.append(alloc)
-            views.placed(alloc.node_id, ask, len(alloc.device_ids))
+            views.placed(alloc.node_id, ask, len(alloc.device_ids), alloc.ports)
         self.pending = waiting
         # New placements arrive as `PlanResult`; `AllocationCreated` is never emitted (reference section 1).
         for index, placed in sorted(plans.values(), key=lambda plan: plan[0]):
@@ -310,7 +313,7 @@ class ClusterState:
                 self.timers.call_soon(functools.partial(self.on_start, alloc.id))
 
     def _create_alloc(self, item: Pending, record: JobRecord, ask: GroupAsk, node: Node,
-                      devices: tuple[DeviceChoice, ...], index: int) -> Alloc:
+                      devices: tuple[DeviceChoice, ...], index: int, ports: tuple[AllocatedPort, ...] = ()) -> Alloc:
         now = self.clock()
         alloc = Alloc(
             id=str(uuid.uuid4()), eval_id=item.eval_id, namespace=item.namespace, job_id=item.job_id,
@@ -320,6 +323,7 @@ class ClusterState:
             devices=devices, duration_s=ask.duration_s, fails=ask.fails, create_index=index,
             registered_at=record.registered_at, created_at=now, previous_allocation=item.previous_alloc,
             restart=ask.restart, restart_window_start=now * self.speed,
+            ports=ports, network=ask.network, node_address=node.address,
         )
         self.ledger.hold(alloc.id, alloc.device_ids)
         share_gpu = next((i for i in ask.visible_devices() if i in self.shared_gpu_ids), None)
@@ -362,6 +366,7 @@ class ClusterState:
             now = self.clock()
             alloc.move(ClientStatus.RUNNING, index, now)
             self._emit(index, [alloc.event("AllocationUpdated", index)])
+            services.on_running(self, alloc)
             end = now + alloc.duration_s / self.speed
             self.timers.call_at(end, functools.partial(self.on_finish, alloc_id))
 
@@ -405,6 +410,7 @@ class ClusterState:
         handed = self._emit(index, [alloc.event("AllocationUpdated", index) for alloc in allocs])
         for alloc in allocs:
             alloc.terminal_event_at = handed
+        services.on_stopped(self, {alloc.id for alloc in allocs})
         nodeops.settle_drains(self, {alloc.node_id for alloc in allocs})
 
     def _replaceable(self, alloc: Alloc) -> bool:
@@ -436,7 +442,8 @@ class ClusterState:
         return nodeops.set_eligibility(self, id_or_name, eligible)
 
 
-_TABLES = {"Node": "nodes", "Allocation": "allocs", "Job": "jobs", "Evaluation": "evals"}
+_TABLES = {"Node": "nodes", "Allocation": "allocs", "Job": "jobs", "Evaluation": "evals",
+           "Service": "service_registrations"}
 
 
 def _count(job: JSON, group: str) -> int:

@@ -74,6 +74,20 @@ MAX_RUN_EXCEEDED = "allocation exceeded max_run_duration"  # nomad/structs/alloc
 
 
 @dataclass(frozen=True)
+class PortMapping:
+    """One host port Nomad assigned to an allocation's group network (`AllocatedPortMapping`)."""
+
+    label: str
+    host_ip: str
+    value: int
+
+    @property
+    def address(self) -> str:
+        """`host:port`, as Nomad's service registration publishes it (`[v6]:port` for IPv6)."""
+        return f"[{self.host_ip}]:{self.value}" if ":" in self.host_ip else f"{self.host_ip}:{self.value}"
+
+
+@dataclass(frozen=True)
 class AllocInfo:
     """What the service needs from an allocation: whose it is, where, on what, and how it ends."""
 
@@ -101,6 +115,8 @@ class AllocInfo:
     exited_zero: bool = False
     """Every task's last run ended by itself with exit code 0 (`Terminated`, then nothing but `Not
     Restarting`), read from `TaskStates`."""
+    ports: tuple[PortMapping, ...] = ()
+    """The host ports of its group network, from `AllocatedResources.Shared.Ports` (when `resources_known`)."""
     max_run_exceeded: bool = False
     """Nomad's client ended it at the group's `max_run_duration` (2.0.3+): `complete`, with the
     description `AllocTimeoutReasonMaxRunDuration` (`EnforceMaxRunDurationTimeout`,
@@ -324,7 +340,15 @@ def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
         resources_known=isinstance(raw.get("AllocatedResources"), Mapping),
         exited_zero=_exited_zero(raw.get("TaskStates")),
         max_run_exceeded=raw.get("ClientDescription") == MAX_RUN_EXCEEDED,
+        ports=_ports(raw.get("AllocatedResources")),
     )
+
+
+def _ports(resources: Any) -> tuple[PortMapping, ...]:
+    shared = resources.get("Shared") if isinstance(resources, Mapping) else None
+    raw = shared.get("Ports") if isinstance(shared, Mapping) else None
+    return tuple(PortMapping(str(p.get("Label") or ""), str(p.get("HostIP") or ""), int(p.get("Value") or 0))
+                 for p in raw or () if isinstance(p, Mapping) and p.get("Value"))
 
 
 def _exited_zero(task_states: Any) -> bool:

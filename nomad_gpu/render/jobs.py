@@ -28,6 +28,7 @@ from nomad_gpu.render.devices import (
     adapter_for,
 )
 from nomad_gpu.render.hcl import RenderError, hcl_ident, make_environment
+from nomad_gpu.render.network import network_context, service_context
 from nomad_gpu.render.placement import RenderPlacement, check_placement
 from nomad_gpu.render.servicejob import ServiceJobSettings, service_job_context
 from nomad_gpu.render.spec import GroupSpec, JobSpec, SweepSpec
@@ -181,6 +182,8 @@ def _group_context(group: GroupSpec, placement: RenderPlacement) -> dict[str, An
         config["command"] = task.command
     if task.args:
         config["args"] = list(task.args)
+    if group.ports and task.driver == "docker":
+        config["ports"] = sorted(group.ports)  # docker publishes only the group ports its config names
     ctx = GroupContext(task.driver, dict(task.env), config)
     adapter_for(group, placed).render(group, placed, ctx)
     env, meta, device = ctx.env, ctx.meta, ctx.device
@@ -195,6 +198,8 @@ def _group_context(group: GroupSpec, placement: RenderPlacement) -> dict[str, An
             "memory_max": group.resources.memory_max,
         },
         "device": device,
+        "network": network_context(group.ports),
+        "service": service_context(group.service),
     }
 
 

@@ -31,6 +31,7 @@ from pydantic import (
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.render.gpumemory import gpu_memory_bytes
+from nomad_gpu.render.network import Ports, ServiceSpec, check_service_port
 
 __all__ = [
     "CLASSES",
@@ -69,8 +70,10 @@ RESERVED_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES"})
 """Env a user may not set: nomad-gpu (or the device plugin) decides which GPUs a task sees."""
 SHORTHAND_GROUP = "main"
 """The group a top-level ``task:`` becomes."""
-GROUP_FIELDS = ("count", "task", "resources", "gpu", "mig", "share", "gpu_memory")
+GROUP_FIELDS = ("count", "task", "resources", "gpu", "mig", "share", "gpu_memory", "ports", "service")
 """Group fields that may sit at the top level together with ``task:``."""
+REACH_FIELDS = ("ports", "service")
+"""Group fields that may also sit at the top level of a one-group ``groups:`` spec (DESIGN 19)."""
 CLASSES = ("serving", "training", "hpo", "exploratory", "interactive")
 """Workload classes (DESIGN 14): the user states intent, the service chooses whole GPU, MIG or share."""
 SWEEP_CLASS: Literal["hpo"] = "hpo"
@@ -289,6 +292,16 @@ class GroupSpec(_Model):
     """Overrides the job's class for this group."""
     gpu_memory: GpuMemory | None = None
     """What the workload needs on its GPU; with a class, the service chooses the kind that holds it."""
+    ports: Ports = Field(default_factory=dict)
+    """Named ports, rendered as the group's Nomad `network` block; the address Nomad assigns is shown in
+    the entry's `addresses`."""
+    service: ServiceSpec | None = None
+    """A service registration (Nomad's catalogue by default) on one of `ports`, with a health check."""
+
+    @model_validator(mode="after")
+    def _service_on_a_port(self) -> GroupSpec:
+        check_service_port(self.ports, self.service)
+        return self
 
     @model_validator(mode="after")
     def _one_capacity_kind(self) -> GroupSpec:
@@ -328,6 +341,24 @@ class GroupSpec(_Model):
         return 0
 
 
+def _reach_into_group(data: dict[str, Any]) -> dict[str, Any]:
+    """Top-level ``ports``/``service`` with ``groups:``: only for one group that gives none of its own
+    (every group of a job runs on one node, so one set of ports cannot serve several)."""
+    given = [key for key in REACH_FIELDS if key in data]
+    if not given:
+        return data
+    groups = data.get("groups")
+    if not isinstance(groups, list) or len(groups) != 1 or not isinstance(groups[0], dict):
+        raise ValueError(f"top-level {' and '.join(given)} apply to a job of one group; with several groups, "
+                         "give each group its own")
+    clash = [key for key in given if key in groups[0]]
+    if clash:
+        raise ValueError(f"{clash[0]} is given both at the top level and in groups[0]: give it once")
+    data = dict(data)
+    data["groups"] = [{**groups[0], **{key: data.pop(key) for key in given}}]
+    return data
+
+
 class _SpecBase(_Model):
     name: Name
     team: Label = "default"
@@ -361,9 +392,12 @@ class _SpecBase(_Model):
     @model_validator(mode="before")
     @classmethod
     def _task_shorthand(cls, data: Any) -> Any:
-        """``task:`` (and count/resources/gpu/mig/share) at the top level = one group "main"."""
-        if not isinstance(data, dict) or "task" not in data:
+        """``task:`` (and count/resources/gpu/mig/share/ports/service) at the top level = one group "main";
+        ``ports:``/``service:`` at the top level of a one-group ``groups:`` spec belong to that group."""
+        if not isinstance(data, dict):
             return data
+        if "task" not in data:
+            return _reach_into_group(data)
         if "groups" in data:
             raise ValueError("use either a top-level 'task' (one group) or 'groups', not both")
         data = dict(data)
@@ -401,6 +435,25 @@ class _SpecBase(_Model):
                 raise ValueError(f"group name {group.name!r} is used twice")
             seen.add(group.name)
         return groups
+
+    @model_validator(mode="after")
+    def _static_ports_once_per_node(self) -> _SpecBase:
+        """Every allocation of a job runs on its one node, where a static port can be held only once
+        (Nomad would place the first and refuse the rest: "reserved port collision")."""
+        seen: dict[int, str] = {}
+        for index, group in enumerate(self.groups):
+            for label, port in group.ports.items():
+                if port.static is None:
+                    continue
+                if group.count > 1:
+                    raise ValueError(f"groups[{index}]: static port {port.static} ({label}) with count {group.count}: "
+                                     "every allocation of a job runs on one node, where the port is free only "
+                                     "once; use a dynamic port (leave out static)")
+                if port.static in seen:
+                    raise ValueError(f"groups[{index}]: static port {port.static} is also in group "
+                                     f"{seen[port.static]!r}: every group of a job runs on one node")
+                seen[port.static] = group.name
+        return self
 
     @model_validator(mode="after")
     def _sized_groups_have_a_class(self) -> _SpecBase:

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from nomad_gpu.render.network import CheckSpec, PortSpec, ServiceSpec
 from nomad_gpu.render.spec import (
     DevSpec,
     GpuSpec,
@@ -40,7 +41,8 @@ from nomad_gpu.render.spec import (
 
 SECTIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("The job", JobSpec, "The top level of a spec file. `task:` (and `count`, `resources`, `gpu`, `mig`, "
-     "`share`, `gpu_memory`) may sit here instead of `groups:`: they become one group named `main`."),
+     "`share`, `gpu_memory`, `ports`, `service`) may sit here instead of `groups:`: they become one group named "
+     "`main`. `ports:` and `service:` may also sit here beside `groups:` with one group."),
     ("A sweep", SweepSpec, "`kind: sweep` with every field of a job, plus `sweep:`. Each trial is a job named "
      "`<name>-t<index>` that sees its parameters as `TRIAL_<NAME>` in its environment."),
     ("sweep", SweepConfig, "Which parameter combinations a sweep runs, and how many at once."),
@@ -53,6 +55,12 @@ SECTIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("gpu", GpuSpec, "Whole GPUs per allocation."),
     ("mig", MigSpec, "MIG instances of one profile per allocation."),
     ("share", ShareSpec, "A time-slice share of one shared GPU."),
+    ("ports.NAME", PortSpec, "A named port of the group (`ports: {http: {to: 8000}, metrics: {static: 9100}}`; "
+     "`http: {}` is a dynamic port), rendered in the group's Nomad `network` block. The address Nomad assigns "
+     "(`host:port`) is shown by `nomad-gpu status`, the dashboard and the entry's `addresses` in the API."),
+    ("service", ServiceSpec, "A service registration, rendered as the group's Nomad `service` block: "
+     "`service: {name: chat, port: http, check: {type: http, path: /health}}`."),
+    ("service.check", CheckSpec, "The health check Nomad runs against the service."),
     ("dev", DevSpec, "How the embedded dev cluster runs the job; a real Nomad ignores it."),
 )
 
@@ -114,6 +122,19 @@ EXTRA: dict[str, tuple[str, str, str]] = {
     "GpuSpec.min_memory_mib": ("MiB", "40960", "The least memory each GPU must have."),
     "MigSpec.profile": ("", "3g.40gb", "The MIG profile (`<compute>g.<memory>gb`)."),
     "MigSpec.count": ("instances", "1", "Instances of it per allocation."),
+    "GroupSpec.ports": ("", "{http: {to: 8000}}", ""),
+    "GroupSpec.service": ("", "see service", ""),
+    "PortSpec.static": ("port", "9100", ""),
+    "PortSpec.to": ("port", "8000", ""),
+    "ServiceSpec.name": ("", "chat", ""),
+    "ServiceSpec.port": ("", "http", ""),
+    "ServiceSpec.provider": ("", "consul", ""),
+    "ServiceSpec.tags": ("", "[llm, v1]", ""),
+    "ServiceSpec.check": ("", "{type: http, path: /health}", ""),
+    "CheckSpec.type": ("", "tcp", ""),
+    "CheckSpec.path": ("", "/health", ""),
+    "CheckSpec.interval": ("seconds, or 10s/1m", "30s", ""),
+    "CheckSpec.timeout": ("seconds, or 2s/1m", "5s", ""),
     "ShareSpec.milli": ("milli-GPU (1000 = the whole GPU)", "250", "The share of one GPU's time."),
     "DevSpec.duration_s": ("seconds", "120", "How long the task runs on the dev cluster."),
     "DevSpec.fail": ("", "true", "End the task with a failure instead of success."),

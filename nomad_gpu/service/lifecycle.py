@@ -47,6 +47,7 @@ from nomad_gpu.service.foreign import ForeignAllocs
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.pins import pin_mismatch
+from nomad_gpu.service.portsinuse import blocked_nodes, port_note, ports_taken, static_ports
 from nomad_gpu.service.stops import Stops
 from nomad_gpu.service.timers import Timers
 from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, NotSent, Tracked, backoff_s, compact
@@ -77,6 +78,8 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
         self.live: dict[str, Tracked] = {}
         """The admitted and running ones among `entries`."""
         self.waiting: dict[str, Tracked] = {}
+        self.port_notes: dict[str, str] = {}
+        """Queued entries kept off nodes where one of their static ports is in use: why, for their reason."""
         """The queued ones among `entries`: what each cycle reads, without scanning the running ones."""
         self.due = DueTimes()
         self._stops_checked = 0.0
@@ -121,6 +124,8 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
 
     def queued(self, now: float) -> list[Tracked]:
         out = []
+        taken: dict[NodeId, set[int]] | None = None  # host ports in use, read once a cycle (portsinuse.py)
+        self.port_notes = {}
         for t in self.waiting.values():
             if t.entry.state is not EntryState.QUEUED or t.request is None or t.entry.held:
                 continue
@@ -129,8 +134,24 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
                 t.request = self._request(t)
             elif self.classes.stale(t.entry.id, t.spec):  # tiers over the fleet as it now is
                 t.request = self._request(t)
+            if t.request is not None and (wanted := static_ports(t.spec)):
+                taken = self._ports_taken() if taken is None else taken
+                blocked = blocked_nodes(wanted, taken)
+                avoid = frozenset(t.avoid) | blocked
+                if avoid != t.request.avoid_nodes:
+                    t.request = replace(t.request, avoid_nodes=avoid)
+                if blocked:
+                    names = {n.id: n.name for n in self.ledger.inventory if n.id in blocked}
+                    self.port_notes[t.entry.id] = port_note(wanted, taken, blocked, names)
             out.append(t)
         return out
+
+    def _ports_taken(self) -> dict[NodeId, set[int]]:
+        allocs = [a for t in self.live.values() for a in t.allocs.values()]
+        allocs += [a for d in self.draining.values() for a in d.allocs.values()] + list(self.foreign.values())
+        pending = [(str(p["node"]), static_ports(t.spec)) for t in self.live.values()
+                   if not any(not a.is_terminal for a in t.allocs.values()) for p in t.entry.placements]
+        return ports_taken(allocs, pending)
 
     def _request(self, t: Tracked) -> JobRequest | None:
         if t.spec is None:
@@ -264,6 +285,9 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
             if ref is not None and ref.instance == self.instance and not a.is_terminal:
                 self._stop_orphan(a)
             return self._foreign_alloc(a)
+        known = t.allocs.get(a.id)
+        if not a.resources_known and known is not None and known.ports:  # a stub keeps the ports Nomad gave
+            a = replace(a, ports=known.ports)
         t.allocs[a.id] = a
         short = pin_mismatch(a, t.entry.placements)
         if short is not None:  # Nomad before 1.11.1 places a taken pin short (pins.py): never run it so

@@ -302,6 +302,8 @@ class SchedulerService:
                     t = self.life.entries.get(d.entry)
                     text = (self.classes.wait_line(t.spec if t is not None else None, d.reason, self.ledger, waits)
                             or never.reason(d, t.request if t is not None else None) or str(d))
+                    if note := self.life.port_notes.get(d.entry):  # nodes left out for a static port first
+                        text = f"{note}; {text}"
                     if t is not None and t.entry.reason != text:
                         reasons[d.entry] = text
                         t.entry = replace(t.entry, reason=text)

@@ -12,7 +12,8 @@ from nomad_gpu.cli.main import main
 from nomad_gpu.render import load_spec
 
 REPO = Path(__file__).resolve().parents[2]
-REQUIRED = ("train", "train-multi", "gang", "sweep", "inference-mig", "notebook-share")
+REQUIRED = ("train", "train-multi", "gang", "sweep", "inference-mig", "notebook-share", "serving-openai",
+            "notebook-reachable")
 
 
 def run(*args: str) -> tuple[int, str, str]:

@@ -29,11 +29,11 @@ from .helpers import A100, A100_MIG, JOBSPECS, NODE, TEMPLATES, placement_for
 # The stanzas the embedded dev cluster maps (and nothing else may appear).
 ALLOWED: dict[str, set[str]] = {
     "job": {"type", "priority", "datacenters", "namespace", "node_pool", "region", "meta", "constraint", "group"},
-    "group": {"count", "meta", "constraint", "restart", "reschedule", "task", "volume", "network"},
+    "group": {"count", "meta", "constraint", "restart", "reschedule", "task", "volume", "network", "service"},
     "network": {"mode", "port"},
     "port": {"static", "to", "host_network"},
     "service": {"name", "port", "provider", "tags", "check"},
-    "check": {"type", "path", "protocol", "interval", "timeout", "tls_skip_verify", "header"},
+    "check": {"name", "type", "path", "protocol", "interval", "timeout", "tls_skip_verify", "header"},
     "template": {"destination", "data", "env", "error_on_missing_key"},
     "volume": {"type", "source", "read_only"},
     "volume_mount": {"volume", "destination", "read_only"},

@@ -136,6 +136,27 @@ def test_a_cancel_made_through_the_api_shows_without_a_reload(page: tuple[Any, A
     assert same_document(browser)
 
 
+def test_a_serving_jobs_address_shows_in_its_row_and_its_detail(page: tuple[Any, Any, Any]) -> None:
+    from selenium.webdriver.common.by import By
+
+    browser, dc, runtime = page
+    entry = submit(runtime, job("chat", duration_s=100_000) + "template: service\n"
+                   "ports: {http: {to: 8000}}\nservice: {name: chat, port: http, check: {type: http, path: /health}}\n")
+    (registration,) = wait_until(lambda: requests.get(f"{dc.url}/v1/service/chat", timeout=5).json(),
+                                 "Nomad's registration of the service")
+    address = f"{registration['Address']}:{registration['Port']}"
+    wait_until(lambda: f"http {address}" in (row(browser, entry) or {}).get("why", ""), "the address in the row")
+    browser.find_element(By.CSS_SELECTOR, f"#queue-rows tr[data-entry='{entry}'] button.open").click()
+    script = ("const a = document.querySelector(\"#job-facts .address[data-port='http'] a\");"
+              "return a && {text: a.textContent, href: a.href};")
+    shown = wait_until(lambda: js(browser, script), "the address in the detail")
+    assert shown == {"text": address, "href": f"http://{address}/"}
+    browser.find_element(By.ID, "job-close").click()
+    requests.delete(f"{runtime.address}/v1/jobs/{entry}", headers=headers(runtime), timeout=10).raise_for_status()
+    wait_until(lambda: row(browser, entry) is None, "the cancelled job to leave the queue", timeout_s=20)
+    assert same_document(browser)
+
+
 def test_a_cell_names_its_entry_and_device_from_the_keyboard_and_rows_link_to_nomad(
         page: tuple[Any, Any, Any]) -> None:
     from selenium.common.exceptions import StaleElementReferenceException

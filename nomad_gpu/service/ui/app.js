@@ -161,6 +161,9 @@ function renderQueue() {
       for (const c of new Set((e.placements || []).map((p) => p.choice).filter(Boolean))) {
         where.push(el("div", { class: "choice" }, c));  // what a workload class chose, and why
       }
+      for (const [name, addr] of Object.entries(e.addresses || {})) {  // where it is reached, once running
+        where.push(el("div", { class: "address", dataset: { port: name } }, `${name} ${addr}`));
+      }
       const u = e.usage;  // the device plugin's figures, where the node reports them
       if (u && (u.gpu_util_pct !== null || u.gpu_memory_used_mib !== null)) {
         const parts = [];
@@ -252,6 +255,10 @@ async function refreshJob() {
   if (nomad && nomad.nomad_ui) {  // Nomad's own page of the job, where its agent serves a UI
     facts_.push(el("div", {}, el("dt", {}, "Nomad UI"),
       el("dd", {}, el("a", { href: nomad.nomad_ui, rel: "noopener", target: "_blank" }, "open the job in Nomad's UI"))));
+  }
+  for (const [name, addr] of Object.entries(e.addresses || {})) {  // the host:port Nomad assigned each port
+    facts_.push(el("div", { class: "address", dataset: { port: name } }, el("dt", {}, `Address ${name}`),
+      el("dd", {}, el("a", { href: `http://${addr}/`, rel: "noopener", target: "_blank" }, addr))));
   }
   $("job-h").textContent = `Job ${e.name}`;
   redraw($("job-facts"), facts_);
