@@ -73,7 +73,7 @@ def main() -> None:
         print(f"/v1/status alone: {status_s(port):.3f} s")
         for spaces in args.spaces:
             result: list[tuple[float, str]] = []
-            hostile = threading.Thread(target=lambda n=spaces: result.append(post(port, n)))
+            hostile = threading.Thread(target=lambda n=spaces, out=result: out.append(post(port, n)))
             hostile.start()
             waits = []
             while hostile.is_alive():
