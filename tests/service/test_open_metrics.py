@@ -30,8 +30,9 @@ ROOT = "admin-0123456789abcdef00"
 USAGE = {"vision": 1.0, "nlp": 2.0, "audio": 0.5, "_nomad": 1.0}
 
 
-def open_access(**extra: bool) -> AccessSettings:
-    return AccessSettings(tokens={VISION: "vision", NLP: "nlp", ROOT: None}, metrics_open=True, **extra)
+def open_access(*, teams: bool = False) -> AccessSettings:
+    return AccessSettings(tokens={VISION: "vision", NLP: "nlp", ROOT: None}, metrics_open=True,
+                          metrics_open_teams=teams)
 
 
 def series(text: str) -> dict[str, float]:
@@ -114,7 +115,7 @@ def test_a_wrong_token_on_open_metrics_is_refused(metered: SchedulerService) -> 
 
 
 def test_metrics_open_teams_shows_them_without_a_token(metered: SchedulerService) -> None:
-    client = TestClient(create_app(metered, access=open_access(metrics_open_teams=True)))
+    client = TestClient(create_app(metered, access=open_access(teams=True)))
     assert series(client.get("/metrics").text) == USAGE
     assert series(client.get("/metrics", headers={"X-Nomad-Gpu-Token": VISION}).text)["vision"] == 1.0
     assert "nlp" not in series(client.get("/metrics", headers={"X-Nomad-Gpu-Token": VISION}).text)
