@@ -71,11 +71,12 @@ def hcl_ident(name: object) -> HclIdent:
 def hcl_string(value: str) -> str:
     """Encode ``value`` as a quoted HCL2 string literal that decodes to exactly ``value``."""
     out = ['"']
+    last_close = value.rfind("}")  # found once: a search per `${` was quadratic in a run of them
     for index, char in enumerate(value):
         if char in _SIMPLE_ESCAPES:
             out.append(_SIMPLE_ESCAPES[char])
         elif char in "$%" and value.startswith("{", index + 1):
-            if "}" in value[index + 2 :]:
+            if last_close >= index + 2:
                 out.append(char + char)
             else:
                 out.append(f"\\u{ord(char):04x}")

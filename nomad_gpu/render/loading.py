@@ -43,6 +43,7 @@ from nomad_gpu.render.spec import (
     SweepSpec,
     TaskSpec,
 )
+from nomad_gpu.render.textrules import SHOWN, shown
 
 __all__ = ["MAX_DEPTH", "MAX_SPEC_BYTES", "SpecDocument", "decode_spec", "format_location", "load_spec", "parse_spec"]
 
@@ -99,7 +100,7 @@ def _refuse_duplicates(node: yaml.MappingNode) -> None:
         if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
             key = key_node.value
             if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {shown(key)}", key_node.start_mark)
             seen.add(key)
 
 
@@ -219,7 +220,7 @@ def _decode_json(text: str, prefix: str) -> Any:
         out: dict[str, Any] = {}
         for key, value in items:
             if key in out:
-                raise SpecError(f"{prefix}invalid JSON: duplicate key {key!r}")
+                raise SpecError(f"{prefix}invalid JSON: duplicate key {shown(key)}")
             out[key] = value
         return out
 
@@ -297,7 +298,7 @@ def parse_spec(
         model = SweepSpec
     else:
         where = _where(source, node, ("kind",))
-        raise SpecError(f"{where}kind: must be 'job' or 'sweep', got {kind!r}")
+        raise SpecError(f"{where}kind: must be 'job' or 'sweep', got {shown(kind)}")
     try:
         context = {MAX_TRIALS_CONTEXT: max_trials} if max_trials is not None else None
         return model.model_validate(dict(data), context=context)
@@ -320,10 +321,10 @@ def format_location(loc: Sequence[int | str]) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part.isidentifier():
+        elif part.isidentifier() and len(part) <= SHOWN:
             out += f".{part}" if out else part
         else:
-            out += f"[{part!r}]"
+            out += f"[{shown(part)}]"  # a key the user wrote: quoted, and cut when long
     return out
 
 
@@ -344,7 +345,7 @@ def _describe(error: ErrorDetails) -> str:
         return "required"
     if kind == "extra_forbidden":
         unknown = str(error["loc"][-1]) if error["loc"] else ""
-        close = difflib.get_close_matches(unknown, _KNOWN_FIELDS, n=1)
+        close = difflib.get_close_matches(unknown, _KNOWN_FIELDS, n=1) if len(unknown) <= SHOWN else []
         return "unknown field" + (f" (did you mean {close[0]!r}?)" if close else "")
     if kind in _BOUNDS:
         op, key = _BOUNDS[kind]
@@ -355,7 +356,7 @@ def _describe(error: ErrorDetails) -> str:
     if kind in ("too_short", "string_too_short"):
         return "must not be empty" if ctx.get("min_length") == 1 else f"needs at least {ctx.get('min_length')}"
     if kind == "literal_error":
-        return f"must be one of {ctx.get('expected')}, got {error.get('input')!r}"
+        return f"must be one of {ctx.get('expected')}, got {shown(error.get('input'))}"
     simple = {
         "string_type": "must be a string",
         "int_type": "must be an integer",

@@ -16,6 +16,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
+from nomad_gpu.render.textrules import TextRule, capped
+
 __all__ = [
     "CheckSpec",
     "DEFAULT_CHECK_INTERVAL_S",
@@ -35,20 +37,15 @@ DEFAULT_CHECK_TIMEOUT_S = 2.0
 MIN_CHECK_S = 1.0
 """`minCheckInterval` and `minCheckTimeout` (nomad/structs/services.go, v2.0.5)."""
 
-_PORT_LABEL = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,31}")
+_PORT_LABEL = TextRule(r"[A-Za-z_][A-Za-z0-9_]{0,31}", "a port name ([A-Za-z_][A-Za-z0-9_]*, at most 32 characters)",
+                       32)
 # RFC 1123 / RFC 2782, as `Service.ValidateName` allows (nomad/structs/services.go v2.0.5): 1-63 of
 # letters, digits and '-', not starting or ending with '-'.
-_SERVICE_NAME = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
-_TAG = re.compile(r"[^\x00-\x1f\x7f]{1,128}")
-
-
-def _matching(pattern: re.Pattern[str], what: str) -> AfterValidator:
-    def check(value: str) -> str:
-        if not pattern.fullmatch(value):
-            raise ValueError(f"must be {what}, got {value!r}")
-        return value
-
-    return AfterValidator(check)
+_SERVICE_NAME = TextRule(r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?",
+                         "a service name: 1-63 letters, digits and '-', not starting or ending with '-'", 63)
+_TAG = TextRule(r"[^\x00-\x1f\x7f]{1,128}", "1-128 printable characters", 128)
+_DURATION_CAP = 64
+"""The longest duration text read (`1h30m15s500ms` is 13): a cap before the pattern, as for every text."""
 
 
 def _seconds(value: Any) -> float:
@@ -58,6 +55,7 @@ def _seconds(value: Any) -> float:
     if isinstance(value, int | float):
         return float(value)
     if isinstance(value, str):
+        capped(value, _DURATION_CAP)
         parts = re.findall(r"(\d+(?:\.\d+)?)(ms|s|m|h)", value.strip())
         if parts and "".join(n + u for n, u in parts) == value.strip():
             return sum(float(n) * {"ms": 0.001, "s": 1, "m": 60, "h": 3600}[u] for n, u in parts)
@@ -69,8 +67,7 @@ class _Model(BaseModel):
 
 
 PortNumber = Annotated[int, Field(strict=True, ge=1, le=65535)]
-PortLabel = Annotated[str, Field(strict=True), _matching(_PORT_LABEL, "a port name ([A-Za-z_][A-Za-z0-9_]*, "
-                                                                      "at most 32 characters)")]
+PortLabel = Annotated[str, Field(strict=True), AfterValidator(_PORT_LABEL.check)]
 CheckSeconds = Annotated[float, BeforeValidator(_seconds), Field(ge=MIN_CHECK_S, le=3600, allow_inf_nan=False)]
 
 
@@ -121,14 +118,13 @@ class CheckSpec(_Model):
 class ServiceSpec(_Model):
     """A service registration: Nomad publishes the task's address under `name` while it runs."""
 
-    name: Annotated[str, Field(strict=True), _matching(_SERVICE_NAME, "a service name: 1-63 letters, digits "
-                                                                      "and '-', not starting or ending with '-'")]
+    name: Annotated[str, Field(strict=True), AfterValidator(_SERVICE_NAME.check)]
     """The name the address is found by (`GET /v1/service/<name>`, or Consul's catalogue)."""
     port: PortLabel
     """Which of the group's `ports` the service is reached on."""
     provider: Literal["nomad", "consul"] = "nomad"
     """`nomad`: Nomad's own service catalogue (no Consul needed); `consul`: a Consul agent on the node."""
-    tags: Annotated[list[Annotated[str, Field(strict=True), _matching(_TAG, "1-128 printable characters")]],
+    tags: Annotated[list[Annotated[str, Field(strict=True), AfterValidator(_TAG.check)]],
                     Field(max_length=64)] = Field(default_factory=list)
     """Tags published with the registration."""
     check: CheckSpec | None = None

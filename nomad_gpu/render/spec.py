@@ -32,6 +32,7 @@ from pydantic import (
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.render.gpumemory import gpu_memory_bytes
 from nomad_gpu.render.network import Ports, ServiceSpec, check_service_port
+from nomad_gpu.render.textrules import TextRule, capped
 
 __all__ = [
     "CLASSES",
@@ -102,15 +103,9 @@ class SpecError(InvalidRequest):
         self.errors: tuple[str, ...] = errors or (message,)
 
 
-def _matching(pattern: str, what: str) -> AfterValidator:
-    compiled = re.compile(pattern)
-
-    def check(value: str) -> str:
-        if not compiled.fullmatch(value):
-            raise ValueError(f"must be {what}, got {value!r}")
-        return value
-
-    return AfterValidator(check)
+def _matching(pattern: str, what: str, cap: int) -> AfterValidator:
+    """The text must match ``pattern``, checked only within ``cap`` characters (:mod:`textrules`)."""
+    return AfterValidator(TextRule(pattern, what, cap).check)
 
 
 def _scalar_text(value: object) -> object:
@@ -144,18 +139,33 @@ Text = Annotated[str, BeforeValidator(_scalar_text), Field(strict=True), AfterVa
 """Free text a user controls: escaped on its way into HCL, so any character is fine."""
 NonEmptyText = Annotated[Text, Field(min_length=1)]
 StrictInt = Annotated[int, Field(strict=True)]
-Name = Annotated[str, Field(strict=True), _matching(r"[a-z0-9-]{1,48}", "1-48 characters of a-z, 0-9, '-'")]
+MODEL_NAME_CAP = 256
+"""Characters of a GPU model name at most: the fleet check reads it with patterns (`NVIDIA H100 80GB HBM3` is 21)."""
+ModelName = Annotated[NonEmptyText, AfterValidator(lambda name: capped(name, MODEL_NAME_CAP))]
+Name = Annotated[str, Field(strict=True), _matching(r"[a-z0-9-]{1,48}", "1-48 characters of a-z, 0-9, '-'", 48)]
 Label = Annotated[
     str,
     Field(strict=True),
-    _matching(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", "1-64 characters of A-Z, a-z, 0-9, '_', '.', '-'"),
+    _matching(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", "1-64 characters of A-Z, a-z, 0-9, '_', '.', '-'", 64),
 ]
-EnvKey = Annotated[str, Field(strict=True), _matching(r"[A-Za-z_][A-Za-z0-9_]{0,127}", "an environment variable name")]
+EnvKey = Annotated[
+    str, Field(strict=True), _matching(r"[A-Za-z_][A-Za-z0-9_]{0,127}", "an environment variable name", 128)
+]
 MetaKey = Annotated[
     str,
     Field(strict=True),
-    _matching(r"[A-Za-z_][A-Za-z0-9_-]{0,127}", "a meta key ([A-Za-z_][A-Za-z0-9_-]*)"),
+    _matching(r"[A-Za-z_][A-Za-z0-9_-]{0,127}", "a meta key ([A-Za-z_][A-Za-z0-9_-]*)", 128),
 ]
+DURATION_CAP = 64
+"""Characters of a duration at most (`1d2h30m15s` needs 10)."""
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
+_DURATION = re.compile(r"(?:\d+(?:\.\d+)?[smhd] *)+")
+"""Parts like `1h`, spaces only after a unit: each character has one place in it, so no backtracking
+tries another split (searching the text for parts from every position was quadratic in a run of digits)."""
+_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
 def _seconds(value: Any) -> float:
     """A duration: seconds as a number, or text like `90s`, `30m`, `4h`, `1d`, `1h30m`."""
     if isinstance(value, bool):
@@ -163,12 +173,11 @@ def _seconds(value: Any) -> float:
     if isinstance(value, int | float):
         return float(value)
     if isinstance(value, str):
-        text = value.strip().lower()
-        if re.fullmatch(r"\d+(\.\d+)?", text):
+        text = capped(value, DURATION_CAP).strip().lower()
+        if _NUMBER.fullmatch(text):
             return float(text)
-        parts = re.findall(r"(\d+(?:\.\d+)?)([smhd])", text)
-        if parts and "".join(n + u for n, u in parts) == text.replace(" ", ""):
-            return sum(float(n) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[u] for n, u in parts)
+        if _DURATION.fullmatch(text):  # then the parts tile it: one pass reads them
+            return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
     raise ValueError("must be a duration like 30m or 4h, or a number of seconds")
 
 
@@ -199,7 +208,7 @@ GpuMemory = Annotated[int | float | str, PlainValidator(_gpu_memory)]
 class TaskSpec(_Model):
     """What runs: driver, image, command line and environment."""
 
-    driver: Annotated[str, Field(strict=True), _matching(r"[a-z0-9_-]{1,64}", "a Nomad driver name")] = "docker"
+    driver: Annotated[str, Field(strict=True), _matching(r"[a-z0-9_-]{1,64}", "a Nomad driver name", 64)] = "docker"
     image: NonEmptyText | None = Field(default=None, validate_default=True)
     command: NonEmptyText | None = None
     args: list[Text] = Field(default_factory=list, max_length=MAX_ENV_ENTRIES)
@@ -239,7 +248,7 @@ class GpuSpec(_Model):
     """Whole GPUs per allocation, optionally restricted to models and a minimum memory."""
 
     count: Annotated[StrictInt, Field(ge=1, le=64)] = 1
-    models: list[NonEmptyText] | None = None
+    models: list[ModelName] | None = None
     min_memory_mib: Annotated[StrictInt, Field(ge=1)] | None = None
 
     @field_validator("models")
@@ -258,7 +267,7 @@ class MigSpec(_Model):
     profile: Annotated[
         str,
         Field(strict=True),
-        _matching(r"[1-7]g\.[0-9]{1,4}gb(\+[a-z]{1,8})?", "a MIG profile like '3g.40gb'"),
+        _matching(r"[1-7]g\.[0-9]{1,4}gb(\+[a-z]{1,8})?", "a MIG profile like '3g.40gb'", 18),
     ]
     count: Annotated[StrictInt, Field(ge=1, le=64)] = 1
 
@@ -367,7 +376,7 @@ class _SpecBase(_Model):
     namespace: Label = "default"
     node_pool: Label | None = None
     template: Annotated[
-        str, Field(strict=True), _matching(r"[a-z0-9][a-z0-9_-]{0,63}", "a template name like 'batch'")
+        str, Field(strict=True), _matching(r"[a-z0-9][a-z0-9_-]{0,63}", "a template name like 'batch'", 64)
     ] = "batch"
     retries: Annotated[StrictInt, Field(ge=0, le=100)] = 0
     meta: dict[MetaKey, Text] = Field(default_factory=dict)
@@ -380,7 +389,7 @@ class _SpecBase(_Model):
     workload_class: WorkloadClass | None = Field(default=None, alias="class")
     """The job's workload class; a group's own `class` overrides it. A sweep's trials default to `hpo`."""
     after: Annotated[
-        list[Annotated[str, Field(strict=True), _matching(r"[a-z0-9][a-z0-9-]{0,63}", "an entry or sweep ID")]],
+        list[Annotated[str, Field(strict=True), _matching(r"[a-z0-9][a-z0-9-]{0,63}", "an entry or sweep ID", 64)]],
         Field(max_length=64),
     ] = Field(default_factory=list)
     """Entry or sweep IDs of the same team: start only after every one of them completed successfully; if
@@ -549,7 +558,7 @@ class SweepConfig(_Model):
         Annotated[
             str,
             Field(strict=True),
-            _matching(r"[A-Za-z_][A-Za-z0-9_]{0,63}", "a parameter name ([A-Za-z_][A-Za-z0-9_]*)"),
+            _matching(r"[A-Za-z_][A-Za-z0-9_]{0,63}", "a parameter name ([A-Za-z_][A-Za-z0-9_]*)", 64),
         ],
         Annotated[
             Annotated[Annotated[list[SweepValue], Field(min_length=1)], Tag(VALUES_TAG)]

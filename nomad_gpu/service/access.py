@@ -4,7 +4,9 @@ A request carries a token (``Authorization: Bearer`` or ``X-Nomad-Gpu-Token``); 
 team, or is an admin token. A team's caller sees, submits and cancels only its own team's entries:
 another team's entry does not exist for it (404, the same words as for an unknown ID), so neither
 its name nor its spec (with its env values) ever leaves the service. Views that every team shares
-(status, metrics) keep the totals but fold every other team into ``another team``. The scheduler
+(status, metrics) keep the totals but fold every other team into ``another team``. Where the operator
+opens ``/metrics`` to scrapers without a token, a scrape that sends none sees every team folded into
+``_all`` (``metrics_open_teams`` shows them); one that sends a token is that token's caller. The scheduler
 and the store know nothing of callers: the API filters what they return.
 """
 
@@ -28,13 +30,18 @@ from nomad_gpu.store import QueueEntry
 
 OTHER_TEAM = "another team"
 """What a team's caller sees in place of any other team's name."""
+ALL_TEAMS = "_all"
+"""What a scrape of open metrics without a token sees in place of every team (no team starts with `_`)."""
+ANONYMOUS_TEAM = "_anonymous"
+"""The team of a caller without a token on open metrics: no entry has it, and it is never `None` (the admin)."""
 CALLER_KEY = "nomad_gpu.caller"
 """Where the gate leaves the caller in the ASGI scope."""
 
 
 @dataclass(frozen=True)
 class Caller:
-    """The caller of one request: ``team`` None is the admin (or no token is configured)."""
+    """The caller of one request: ``team`` None is the admin (or no token is configured); ANONYMOUS_TEAM a
+    scrape of open metrics that sent no token."""
 
     team: str | None = None
     grant: Grant = OPEN_GRANT
@@ -44,6 +51,10 @@ class Caller:
     def admin(self) -> bool:
         return self.team is None
 
+    @property
+    def anonymous(self) -> bool:
+        return self.team == ANONYMOUS_TEAM
+
     def sees(self, entry: QueueEntry) -> bool:
         return self.team is None or entry.team == self.team
 
@@ -51,13 +62,17 @@ class Caller:
         return [e for e in entries if self.sees(e)]
 
     def team_name(self, team: str) -> str:
-        """A team as this caller may see it: its own, a non-team account (``_nomad``), or OTHER_TEAM."""
+        """A team as this caller may see it: its own, a non-team account (``_nomad``), or OTHER_TEAM; to an
+        anonymous caller every one is ALL_TEAMS."""
+        if self.anonymous:
+            return ALL_TEAMS
         if self.team is None or team == self.team or team.startswith("_"):
             return team
         return OTHER_TEAM
 
 
 ADMIN = Caller()
+ANONYMOUS = Caller(ANONYMOUS_TEAM)
 
 
 def caller_of(scope: Scope) -> Caller:
@@ -80,10 +95,13 @@ class TokenGate:
             await self.app(scope, receive, send)
             return
         caller: Caller | None = ADMIN
-        open_metrics = scope.get("path") == "/metrics" and self.access.metrics_open
         # the dashboard's static files hold no data: its API calls carry the token
-        if self.access.required and not open_metrics and not is_ui_path(str(scope.get("path", ""))):
-            caller = self.resolve(_token(scope))
+        if self.access.required and not is_ui_path(str(scope.get("path", ""))):
+            token = _token(scope)
+            if not token and scope.get("path") == "/metrics" and self.access.metrics_open:
+                caller = ANONYMOUS  # a scraper without a token; one that sends a token is that token's caller
+            else:
+                caller = self.resolve(token)
         if caller is None:
             body = json.dumps({"error": "missing or wrong token (set NOMAD_GPU_TOKEN)"}).encode()
             await send({"type": "http.response.start", "status": 401,
@@ -139,9 +157,10 @@ def status_view(status: Mapping[str, Any], caller: Caller, teams_of: Mapping[str
     return out
 
 
-def metrics_view(registry: CollectorRegistry, caller: Caller) -> bytes:
-    """Prometheus text for ``caller``: series labelled with another team are summed under OTHER_TEAM."""
-    if caller.admin:
+def metrics_view(registry: CollectorRegistry, caller: Caller, *, show_teams: bool = False) -> bytes:
+    """Prometheus text for ``caller``: series labelled with another team are summed under OTHER_TEAM, every
+    team under ALL_TEAMS for an anonymous caller unless ``show_teams`` (``metrics_open_teams``)."""
+    if caller.admin or (caller.anonymous and show_teams):
         return generate_latest(registry)
     view = CollectorRegistry(auto_describe=False)
     view.register(_TeamFold(registry, caller))

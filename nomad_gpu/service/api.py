@@ -213,7 +213,8 @@ def create_app(service: SchedulerService, token: str | None = None,
         return answer(payloads.History.from_json(data))
 
     async def metrics(request: Request) -> Response:
-        text = await run_in_threadpool(metrics_view, service.metrics.registry, caller_of(request.scope))
+        text = await run_in_threadpool(lambda: metrics_view(service.metrics.registry, caller_of(request.scope),
+                                                            show_teams=rules.metrics_open_teams))
         return Response(text, media_type="text/plain; version=0.0.4")
 
     described = document()

@@ -125,7 +125,9 @@ OPERATIONS: tuple[Operation, ...] = (
               tags=("cluster",)),
     Operation("get", "/v1/history", "GPUs in use, queue depth and admissions per minute over 24 hours.",
               {200: "Per-minute history."}, "History", tags=("cluster",)),
-    Operation("get", "/metrics", "Prometheus metrics (text exposition format).", {200: "Metrics."}, "text",
+    Operation("get", "/metrics", "Prometheus metrics (text exposition format). A team token sees its own team's "
+              "series and the others summed as `another team`; with `metrics_open`, a scrape without a token sees "
+              "every team summed as `_all` (`metrics_open_teams: true` shows them).", {200: "Metrics."}, "text",
               tags=("operations",)),
     Operation("get", "/openapi.json", "This description.", {200: "The OpenAPI document."}, "OpenApi",
               tags=("operations",)),

@@ -148,6 +148,9 @@ class AccessSettings:
     them out (any) is given this list when it is not ``*``."""
     grants: Mapping[str, Grant] = field(default_factory=lambda: types.MappingProxyType({}))
     """By token: lists that narrow the four above for that token's submissions."""
+    metrics_open_teams: bool = False
+    """With ``metrics_open``, show a scrape without a token every team's series; by default it sees them
+    summed as ``team="_all"`` (a scrape with a token sees what that token sees)."""
 
     def narrowed(self, grant: Grant) -> AccessSettings:
         """These settings within one token's grant."""
@@ -173,7 +176,8 @@ class AccessSettings:
         teams = sorted({t or "admin" for t in self.tokens.values()})
         return (f"AccessSettings(tokens={len(self.tokens)} for {teams}, "
                 f"allowed_drivers={sorted(self.allowed_drivers)}, max_trials={self.max_trials}, "
-                f"metrics_open={self.metrics_open}, namespaces={sorted(self.namespaces)}, hosts={sorted(self.hosts)})")
+                f"metrics_open={self.metrics_open}, metrics_open_teams={self.metrics_open_teams}, "
+                f"namespaces={sorted(self.namespaces)}, hosts={sorted(self.hosts)})")
 
 
 @dataclass(frozen=True)
@@ -223,11 +227,12 @@ def load_config(path: str | None) -> tuple[SchedulingSettings, AccessSettings]:
 
 
 def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
-    """``api: {tokens: {<token>: {team: vision} | {admin: true}}, allowed_drivers, max_trials, metrics_open}``."""
+    """``api: {tokens: {<token>: {team: vision} | {admin: true}}, allowed_drivers, max_trials, metrics_open,
+    metrics_open_teams, ...}``."""
     if not isinstance(raw, Mapping):
         raise InvalidRequest(f"{where}: must be a mapping")
-    unknown = sorted(set(raw) - {"tokens", "allowed_drivers", "max_trials", "metrics_open", "namespaces", "hosts",
-                                 "http", "team_limits", "node_pools", "datacenters"})
+    unknown = sorted(set(raw) - {"tokens", "allowed_drivers", "max_trials", "metrics_open", "metrics_open_teams",
+                                 "namespaces", "hosts", "http", "team_limits", "node_pools", "datacenters"})
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
     tokens: dict[str, str | None] = {}
@@ -263,6 +268,12 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
     metrics_open = raw.get("metrics_open", False)
     if not isinstance(metrics_open, bool):
         raise InvalidRequest(f"{where}: metrics_open: must be true or false")
+    open_teams = raw.get("metrics_open_teams", False)
+    if not isinstance(open_teams, bool):
+        raise InvalidRequest(f"{where}: metrics_open_teams: must be true or false")
+    if open_teams and not metrics_open:
+        raise InvalidRequest(f"{where}: metrics_open_teams: needs metrics_open: true (it says what a scrape "
+                             "without a token sees)")
     namespaces = raw.get("namespaces", ["default"])
     if not isinstance(namespaces, list) or not namespaces or not all(isinstance(n, str) and _TEAM.fullmatch(n)
                                                                       for n in namespaces):
@@ -283,7 +294,8 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
                           frozenset(namespaces), frozenset(h.lower().strip("[]") for h in hosts),
                           http_limits_from_mapping(raw.get("http") or {}, f"{where}: http"),
                           team_limits_from_mapping(raw.get("team_limits") or {}, f"{where}: team_limits"),
-                          wide["node_pools"], wide["datacenters"], types.MappingProxyType(narrowing))
+                          wide["node_pools"], wide["datacenters"], types.MappingProxyType(narrowing),
+                          metrics_open_teams=open_teams)
 
 
 def _names(raw: Any, where: str, star: bool = False) -> list[str]:
