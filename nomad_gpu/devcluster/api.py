@@ -32,6 +32,7 @@ from starlette.routing import Route
 from . import gc, logs, queries, usage
 from . import namespaces as namespace_ops
 from .acl import TOKEN_NOT_FOUND, Acl, AclGate, TokenNotFound, token_of
+from .election import RPC_HOLD_S, LeaderGate
 from .events import EventBroker
 from .faults import FaultGate
 from .hcl import HclError, parse_job_hcl
@@ -74,7 +75,8 @@ async def _body(request: Request) -> Any:
 
 
 def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 30.0,
-              nomad_version: NomadVersion | None = None, acl: Acl | None = None) -> Starlette:
+              nomad_version: NomadVersion | None = None, acl: Acl | None = None,
+              rpc_hold_s: float = RPC_HOLD_S) -> Starlette:
     version = nomad_version or NomadVersion.parse(DEFAULT_NOMAD_VERSION)
     acl = acl or Acl()
     # The state plays the same release as the HTTP layer (drain and migration rules differ by version).
@@ -233,8 +235,9 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
                       "Members": [member]})
 
     def leader(request: Request) -> Response:
-        """`Status.Leader` (nomad/status_endpoint.go, v2.0.5): `""` while the servers have no leader."""
-        return reply("127.0.0.1:4647" if state.has_leader else "")
+        """`Status.Leader` (nomad/status_endpoint.go, v2.0.5): `""` while the servers have no leader; only a
+        `?stale` read gets that far then (election.py)."""
+        return reply("127.0.0.1:4647" if state.election.has_leader else "")
 
     # -- /_dev -------------------------------------------------------------------------------------
 
@@ -284,6 +287,20 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
                                  "Drain": node_json["Drain"]})
         return endpoint
 
+    def election(request: Request) -> Response:
+        """`POST /_dev/election?seconds=N`: no leader for N seconds of the cluster's clock (no `seconds`:
+        until `POST /_dev/election/end`); election.py says what the API answers meanwhile."""
+        seconds = _number(request, "seconds", "0") if "seconds" in request.query_params else None
+        try:
+            state.election.begin(seconds)
+        except ValueError as exc:
+            raise queries.BadRequest(str(exc)) from None
+        return JSONResponse(state.election.snapshot())
+
+    def election_end(request: Request) -> Response:
+        state.election.end()
+        return JSONResponse(state.election.snapshot())
+
     routes = [
         Route("/v1/nodes", nodes, methods=["GET"]),
         Route("/v1/node/{node_id}", node, methods=["GET"]),
@@ -324,6 +341,8 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
               methods=["POST"]),
         Route("/_dev/node/{node_id}/ineligible", node_fault(lambda n: state.set_eligibility(n, False)),
               methods=["POST"]),
+        Route("/_dev/election", election, methods=["POST"]),
+        Route("/_dev/election/end", election_end, methods=["POST"]),
     ]
     handlers: dict[Any, Callable[[Request, Exception], Response]] = {
         NotFound: lambda _, exc: PlainTextResponse(str(exc.args[0]), status_code=404),
@@ -340,6 +359,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
 
     return Starlette(routes=routes, exception_handlers=handlers,
                      middleware=[Middleware(FaultGate, faults=state.faults),
+                                 Middleware(LeaderGate, election=state.election, hold_s=rpc_hold_s),
                                  Middleware(AclGate, acl=acl, alloc_namespace=alloc_namespace)])
 
 

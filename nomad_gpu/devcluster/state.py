@@ -25,6 +25,7 @@ from collections.abc import Callable
 from . import evals, gc, kills, maxrun, migjobs, namespaces, nodeops, restarts
 from .allocs import Alloc, ClientStatus
 from .config import ClusterSpec
+from .election import Election
 from .evals import Evaluation
 from .events import Event, EventBroker
 from .faults import Faults
@@ -76,7 +77,7 @@ class ClusterState:
         self.table_index: dict[str, int] = {}
         """The index of each table's last write: what a list's `X-Nomad-Index` is (`state.Index("allocs")` in
         nomad/alloc_endpoint.go `List`, `"nodes"` in nomad/node_endpoint.go `List`, v2.0.5)."""
-        self.has_leader = True  # False: `/v1/status/leader` answers "" (fault injection: DevCluster.set_leader)
+        self.election = Election(timers, clock)  # windows without a leader (election.py)
         self.failing_evals = 0  # the next N register evaluations fail (DevCluster.fail_evaluations)
         # "default" and "all" always exist; a node's pool is created when the node registers.
         self.node_pools = frozenset({"default", "all", *(node.node_pool for node in cluster.nodes)})
