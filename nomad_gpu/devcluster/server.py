@@ -19,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from . import gc, hcl, nodeops, queries
+from . import evals, gc, hcl, nodeops, queries
 from .acl import Acl, AclToken
 from .api import build_app
 from .config import ClusterSpec, load_cluster_file, parse_cluster
@@ -147,10 +147,14 @@ class DevCluster:
     def audit(self) -> dict[str, Any]:
         return queries.audit(self.state)
 
-    def fail_evaluations(self, count: int) -> None:
-        """The scheduler gives up on the next `count` register evaluations (evals.py `fail`)."""
+    def fail_evaluations(self, count: int, mode: str = "plan") -> None:
+        """The next `count` register evaluations fail (evals.py `fail`): "plan", the scheduler gives up
+        after its plan attempts (a `max-plan-attempts` blocked eval follows), or "delivery", the broker's
+        delivery limit (a `failed-follow-up` eval runs 1-6 min later)."""
+        if mode not in evals.FAIL_MODES:
+            raise ValueError(f"mode must be one of {evals.FAIL_MODES}")
         with self.state.lock:
-            self.state.failing_evals = count
+            self.state.failing_evals, self.state.failing_mode = count, mode
 
     def set_leader(self, present: bool) -> None:
         """Lose the servers' leader until it is regained (an election without an end; election.py)."""

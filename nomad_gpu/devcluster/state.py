@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
 import threading
 import time
 import uuid
@@ -79,6 +80,9 @@ class ClusterState:
         nomad/alloc_endpoint.go `List`, `"nodes"` in nomad/node_endpoint.go `List`, v2.0.5)."""
         self.election = Election(timers, clock)  # windows without a leader (election.py)
         self.failing_evals = 0  # the next N register evaluations fail (DevCluster.fail_evaluations)
+        self.failing_mode = "plan"  # how they fail (evals.py `fail`)
+        self.frees = 0  # allocations that ended: with node writes, what unblocks a blocked eval (unblock_token)
+        self.rng = random.Random(0)  # the failed follow-up's random wait, the same in every run
         # "default" and "all" always exist; a node's pool is created when the node registers.
         self.node_pools = frozenset({"default", "all", *(node.node_pool for node in cluster.nodes)})
         self.faults = Faults(clock)  # network faults in front of the HTTP app (faults.py)
@@ -117,6 +121,11 @@ class ClusterState:
         for event in events:  # every write publishes its events: their topics name the tables it wrote
             self.table_index[_TABLES.get(event.topic, event.topic)] = index
         return self.broker.publish(index, events)
+
+    def unblock_token(self) -> tuple[int, int]:
+        """Changes when capacity may have freed: an allocation ended or a node was written (what calls
+        `BlockedEvals.Unblock`, nomad/blocked_evals.go, v2.0.5)."""
+        return self.frees, self.table_index.get("nodes", 0)
 
     def resolve_node(self, id_or_name: str) -> Node:
         node = self.nodes.get(id_or_name) or next((n for n in self.nodes.values() if n.name == id_or_name), None)
@@ -165,7 +174,7 @@ class ClusterState:
             self._replan(key, record, eval_id, now)
             if self.failing_evals > 0:  # fault injection: the scheduler gives up on this one
                 self.failing_evals -= 1
-                evals.fail(self, evaluation)
+                evals.fail(self, evaluation, self.failing_mode)
             self._schedule()
             return {"EvalID": eval_id, "EvalCreateIndex": index, "JobModifyIndex": job_index,
                     "Warnings": warnings, "Index": index, "LastContact": 0, "KnownLeader": False}
@@ -274,6 +283,9 @@ class ClusterState:
                 continue
             if item.not_before > now:  # a failed evaluation's follow-up, not due yet (evals.py `fail`)
                 waiting.append(item)
+                continue
+            if item.blocked_at is not None and item.blocked_at == self.unblock_token():
+                waiting.append(item)  # a max-plan-attempts blocked eval: nothing has unblocked it yet
                 continue
             ask = record.asks[item.group]
             verdict = place_in_pass(ask, views, self.nodes, self.ledger.is_free, short_offers=short_offers)
@@ -396,6 +408,7 @@ class ClusterState:
         for alloc in allocs:
             alloc.move(status, index, now, detail, exit_code=exit_code, restart_reason=restart_reason)
             self.ledger.release(alloc.id)
+            self.frees += 1
             del self.live[alloc.id]
             del self.live_by_node[alloc.node_id][alloc.id]
         handed = self._emit(index, [alloc.event("AllocationUpdated", index) for alloc in allocs])
