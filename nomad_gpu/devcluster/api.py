@@ -82,9 +82,11 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     # The state plays the same release as the HTTP layer (drain and migration rules differ by version).
     state.nomad_version = version
 
-    def reply(data: Any, table: str | None = None) -> JSONResponse:
-        """`table`: a list answers with its table's index, not the raft index (state.table_index)."""
-        index = state.index if table is None else max(1, state.table_index.get(table, 0))
+    def reply(data: Any, table: str | tuple[str, ...] | None = None) -> JSONResponse:
+        """`table`: a list answers with its table's index (the highest of its tables'), not the raft index
+        (state.table_index)."""
+        tables = (table,) if isinstance(table, str) else table
+        index = state.index if tables is None else max(1, *(state.table_index.get(t, 0) for t in tables))
         return JSONResponse(data, headers={"X-Nomad-Index": str(index), "X-Nomad-KnownLeader": "true",
                                            "X-Nomad-LastContact": "0"})
 
@@ -112,10 +114,10 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
 
     async def jobs(request: Request) -> Response:
         if request.method == "GET":
-            q = request.query_params
+            q = request.query_params  # `Job.List` answers max(jobs, job_summary) (nomad/job_endpoint.go, v2.0.5)
             return await run_in_threadpool(lambda: reply(visible(request, queries.list_jobs(
                 state, namespace=_namespace(request), prefix=q.get("prefix", ""), with_meta=_flag(request, "meta"),
-                filter_expr=q.get("filter", "")), "list-jobs"), "jobs"))
+                filter_expr=q.get("filter", "")), "list-jobs"), ("jobs", "job_summary")))
         body = await _body(request)
         job, submission = check_register_body(body)
         options = register_options(body)

@@ -38,6 +38,7 @@ from .placement import DeviceChoice
 from .records import JobRecord, NotFound, Pending
 from .register import RegisterOptions, admission_errors, enforce_index, spec_changed
 from .runner import TimerHeap
+from .summaryindex import SummaryIndex
 from .version import DEFAULT_NOMAD_VERSION, NomadVersion
 
 logger = logging.getLogger(__name__)
@@ -81,6 +82,7 @@ class ClusterState:
         self.election = Election(timers, clock)  # windows without a leader (election.py)
         self.failing_evals = 0  # the next N register evaluations fail (DevCluster.fail_evaluations)
         self.failing_mode = "plan"  # how they fail (evals.py `fail`)
+        self.summaries = SummaryIndex()  # when a write touches the job_summary table (summaryindex.py)
         self.frees = 0  # allocations that ended: with node writes, what unblocks a blocked eval (unblock_token)
         self.rng = random.Random(0)  # the failed follow-up's random wait, the same in every run
         # "default" and "all" always exist; a node's pool is created when the node registers.
@@ -120,6 +122,8 @@ class ClusterState:
     def _emit(self, index: int, events: list[Event]) -> float:
         for event in events:  # every write publishes its events: their topics name the tables it wrote
             self.table_index[_TABLES.get(event.topic, event.topic)] = index
+            if self.summaries.changes(event):
+                self.table_index["job_summary"] = index
         return self.broker.publish(index, events)
 
     def unblock_token(self) -> tuple[int, int]:
