@@ -90,6 +90,12 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         return JSONResponse(data, headers={"X-Nomad-Index": str(index), "X-Nomad-KnownLeader": "true",
                                            "X-Nomad-LastContact": "0"})
 
+    def written(data: Any) -> JSONResponse:
+        """A write's reply: only `X-Nomad-Index` (`setIndex` in `jobUpdate`, `jobDelete`, `allocStop`,
+        command/agent/*_endpoint.go, v2.0.5), the reply's own `Index` where it has one."""
+        index = data.get("Index") if isinstance(data, dict) else None
+        return JSONResponse(data, headers={"X-Nomad-Index": str(index or state.index)})
+
     def visible(request: Request, items: list[Any], capability: str = "read-job") -> list[Any]:
         """A `namespace=*` list keeps the namespaces the token may read (acl.py)."""
         if not acl.enabled or _namespace(request) != "*":
@@ -122,7 +128,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         job, submission = check_register_body(body)
         options = register_options(body)
         namespace = register_namespace(request.query_params.get("namespace"), options, job)
-        return reply(await run_in_threadpool(state.register, job, submission, namespace, options))
+        return written(await run_in_threadpool(state.register, job, submission, namespace, options))
 
     async def parse(request: Request) -> Response:
         body = await _body(request)
@@ -138,7 +144,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         if request.method == "GET":
             return await run_in_threadpool(lambda: reply(queries.get_job(state, _namespace(request), job_id)))
         if request.method == "DELETE":
-            return reply(await run_in_threadpool(state.deregister, _namespace(request), job_id,
+            return written(await run_in_threadpool(state.deregister, _namespace(request), job_id,
                                                  _flag(request, "purge")))
         body = await _body(request)
         job_json, submission = check_register_body(body)
@@ -146,7 +152,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
             raise JobRequestError("Job ID does not match name")
         options = register_options(body)
         namespace = register_namespace(request.query_params.get("namespace"), options, job_json)
-        return reply(await run_in_threadpool(state.register, job_json, submission, namespace, options))
+        return written(await run_in_threadpool(state.register, job_json, submission, namespace, options))
 
     def job_submission(request: Request) -> Response:
         return reply(queries.job_submission(state, _namespace(request), request.path_params["job_id"],
@@ -194,7 +200,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         return reply(usage.alloc_stats(state, request.path_params["alloc_id"], request.query_params.get("task", "")))
 
     async def stop_allocation(request: Request) -> Response:
-        return reply(await run_in_threadpool(state.stop_alloc, request.path_params["alloc_id"]))
+        return written(await run_in_threadpool(state.stop_alloc, request.path_params["alloc_id"]))
 
     def namespaces(request: Request) -> Response:
         """`GET /v1/namespaces` (`command/agent/namespace_endpoint.go`, v2.0.5): the cluster file's
@@ -222,7 +228,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
                 index = await run_in_threadpool(namespace_ops.upsert, state, name, body)
         except namespace_ops.NamespaceError as exc:
             return PlainTextResponse(str(exc), status_code=exc.status)
-        return JSONResponse(None, headers=_index_headers(index))
+        return JSONResponse(None, headers={"X-Nomad-Index": str(index)})  # `setIndex`, as namespaceUpdate does
 
     def agent_members(_: Request) -> Response:
         """`GET /v1/agent/members` (`AgentMembersRequest`, command/agent/agent_endpoint.go v2.0.3):
