@@ -200,13 +200,19 @@ def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> N
     plan += [(rng.uniform(0.5, window), "lose") for _ in range(cfg.lost_replies)]
     plan += [(rng.uniform(0.5, window), "cut") for _ in range(cfg.stream_cuts)]
     outage_at = window * 0.6
+    # a restart waits out an election (the service reconciles before it is ready) and the plan with it;
+    # an election that ended just before the outage would send the queue's backlog into its first second
+    spans = [(0.5, outage_at - cfg.election_s - 5), (outage_at + cfg.outage_s, window + cfg.outage_s + 10)]
+    if cfg.outage_s <= 0:
+        spans = [(0.5, window)]
+    spans = [(lo, hi) for lo, hi in spans if hi > lo]
     for _ in range(cfg.elections):
-        # a restart waits out an election (the service reconciles before it is ready) and the plan with
-        # it; ended just before the outage, the queue's backlog would all meet the outage's first second
-        at = rng.uniform(0.5, window)
-        if cfg.outage_s > 0 and outage_at - cfg.election_s - 5 < at < outage_at + cfg.outage_s:
-            at = outage_at + cfg.outage_s + rng.uniform(1, 5)
-        plan.append((at, "election"))
+        at = rng.uniform(0, sum(hi - lo for lo, hi in spans))
+        for lo, hi in spans:
+            if at <= hi - lo:
+                break
+            at -= hi - lo
+        plan.append((lo + at, "election"))
     if cfg.outage_s > 0:
         plan.append((outage_at, "outage"))
     begin, wall_begin = time.monotonic(), time.time()
