@@ -233,7 +233,10 @@ def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> N
         elif what == "cut":
             run.dc.drop_streams()
             run.faults.append({"kind": "stream_cut", "at": now, "end": now})
-        elif what == "election":  # runs on by itself while the plan goes on
+        elif what == "election":  # runs on by itself while the plan goes on; one at a time, 2 s apart
+            last = max((f["end"] for f in run.faults if f["kind"] == "election"), default=0.0)
+            time.sleep(max(0.0, last + 2.0 - now))
+            now = time.time()
             run.dc.election(cfg.election_s)
             run.faults.append({"kind": "election", "at": now, "end": now + cfg.election_s})
         else:
