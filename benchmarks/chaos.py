@@ -1,8 +1,9 @@
 """The full chaos run (the faults issue): >= 200 jobs of mixed shapes through `nomad-gpu serve` against
 the dev cluster while the service is SIGKILLed and restarted >= 10 times on the same database, register
 replies are lost after Nomad applied them, event streams are cut, Nomad is unreachable for 15 s,
-finished jobs are garbage-collected while the service is down, and a share of the jobs is cancelled
-soon after submission. Judged by the dev cluster's audit. Prints the report as JSON.
+its servers lose their leader (elections of 8 s), finished jobs are garbage-collected while the service
+is down, and a share of the jobs is cancelled soon after submission. Judged by the dev cluster's audit.
+Prints the report as JSON.
 
     python benchmarks/chaos.py [--jobs 200] [--kills 10] [--seed 0]
 """
@@ -26,6 +27,8 @@ def main() -> int:
     parser.add_argument("--lost-replies", type=int, default=10)
     parser.add_argument("--stream-cuts", type=int, default=8)
     parser.add_argument("--outage-s", type=float, default=15.0)
+    parser.add_argument("--elections", type=int, default=2)
+    parser.add_argument("--election-s", type=float, default=8.0)
     parser.add_argument("--speed", type=float, default=60.0)
     parser.add_argument("--submit-over-s", type=float, default=40.0)
     parser.add_argument("--seed", type=int, default=0)
@@ -33,7 +36,8 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=None, help="keep the database and service log here")
     args = parser.parse_args()
     cfg = ChaosConfig(cluster=CLUSTER, jobs=args.jobs, kills=args.kills, lost_replies=args.lost_replies,
-                      stream_cuts=args.stream_cuts, outage_s=args.outage_s, speed=args.speed,
+                      stream_cuts=args.stream_cuts, outage_s=args.outage_s,
+                      elections=args.elections, election_s=args.election_s, speed=args.speed,
                       submit_over_s=args.submit_over_s, seed=args.seed, nomad_version=args.nomad_version,
                       workdir=args.workdir, timeout_s=1200.0)
     report = run_chaos(cfg, progress=lambda m: print(m, file=sys.stderr, flush=True))

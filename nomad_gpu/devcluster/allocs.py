@@ -295,8 +295,11 @@ class Alloc:
 
     def event(self, kind: str, index: int) -> Event:
         """An Allocation-topic event; FilterKeys are [JobID, DeploymentID] (reference section 1)."""
-        return Event("Allocation", kind, self.id, self.namespace, (self.job_id, ""), index,
-                     {"Allocation": self.to_json(with_job=False)})
+        payload: JSON = {"Allocation": self.to_json(with_job=False)}
+        if self.max_run_exceeded and self.client_status is ClientStatus.COMPLETE:
+            # `AllocationEvent.Timeout`/`TimeoutReason`, both omitempty (nomad/state/events.go, v2.0.5)
+            payload.update(Timeout=True, TimeoutReason=payload["Allocation"]["ClientDescription"])
+        return Event("Allocation", kind, self.id, self.namespace, (self.job_id, ""), index, payload)
 
     def audit(self) -> JSON:
         return {

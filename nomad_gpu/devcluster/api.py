@@ -32,6 +32,7 @@ from starlette.routing import Route
 from . import gc, logs, queries, services, usage
 from . import namespaces as namespace_ops
 from .acl import TOKEN_NOT_FOUND, Acl, AclGate, TokenNotFound, token_of
+from .election import RPC_HOLD_S, LeaderGate
 from .events import EventBroker
 from .faults import FaultGate
 from .hcl import HclError, parse_job_hcl
@@ -76,17 +77,26 @@ async def _body(request: Request) -> Any:
 
 
 def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 30.0,
-              nomad_version: NomadVersion | None = None, acl: Acl | None = None) -> Starlette:
+              nomad_version: NomadVersion | None = None, acl: Acl | None = None,
+              rpc_hold_s: float = RPC_HOLD_S) -> Starlette:
     version = nomad_version or NomadVersion.parse(DEFAULT_NOMAD_VERSION)
     acl = acl or Acl()
     # The state plays the same release as the HTTP layer (drain and migration rules differ by version).
     state.nomad_version = version
 
-    def reply(data: Any, table: str | None = None) -> JSONResponse:
-        """`table`: a list answers with its table's index, not the raft index (state.table_index)."""
-        index = state.index if table is None else max(1, state.table_index.get(table, 0))
+    def reply(data: Any, table: str | tuple[str, ...] | None = None) -> JSONResponse:
+        """`table`: a list answers with its table's index (the highest of its tables'), not the raft index
+        (state.table_index)."""
+        tables = (table,) if isinstance(table, str) else table
+        index = state.index if tables is None else max(1, *(state.table_index.get(t, 0) for t in tables))
         return JSONResponse(data, headers={"X-Nomad-Index": str(index), "X-Nomad-KnownLeader": "true",
                                            "X-Nomad-LastContact": "0"})
+
+    def written(data: Any) -> JSONResponse:
+        """A write's reply: only `X-Nomad-Index` (`setIndex` in `jobUpdate`, `jobDelete`, `allocStop`,
+        command/agent/*_endpoint.go, v2.0.5), the reply's own `Index` where it has one."""
+        index = data.get("Index") if isinstance(data, dict) else None
+        return JSONResponse(data, headers={"X-Nomad-Index": str(index or state.index)})
 
     def visible(request: Request, items: list[Any], capability: str = "read-job") -> list[Any]:
         """A `namespace=*` list keeps the namespaces the token may read (acl.py)."""
@@ -112,15 +122,15 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
 
     async def jobs(request: Request) -> Response:
         if request.method == "GET":
-            q = request.query_params
+            q = request.query_params  # `Job.List` answers max(jobs, job_summary) (nomad/job_endpoint.go, v2.0.5)
             return await run_in_threadpool(lambda: reply(visible(request, queries.list_jobs(
                 state, namespace=_namespace(request), prefix=q.get("prefix", ""), with_meta=_flag(request, "meta"),
-                filter_expr=q.get("filter", "")), "list-jobs"), "jobs"))
+                filter_expr=q.get("filter", "")), "list-jobs"), ("jobs", "job_summary")))
         body = await _body(request)
         job, submission = check_register_body(body)
         options = register_options(body)
         namespace = register_namespace(request.query_params.get("namespace"), options, job)
-        return reply(await run_in_threadpool(state.register, job, submission, namespace, options))
+        return written(await run_in_threadpool(state.register, job, submission, namespace, options))
 
     async def parse(request: Request) -> Response:
         body = await _body(request)
@@ -136,7 +146,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         if request.method == "GET":
             return await run_in_threadpool(lambda: reply(queries.get_job(state, _namespace(request), job_id)))
         if request.method == "DELETE":
-            return reply(await run_in_threadpool(state.deregister, _namespace(request), job_id,
+            return written(await run_in_threadpool(state.deregister, _namespace(request), job_id,
                                                  _flag(request, "purge")))
         body = await _body(request)
         job_json, submission = check_register_body(body)
@@ -144,7 +154,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
             raise JobRequestError("Job ID does not match name")
         options = register_options(body)
         namespace = register_namespace(request.query_params.get("namespace"), options, job_json)
-        return reply(await run_in_threadpool(state.register, job_json, submission, namespace, options))
+        return written(await run_in_threadpool(state.register, job_json, submission, namespace, options))
 
     def job_submission(request: Request) -> Response:
         return reply(queries.job_submission(state, _namespace(request), request.path_params["job_id"],
@@ -192,7 +202,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
         return reply(usage.alloc_stats(state, request.path_params["alloc_id"], request.query_params.get("task", "")))
 
     async def stop_allocation(request: Request) -> Response:
-        return reply(await run_in_threadpool(state.stop_alloc, request.path_params["alloc_id"]))
+        return written(await run_in_threadpool(state.stop_alloc, request.path_params["alloc_id"]))
 
     # -- the native service catalogue (services.py) ------------------------------------------------
 
@@ -231,7 +241,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
                 index = await run_in_threadpool(namespace_ops.upsert, state, name, body)
         except namespace_ops.NamespaceError as exc:
             return PlainTextResponse(str(exc), status_code=exc.status)
-        return JSONResponse(None, headers=_index_headers(index))
+        return JSONResponse(None, headers={"X-Nomad-Index": str(index)})  # `setIndex`, as namespaceUpdate does
 
     def agent_members(_: Request) -> Response:
         """`GET /v1/agent/members` (`AgentMembersRequest`, command/agent/agent_endpoint.go v2.0.3):
@@ -246,8 +256,9 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
                       "Members": [member]})
 
     def leader(request: Request) -> Response:
-        """`Status.Leader` (nomad/status_endpoint.go, v2.0.5): `""` while the servers have no leader."""
-        return reply("127.0.0.1:4647" if state.has_leader else "")
+        """`Status.Leader` (nomad/status_endpoint.go, v2.0.5): `""` while the servers have no leader; only a
+        `?stale` read gets that far then (election.py)."""
+        return reply("127.0.0.1:4647" if state.election.has_leader else "")
 
     # -- /_dev -------------------------------------------------------------------------------------
 
@@ -297,6 +308,20 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
                                  "Drain": node_json["Drain"]})
         return endpoint
 
+    def election(request: Request) -> Response:
+        """`POST /_dev/election?seconds=N`: no leader for N seconds of the cluster's clock (no `seconds`:
+        until `POST /_dev/election/end`); election.py says what the API answers meanwhile."""
+        seconds = _number(request, "seconds", "0") if "seconds" in request.query_params else None
+        try:
+            state.election.begin(seconds)
+        except ValueError as exc:
+            raise queries.BadRequest(str(exc)) from None
+        return JSONResponse(state.election.snapshot())
+
+    def election_end(request: Request) -> Response:
+        state.election.end()
+        return JSONResponse(state.election.snapshot())
+
     routes = [
         Route("/v1/nodes", nodes, methods=["GET"]),
         Route("/v1/node/{node_id}", node, methods=["GET"]),
@@ -341,6 +366,8 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
               methods=["POST"]),
         Route("/_dev/node/{node_id}/ineligible", node_fault(lambda n: state.set_eligibility(n, False)),
               methods=["POST"]),
+        Route("/_dev/election", election, methods=["POST"]),
+        Route("/_dev/election/end", election_end, methods=["POST"]),
     ]
     handlers: dict[Any, Callable[[Request, Exception], Response]] = {
         NotFound: lambda _, exc: PlainTextResponse(str(exc.args[0]), status_code=404),
@@ -357,6 +384,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
 
     return Starlette(routes=routes, exception_handlers=handlers,
                      middleware=[Middleware(FaultGate, faults=state.faults),
+                                 Middleware(LeaderGate, election=state.election, hold_s=rpc_hold_s),
                                  Middleware(AclGate, acl=acl, alloc_namespace=alloc_namespace)])
 
 

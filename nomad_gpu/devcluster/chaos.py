@@ -2,7 +2,8 @@
 
 The service runs as its own process on one SQLite file and is killed with SIGKILL and restarted;
 the dev cluster, in this process, loses register replies after applying them, cuts event streams,
-becomes unreachable for a while and garbage-collects finished jobs while the service is down; a
+becomes unreachable for a while, loses its leader (an election: election.py) and garbage-collects
+finished jobs while the service is down; a
 share of the jobs is cancelled soon after submission. Nothing here imports the service: the run is
 judged from the outside, by the dev cluster's audit and the service's public API, never by the
 service's own belief.
@@ -46,6 +47,9 @@ class ChaosConfig:
     lost_replies: int = 8
     stream_cuts: int = 6
     outage_s: float = 15.0
+    elections: int = 0
+    election_s: float = 8.0
+    """Each election: no leader for this long (writes and default reads answer 500 after a 5 s hold)."""
     cancel_share: float = 0.15
     speed: float = 60.0
     duration_s: tuple[float, float] = (60.0, 240.0)
@@ -189,14 +193,28 @@ def _worst_second(faults: dict[str, Any]) -> dict[str, int]:
 
 # ---- faults -----------------------------------------------------------------------------------------
 def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> None:
-    """Kills, lost replies, stream cuts and one outage, spread over the submission window and after."""
+    """Kills, lost replies, stream cuts, elections and one outage, spread over the submission window and after."""
     cfg = run.cfg
     window = max(cfg.submit_over_s * 1.5, 10.0)
     plan: list[tuple[float, str]] = [(rng.uniform(0.5, window), "kill") for _ in range(cfg.kills)]
     plan += [(rng.uniform(0.5, window), "lose") for _ in range(cfg.lost_replies)]
     plan += [(rng.uniform(0.5, window), "cut") for _ in range(cfg.stream_cuts)]
+    outage_at = window * 0.6
+    # a restart waits out an election (the service reconciles before it is ready) and the plan with it;
+    # an election that ended just before the outage would send the queue's backlog into its first second
+    spans = [(0.5, outage_at - cfg.election_s - 5), (outage_at + cfg.outage_s, window + cfg.outage_s + 10)]
+    if cfg.outage_s <= 0:
+        spans = [(0.5, window)]
+    spans = [(lo, hi) for lo, hi in spans if hi > lo]
+    for _ in range(cfg.elections):
+        at = rng.uniform(0, sum(hi - lo for lo, hi in spans))
+        for lo, hi in spans:
+            if at <= hi - lo:
+                break
+            at -= hi - lo
+        plan.append((lo + at, "election"))
     if cfg.outage_s > 0:
-        plan.append((window * 0.6, "outage"))
+        plan.append((outage_at, "outage"))
     begin, wall_begin = time.monotonic(), time.time()
     for at, what in sorted(plan):
         time.sleep(max(0.0, begin + at - time.monotonic()))
@@ -215,6 +233,12 @@ def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> N
         elif what == "cut":
             run.dc.drop_streams()
             run.faults.append({"kind": "stream_cut", "at": now, "end": now})
+        elif what == "election":  # runs on by itself while the plan goes on; one at a time, 2 s apart
+            last = max((f["end"] for f in run.faults if f["kind"] == "election"), default=0.0)
+            time.sleep(max(0.0, last + 2.0 - now))
+            now = time.time()
+            run.dc.election(cfg.election_s)
+            run.faults.append({"kind": "election", "at": now, "end": now + cfg.election_s})
         else:
             run.dc.unreachable(cfg.outage_s)
             time.sleep(cfg.outage_s)
@@ -293,9 +317,11 @@ def judge(audit: dict[str, Any], entries: list[dict[str, Any]], acked: dict[str,
         "refused_requests_max_per_s": int(refused.get("refused_max_per_second", 0)),
         "refused_requests_worst_second": _worst_second(refused),
         "replies_lost": int(refused.get("replies_lost", 0)),
+        "no_leader_refused": int(audit.get("elections", {}).get("refused", 0)),
         "gpu_idle_while_waiting_s_max": round(_idle_while_waiting(allocs, entries, audit), 2),
         "recovery_s": _recovery(faults, allocs, entries),
-        "faults": {k: sum(1 for f in faults if f["kind"] == k) for k in ("kill", "lost_reply", "stream_cut", "outage")},
+        "faults": {k: sum(1 for f in faults if f["kind"] == k) for k in ("kill", "lost_reply", "stream_cut", "outage",
+                                                                                 "election")},
     }
 
 

@@ -33,8 +33,14 @@ NODE_UPDATE = "node-update"
 NODE_DRAIN = "node-drain"
 QUEUED_ALLOCS = "queued-allocs"
 FAILED_FOLLOW_UP = "failed-follow-up"
+MAX_PLANS = "max-plan-attempts"
 FAILED_FOLLOW_UP_WAIT_S = 60.0
-"""`EvalFailedFollowupBaselineDelay` (nomad/config.go, v2.0.5); the random extra of up to 5 min is left out."""
+"""`EvalFailedFollowupBaselineDelay` (nomad/config.go, v2.0.5), plus a random part of
+`EvalFailedFollowupDelayRange` (5 min): `createFailedFollowup`, nomad/leader.go."""
+FAILED_FOLLOW_UP_RANGE_S = 300.0
+DELIVERY_LIMIT = 3  # EvalDeliveryLimit, nomad/config.go DefaultConfig, v2.0.5
+MAX_PLAN_DESC = "created due to placement conflicts"  # DescBlockedEvalMaxPlan, scheduler/structs/const.go
+FAIL_MODES = ("plan", "delivery")
 
 PENDING, BLOCKED, COMPLETE, CANCELED, FAILED = "pending", "blocked", "complete", "canceled", "failed"
 TERMINAL = frozenset({COMPLETE, CANCELED, "failed"})
@@ -61,8 +67,9 @@ class Evaluation:
     queued: dict[str, int] = field(default_factory=dict)
     modify_index: int = 0
     modify_time: float = 0.0
-    fails: bool = False  # the scheduler gives up on it (`fail`): it ends `failed`, with a follow-up
+    fails: str = ""  # how it fails (`fail`): "plan" (a blocked eval follows) or "delivery" (a follow-up)
     wait_s: float = 0.0
+    next_eval: str = ""
 
     def __post_init__(self) -> None:
         self.modify_index = self.modify_index or self.create_index
@@ -92,7 +99,7 @@ class Evaluation:
             "StatusDescription": self.status_description,
             "Wait": int(self.wait_s * 1e9),
             "WaitUntil": _ZERO_TIME,
-            "NextEval": "",
+            "NextEval": self.next_eval,
             "PreviousEval": self.previous_eval,
             "BlockedEval": self.blocked_eval,
             "RelatedEvals": None,
@@ -185,29 +192,58 @@ def settle(state: ClusterState) -> None:
         state._emit(index, [evaluation.event(index) for evaluation in changed])
 
 
-def fail(state: ClusterState, evaluation: Evaluation) -> None:
-    """Make the scheduler give up on `evaluation` (fault injection): `retryMax` ends it with
-    "maximum attempts reached (N)", 5 attempts for service jobs and 2 for batch (`SetStatusError`,
-    scheduler/util.go and generic_sched.go, v2.0.5), and nothing of its plan is applied. The leader then
-    creates a `failed-follow-up` evaluation that waits `EvalFailedFollowupBaselineDelay` before it runs
-    (`Evaluation.CreateFailedFollowUpEval`, nomad/structs/eval.go; `reapFailedEvaluations`, nomad/leader.go)."""
-    evaluation.fails = True
-    until = state.clock() + FAILED_FOLLOW_UP_WAIT_S / state.speed
+def fail(state: ClusterState, evaluation: Evaluation, mode: str = "plan") -> None:
+    """Make `evaluation` fail (fault injection), nothing of it placed, in one of Nomad's two ways (v2.0.5):
+
+    - "plan": the scheduler's plans keep being rejected and `retryMax` gives up after 5 attempts (service)
+      or 2 (batch): the eval ends `failed`, "maximum attempts reached (N)", and a `blocked` eval triggered
+      by `max-plan-attempts` ("created due to placement conflicts") is linked as its `BlockedEval`
+      (`Process` and `createBlockedEval(true)`, scheduler/generic_sched.go; scheduler/util.go `setStatus`).
+      Like any blocked eval it waits for capacity to change (an allocation ending, a node update:
+      nomad/blocked_evals.go), not for a timer;
+    - "delivery": a worker nacks it `EvalDeliveryLimit` (3) times; the leader's `reapFailedEvaluations`
+      marks it `failed`, "evaluation reached delivery limit (3)", and links a `failed-follow-up` eval as
+      its `NextEval` that waits 1 min + a random 0-5 min (`createFailedFollowup`, nomad/leader.go;
+      `Evaluation.CreateFailedFollowUpEval`, nomad/structs/eval.go). Only this path makes a follow-up."""
+    if mode not in FAIL_MODES:
+        raise ValueError(f"an evaluation fails by {' or '.join(FAIL_MODES)}, not {mode!r}")
+    evaluation.fails = mode
+    token = state.unblock_token()
+    wait_s = FAILED_FOLLOW_UP_WAIT_S + state.rng.uniform(0, FAILED_FOLLOW_UP_RANGE_S)
     for item in state.pending:
         if item.eval_id == evaluation.id:
-            item.not_before = until
+            if mode == "plan":
+                item.blocked_at = token
+            else:
+                item.not_before = state.clock() + wait_s / state.speed
+                item.follow_up_wait_s = wait_s
 
 
 def _failed(state: ClusterState, evaluation: Evaluation, items: list[Pending], index: int,
             now: float) -> list[Evaluation]:
-    attempts = 2 if evaluation.job_type == "batch" else 5
-    evaluation.set_status(FAILED, index, now, f"maximum attempts reached ({attempts})")
     state.open_evals.discard(evaluation.id)
+    if evaluation.fails == "plan":
+        attempts = 2 if evaluation.job_type == "batch" else 5
+        evaluation.set_status(FAILED, index, now, f"maximum attempts reached ({attempts})")
+        if not items:
+            return [evaluation]
+        evaluation.queued = {item.group: 0 for item in items}
+        for item in items:
+            evaluation.queued[item.group] += 1
+        blocked = evaluation.blocked_follow_up(index, now)
+        blocked.triggered_by, blocked.status_description = MAX_PLANS, MAX_PLAN_DESC
+        blocked.queued = dict(evaluation.queued)
+        state._track(blocked)
+        for item in items:
+            item.eval_id = blocked.id
+        return [evaluation, blocked]
+    evaluation.set_status(FAILED, index, now, f"evaluation reached delivery limit ({DELIVERY_LIMIT})")
     if not items:
         return [evaluation]
     follow = Evaluation(str(uuid.uuid4()), evaluation.namespace, evaluation.job_id, evaluation.job_type,
                         evaluation.priority, FAILED_FOLLOW_UP, evaluation.job_modify_index, index, now,
-                        previous_eval=evaluation.id, wait_s=FAILED_FOLLOW_UP_WAIT_S)
+                        previous_eval=evaluation.id, wait_s=max(item.follow_up_wait_s for item in items))
+    evaluation.next_eval = follow.id
     state._track(follow)
     for item in items:
         item.eval_id = follow.id

@@ -25,13 +25,18 @@ if TYPE_CHECKING:
 
 KILLED = "Task successfully killed"
 _SECOND = 10**9
+MAX_KILL_TIMEOUT_S = 30.0
+"""The client's `max_kill_timeout` (command/agent/config.go `DefaultConfig`, "30s", v2.0.5): a task's
+kill_timeout is capped at it (`min(task.KillTimeout, maxKillTimeout)`, `NewDriverHandle` in
+client/allocrunner/taskrunner/driver_handle.go; the Killing event too, `TaskEvent.SetKillTimeout`)."""
 
 
 def kill_timeout_s(alloc: Alloc) -> float:
-    """The longest `KillTimeout` of the allocation's tasks, in seconds (5 s by default, `canonicalize`)."""
+    """The longest `KillTimeout` of the allocation's tasks, in seconds (5 s by default, `canonicalize`),
+    capped at the client's `max_kill_timeout`."""
     groups = [g for g in alloc.job.get("TaskGroups") or [] if g.get("Name") == alloc.task_group]
     timeouts = [int(task.get("KillTimeout") or 5 * _SECOND) for g in groups for task in g.get("Tasks") or []]
-    return max(timeouts, default=5 * _SECOND) / _SECOND
+    return min(max(timeouts, default=5 * _SECOND) / _SECOND, MAX_KILL_TIMEOUT_S)
 
 
 def stop(state: ClusterState, allocs: list[Alloc], why: str, migrate: bool | None) -> None:

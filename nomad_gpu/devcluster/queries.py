@@ -203,6 +203,7 @@ def audit(state: ClusterState) -> JSON:
             "shared_gpus": state.ledger.share_sums(),
             "refusals": state.ledger.refusals(),
             **state.mig_log.audit(),  # mig_changes, mig_destroyed_in_use (migjobs.py)
+            "elections": state.election.snapshot(),
         }
 
 

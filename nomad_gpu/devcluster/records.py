@@ -47,6 +47,8 @@ class Pending:
     since: float
     previous_alloc: str = ""
     not_before: float = 0.0  # a failed evaluation's follow-up waits until then (evals.py `fail`)
+    follow_up_wait_s: float = 0.0  # that follow-up's `Wait`, in Nomad's seconds
+    blocked_at: tuple[int, int] | None = None  # a max-plan-attempts blocked eval waits for an unblock after this
     refusal_counted: bool = False
     reasons: dict[str, int] = field(default_factory=dict)
     metric: JSON | None = None  # the AllocMetric of the last failed attempt

@@ -12,6 +12,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -30,6 +31,7 @@ class TimerHeap:
         self._running = False
         self._thread: threading.Thread | None = None
         self._name = name
+        self._held_until = 0.0  # nothing runs before this (a leader election: election.py)
 
     def start(self) -> None:
         with self._condition:
@@ -57,6 +59,13 @@ class TimerHeap:
     def call_soon(self, callback: Callable[[], None]) -> None:
         self.call_at(self._clock(), callback)
 
+    def hold_until(self, when: float) -> None:
+        """Run nothing before `when` (math.inf: until called again); what comes due meanwhile runs then,
+        in deadline order. 0 releases at once."""
+        with self._condition:
+            self._held_until = when
+            self._condition.notify_all()
+
     def pending(self) -> int:
         with self._condition:
             return len(self._heap)
@@ -69,7 +78,10 @@ class TimerHeap:
                     if not self._heap:
                         self._condition.wait()
                         continue
-                    delay = self._heap[0][0] - self._clock()
+                    delay = max(self._heap[0][0], self._held_until) - self._clock()
+                    if delay == math.inf:
+                        self._condition.wait()
+                        continue
                     if delay > 0:
                         self._condition.wait(delay)
                         continue

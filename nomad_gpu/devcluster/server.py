@@ -19,10 +19,11 @@ from typing import Any
 
 import uvicorn
 
-from . import gc, hcl, nodeops, queries
+from . import evals, gc, hcl, nodeops, queries
 from .acl import Acl, AclToken
 from .api import build_app
 from .config import ClusterSpec, load_cluster_file, parse_cluster
+from .election import RPC_HOLD_S
 from .events import EventBroker
 from .hijack import HijackingH11Protocol
 from .runner import TimerHeap
@@ -42,13 +43,14 @@ class DevCluster:
     raft indexes the event stream keeps (Nomad: 100); `heartbeat_s` is the stream heartbeat (30).
     `nomad_version` is the Nomad release it plays (version.py): from 1.11.2 on, the event stream is a
     hijacked, close-delimited body; 1.11.1 and earlier chunk it. `acl_tokens` turns ACLs on (acl.py).
+    `rpc_hold_s` is how long a request waits for a leader during an election (Nomad: 5 s, election.py).
     """
 
     def __init__(self, cluster: ClusterSpec | Mapping[str, Any] | str | Path, *, speed: float = 1.0,
                  event_buffer: int = 100, heartbeat_s: float = 30.0,
                  clock: Callable[[], float] = time.time,
                  nomad_version: str | NomadVersion = DEFAULT_NOMAD_VERSION,
-                 acl_tokens: Iterable[AclToken] = ()) -> None:
+                 acl_tokens: Iterable[AclToken] = (), rpc_hold_s: float = RPC_HOLD_S) -> None:
         self.nomad_version = (nomad_version if isinstance(nomad_version, NomadVersion)
                               else NomadVersion.parse(nomad_version))
         if isinstance(cluster, str | Path):
@@ -60,7 +62,7 @@ class DevCluster:
         self.timers = TimerHeap(clock)
         self.state = ClusterState(cluster, self.broker, self.timers, speed=speed, clock=clock)
         self.app = build_app(self.state, self.broker, heartbeat_s=heartbeat_s, nomad_version=self.nomad_version,
-                             acl=Acl(acl_tokens))
+                             acl=Acl(acl_tokens), rpc_hold_s=rpc_hold_s)
         self._server: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
@@ -145,14 +147,29 @@ class DevCluster:
     def audit(self) -> dict[str, Any]:
         return queries.audit(self.state)
 
-    def fail_evaluations(self, count: int) -> None:
-        """The scheduler gives up on the next `count` register evaluations (evals.py `fail`)."""
+    def fail_evaluations(self, count: int, mode: str = "plan") -> None:
+        """The next `count` register evaluations fail (evals.py `fail`): "plan", the scheduler gives up
+        after its plan attempts (a `max-plan-attempts` blocked eval follows), or "delivery", the broker's
+        delivery limit (a `failed-follow-up` eval runs 1-6 min later)."""
+        if mode not in evals.FAIL_MODES:
+            raise ValueError(f"mode must be one of {evals.FAIL_MODES}")
         with self.state.lock:
-            self.state.failing_evals = count
+            self.state.failing_evals, self.state.failing_mode = count, mode
 
     def set_leader(self, present: bool) -> None:
-        """Lose (or regain) the servers' leader: `/v1/status/leader` then answers `""`."""
-        self.state.has_leader = present
+        """Lose the servers' leader until it is regained (an election without an end; election.py)."""
+        if present:
+            self.state.election.end()
+        else:
+            self.state.election.begin()
+
+    def election(self, seconds: float | None = None) -> None:
+        """No leader for `seconds` of the cluster's clock (None: until `end_election`): writes and
+        default reads answer 500 "No cluster leader" after a 5 s hold, nothing is committed (election.py)."""
+        self.state.election.begin(seconds)
+
+    def end_election(self) -> None:
+        self.state.election.end()
 
     def drop_streams(self) -> int:
         """Close every open event stream; returns how many there were."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import random
 import threading
 import time
 import uuid
@@ -25,6 +26,7 @@ from collections.abc import Callable
 from . import evals, gc, kills, maxrun, migjobs, namespaces, nodeops, restarts, services
 from .allocs import Alloc, ClientStatus
 from .config import ClusterSpec
+from .election import Election
 from .evals import Evaluation
 from .events import Event, EventBroker
 from .faults import Faults
@@ -37,6 +39,7 @@ from .ports import AllocatedPort
 from .records import JobRecord, NotFound, Pending
 from .register import RegisterOptions, admission_errors, enforce_index, spec_changed
 from .runner import TimerHeap
+from .summaryindex import SummaryIndex
 from .version import DEFAULT_NOMAD_VERSION, NomadVersion
 
 logger = logging.getLogger(__name__)
@@ -77,8 +80,12 @@ class ClusterState:
         self.table_index: dict[str, int] = {}
         """The index of each table's last write: what a list's `X-Nomad-Index` is (`state.Index("allocs")` in
         nomad/alloc_endpoint.go `List`, `"nodes"` in nomad/node_endpoint.go `List`, v2.0.5)."""
-        self.has_leader = True  # False: `/v1/status/leader` answers "" (fault injection: DevCluster.set_leader)
+        self.election = Election(timers, clock)  # windows without a leader (election.py)
         self.failing_evals = 0  # the next N register evaluations fail (DevCluster.fail_evaluations)
+        self.failing_mode = "plan"  # how they fail (evals.py `fail`)
+        self.summaries = SummaryIndex()  # when a write touches the job_summary table (summaryindex.py)
+        self.frees = 0  # allocations that ended: with node writes, what unblocks a blocked eval (unblock_token)
+        self.rng = random.Random(0)  # the failed follow-up's random wait, the same in every run
         # "default" and "all" always exist; a node's pool is created when the node registers.
         self.node_pools = frozenset({"default", "all", *(node.node_pool for node in cluster.nodes)})
         self.faults = Faults(clock)  # network faults in front of the HTTP app (faults.py)
@@ -122,7 +129,14 @@ class ClusterState:
     def _emit(self, index: int, events: list[Event]) -> float:
         for event in events:  # every write publishes its events: their topics name the tables it wrote
             self.table_index[_TABLES.get(event.topic, event.topic)] = index
+            if self.summaries.changes(event):
+                self.table_index["job_summary"] = index
         return self.broker.publish(index, events)
+
+    def unblock_token(self) -> tuple[int, int]:
+        """Changes when capacity may have freed: an allocation ended or a node was written (what calls
+        `BlockedEvals.Unblock`, nomad/blocked_evals.go, v2.0.5)."""
+        return self.frees, self.table_index.get("nodes", 0)
 
     def resolve_node(self, id_or_name: str) -> Node:
         node = self.nodes.get(id_or_name) or next((n for n in self.nodes.values() if n.name == id_or_name), None)
@@ -171,7 +185,7 @@ class ClusterState:
             self._replan(key, record, eval_id, now)
             if self.failing_evals > 0:  # fault injection: the scheduler gives up on this one
                 self.failing_evals -= 1
-                evals.fail(self, evaluation)
+                evals.fail(self, evaluation, self.failing_mode)
             self._schedule()
             return {"EvalID": eval_id, "EvalCreateIndex": index, "JobModifyIndex": job_index,
                     "Warnings": warnings, "Index": index, "LastContact": 0, "KnownLeader": False}
@@ -280,6 +294,9 @@ class ClusterState:
                 continue
             if item.not_before > now:  # a failed evaluation's follow-up, not due yet (evals.py `fail`)
                 waiting.append(item)
+                continue
+            if item.blocked_at is not None and item.blocked_at == self.unblock_token():
+                waiting.append(item)  # a max-plan-attempts blocked eval: nothing has unblocked it yet
                 continue
             ask = record.asks[item.group]
             verdict = place_in_pass(ask, views, self.nodes, self.ledger.is_free, short_offers=short_offers)
@@ -405,6 +422,7 @@ class ClusterState:
         for alloc in allocs:
             alloc.move(status, index, now, detail, exit_code=exit_code, restart_reason=restart_reason)
             self.ledger.release(alloc.id)
+            self.frees += 1
             del self.live[alloc.id]
             del self.live_by_node[alloc.node_id][alloc.id]
         handed = self._emit(index, [alloc.event("AllocationUpdated", index) for alloc in allocs])

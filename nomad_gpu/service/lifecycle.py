@@ -49,7 +49,7 @@ from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.pins import pin_mismatch
 from nomad_gpu.service.portsinuse import blocked_nodes, port_note, ports_taken, static_ports
 from nomad_gpu.service.stops import Stops
-from nomad_gpu.service.timers import Timers
+from nomad_gpu.service.timers import STOPS_CHECK_S, Timers
 from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, NotSent, Tracked, backoff_s, compact
 from nomad_gpu.service.translate import job_request, placement_from_json, placement_json, render_placement, spec_of
 from nomad_gpu.store import EntryState, QueueEntry
@@ -204,6 +204,14 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
                     or t.spec is None):
                 self._register_done(admitted.id, admitted.nomad_job_id)
                 self._registered(admitted, NotSent())
+                return
+            if self.outage.down and t.failures == 0:
+                # admitted just before the pause, still in the pool when another register met the outage
+                # (a burst of a cycle's admissions into one second of it): it waits, pins kept, until
+                # Nomad answers again; a register that failed itself retries on its own backoff
+                self._register_done(admitted.id, admitted.nomad_job_id)
+                t.retry_at = self.clock() + STOPS_CHECK_S
+                self._schedule(t.retry_at, admitted.id)
                 return
             entry = t.entry
             entry_id = entry.id

@@ -10,7 +10,7 @@ import pytest
 import requests
 
 from .conftest import CLUSTERS, ClusterFactory
-from .helpers import job_allocs, jobspec, submit, wait_until
+from .helpers import StreamReader, job_allocs, jobspec, submit, wait_until
 
 pytestmark = pytest.mark.server  # each test starts a dev cluster
 
@@ -56,3 +56,19 @@ def test_the_deadline_kills_the_task_and_completes_the_allocation(make_cluster: 
     assert (task["State"], task["Failed"]) == ("dead", False)
     assert [e["Type"] for e in task["Events"]][-2:] == ["Killing", "Killed"]
     assert task["Events"][-2]["DisplayMessage"] == "allocation exceeded max_run_duration"
+
+
+def test_the_timeout_is_said_on_the_allocation_event(make_cluster: ClusterFactory) -> None:
+    """`AllocationEvent.Timeout`/`TimeoutReason` (nomad/structs/event.go), set when the allocation is
+    `complete` with the max_run_duration reason (`eventFromChange`, nomad/state/events.go v2.0.5); both
+    `omitempty`, so other events lack the keys."""
+    cluster = make_cluster(CLUSTERS / "seed-a800.yaml", nomad_version="2.0.5", speed=1000.0)
+    client = nomad.Nomad(address=cluster.url, timeout=5)
+    reader = StreamReader(cluster.url, [("topic", "Allocation")])
+    submit(client, _with_max_run(jobspec("timed", gpus=1, duration=36000), "1h"))
+    final = reader.wait_for(lambda e: e["Payload"]["Allocation"]["ClientStatus"] == "complete", timeout=10)
+    assert (final["Payload"]["Timeout"], final["Payload"]["TimeoutReason"]) == (
+        True, "allocation exceeded max_run_duration")
+    earlier = [e for e in reader.events if e["Payload"]["Allocation"]["ClientStatus"] != "complete"]
+    assert earlier and all("Timeout" not in e["Payload"] and "TimeoutReason" not in e["Payload"] for e in earlier)
+    reader.close()

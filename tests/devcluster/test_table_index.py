@@ -25,4 +25,19 @@ def test_each_list_answers_with_its_own_tables_index(seed: DevCluster, client: n
     assert _index(seed, "/v1/nodes") == nodes_before, "no node was written"
     allocs = _index(seed, "/v1/allocations")
     assert allocs > nodes_before and allocs == max(a["ModifyIndex"] for a in client.allocations.get_allocations())
-    assert _index(seed, "/v1/jobs") <= _index(seed, "/v1/evaluations") <= seed.audit()["index"]
+    # the running allocation wrote the job's summary after the register's evaluation (the test below)
+    assert _index(seed, "/v1/evaluations") <= _index(seed, "/v1/jobs") <= seed.audit()["index"]
+
+
+def test_the_jobs_list_answers_the_highest_of_jobs_and_job_summary(seed: DevCluster, client: nomad.Nomad) -> None:
+    """`Job.List`: `max(state.Index("jobs"), state.Index("job_summary"))` (nomad/job_endpoint.go, v2.0.5); an
+    allocation's client status change writes the summary (`updateSummaryWithAlloc`, nomad/state/state_store.go)."""
+    submit(client, jobspec("summed", gpus=1, duration=3600))
+    wait_until(lambda: [a for a in job_allocs(seed.audit(), "summed") if a["client_status"] == "running"])
+    (alloc,) = client.job.get_allocations("summed")
+    job_written = client.job.get_job("summed")["ModifyIndex"]
+    assert alloc["ModifyIndex"] > job_written
+    assert _index(seed, "/v1/jobs") == alloc["ModifyIndex"], "the running allocation wrote the job's summary"
+    client.job.deregister_job("summed")  # desired stop: the summary is unchanged until the client reports
+    stopped = client.job.get_job("summed")["ModifyIndex"]
+    assert _index(seed, "/v1/jobs") == stopped

@@ -14,11 +14,12 @@ from nomad_gpu.devcluster import DevCluster
 
 
 @pytest.mark.e2e
-def test_a_failed_evaluation_requeues_the_entry_and_no_follow_up_runs_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("mode", ["plan", "delivery"])  # a max-plan-attempts blocked eval, or a failed follow-up
+def test_a_failed_evaluation_requeues_the_entry_and_no_follow_up_runs_it(tmp_path: Path, mode: str) -> None:
     with DevCluster(ONE_GPU, speed=20, heartbeat_s=1.0) as dc:
         runtime = start_service(dc.url, tmp_path / "q.db")
         try:
-            dc.fail_evaluations(1)
+            dc.fail_evaluations(1, mode)
             (entry,) = submit(runtime, spec("unlucky", duration_s=20.0))
             first_job = entry["nomad_job_id"]
 
@@ -29,7 +30,8 @@ def test_a_failed_evaluation_requeues_the_entry_and_no_follow_up_runs_it(tmp_pat
             final = state()
             assert final["refusals"] == 1 and final["attempts"] == 1, "placed again, no retry used"
             history = runtime.scheduler.store.get(entry["id"]).history
-            assert any("maximum attempts reached" in str(h.get("reason")) for h in history)
+            assert any("maximum attempts reached" in str(h.get("reason")) or "delivery limit" in str(h.get("reason"))
+                       for h in history)
         finally:
             runtime.stop()
         audit = dc.audit()
