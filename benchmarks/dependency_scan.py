@@ -22,7 +22,7 @@ from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Gpu, Node
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import SchedulingSettings
-from nomad_gpu.store import EntryState, SqliteStore
+from nomad_gpu.store import EntryState, open_store
 
 
 class _Nomad:
@@ -61,7 +61,7 @@ def main() -> None:
     parser.add_argument("--parallel", type=int, default=4, help="the sweep's max_parallel (0: none)")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        svc = SchedulerService(SqliteStore(str(Path(tmp) / "q.db")), _Nomad(), SchedulingSettings(),
+        svc = SchedulerService(open_store(str(Path(tmp) / "q.db")), _Nomad(), SchedulingSettings(),
                                executor=_Inline())
         gpu = Gpu(InstanceId("GPU-n1-0"), "NVIDIA A100-SXM4-80GB", 81_920)
         svc.on_resync([Node(NodeId("n1"), name="n1", cpu_mhz=64_000, memory_mb=512_000, gpus=(gpu,))], [])

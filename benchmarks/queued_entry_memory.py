@@ -19,7 +19,7 @@ from nomad_gpu.service.access import Caller
 from nomad_gpu.service.api import check_submission
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings, SchedulingSettings
-from nomad_gpu.store import SqliteStore
+from nomad_gpu.store import open_store
 
 
 class _NoNomad:
@@ -57,7 +57,7 @@ def main() -> None:
     parser.add_argument("--trace", action="store_true")
     parser.add_argument("-n", type=int, default=40)
     args = parser.parse_args()
-    svc = SchedulerService(SqliteStore(args.db) if args.db else SqliteStore(), _NoNomad(),
+    svc = SchedulerService(open_store(args.db or ":memory:"), _NoNomad(),
                            SchedulingSettings())
     rules, caller = AccessSettings(), Caller()
     bodies = [body(i) for i in range(args.n)]

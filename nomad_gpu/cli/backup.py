@@ -17,7 +17,7 @@ from nomad_gpu.cli.output import emit_json
 @click.command()
 @click.argument("dest", metavar="FILE", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--db", "db_path", default="nomad-gpu.db", show_default=True,
-              help="The queue database to copy (the service's `serve --db`).")
+              help="The queue database to copy (the service's `serve --db`: a path or sqlite:///path).")
 @click.option("--force", is_flag=True, help="Replace FILE if it exists.")
 @click.option("--json", "as_json", is_flag=True, help="Print what was written as JSON.")
 @friendly

@@ -217,7 +217,8 @@ def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path |
 
 # ---- running it ----------------------------------------------------------------------------------
 @main.command()
-@click.option("--db", "db_path", default="nomad-gpu.db", show_default=True, help="SQLite queue file (WAL).")
+@click.option("--db", "db_path", default="nomad-gpu.db", show_default=True,
+              help="The queue database: a SQLite file (WAL), as a path or sqlite:///path.")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML: teams, quotas, sharing, policy.")
 @click.option("--listen", default=None, help=f"API address (default NOMAD_GPU_ADDR or {DEFAULT_ADDR}).")
 @click.option("--tls-cert", type=click.Path(dir_okay=False), help="PEM certificate, for an https:// address.")
@@ -311,7 +312,8 @@ def dev_cluster(cluster_path: str, port: int, host: str, speed: float, nomad_ver
 @main.command()
 @click.option("--cluster", "cluster_path", default="mixed-fleet", show_default=True, help=CLUSTER_HELP)
 @click.option("--speed", default=10.0, show_default=True, type=click.FloatRange(min=0.001))
-@click.option("--db", "db_path", default=None, help="SQLite queue file (default: a temporary one).")
+@click.option("--db", "db_path", default=None,
+              help="The queue database, a path or sqlite:///path (default: a temporary SQLite file).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML: teams, quotas, sharing.")
 @click.option("--nomad-version", default=None, help=NOMAD_VERSION_HELP)
 @click.option("--templates", "templates_dir", type=click.Path(file_okay=False, exists=True, path_type=Path),

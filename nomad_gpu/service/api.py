@@ -61,7 +61,7 @@ from nomad_gpu.service.ui import ui_routes
 from nomad_gpu.service.usage import UsagePoller
 from nomad_gpu.service.views import capacity_gpu, inventory_for, teams_for, teams_view
 from nomad_gpu.store import EntryState, QueueEntry
-from nomad_gpu.store.sqlite import TeamQuota
+from nomad_gpu.store.contract import TeamQuota
 
 logger = logging.getLogger(__name__)
 

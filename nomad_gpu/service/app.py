@@ -25,7 +25,7 @@ from nomad_gpu.service.relayoutloop import RelayoutCollector
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import ServiceSettings
 from nomad_gpu.service.usage import UsagePoller
-from nomad_gpu.store.sqlite import SqliteStore
+from nomad_gpu.store.factory import open_store
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +40,7 @@ class ServiceRuntime:
         self.listen = plan_listen(settings.listen, token_required=self.access.required, tls_cert=settings.tls_cert,
                                   tls_key=settings.tls_key)
         self.metrics = Metrics()
-        self.store = SqliteStore(settings.db_path, exclusive=True)  # one service per database
+        self.store = open_store(settings.db_path, exclusive=True)  # one service per database
         self.client = NomadClient(settings.nomad)
         self.actuator = Actuator(self.client, settings.templates_dir, settings.scheduling.service_name)
         self.scheduler = SchedulerService(self.store, self.actuator, settings.scheduling, self.metrics)

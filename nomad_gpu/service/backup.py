@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.store.factory import sqlite_path
 
 logger = logging.getLogger(__name__)
 
@@ -61,7 +62,7 @@ def backup_database(db_path: str | Path, dest: str | Path, *, overwrite: bool = 
                     timeout_s: float = 30.0) -> BackupResult:
     """Copy the database at ``db_path`` to ``dest`` (see the module docstring); InvalidRequest on bad input."""
     started = time.monotonic()
-    source, target = Path(db_path), Path(dest)
+    source, target = Path(sqlite_path(str(db_path))), Path(dest)  # a path or sqlite:///path, as `serve --db`
     if target.exists() and not overwrite:
         raise InvalidRequest(f"{target}: already exists (pass --force to replace it)")
     if target.is_dir():

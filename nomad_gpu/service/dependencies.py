@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from nomad_gpu.domain.errors import InvalidRequest, UnknownEntry
 from nomad_gpu.render import JobSpec, SweepSpec
 from nomad_gpu.store import EntryState, QueueEntry
-from nomad_gpu.store.sqlite import SqliteStore
+from nomad_gpu.store.contract import Store
 
 ENTRY_ID = re.compile(r"q\d{6,}")
 OK = (EntryState.COMPLETE,)
@@ -35,7 +35,7 @@ class Verdict:
     reason: str
 
 
-def team_of(store: SqliteStore, dep: str) -> str | None:
+def team_of(store: Store, dep: str) -> str | None:
     """The team of the entry ``dep`` names (an entry ID), or of its sweep's trials; None when there is none."""
     if ENTRY_ID.fullmatch(dep):
         try:
@@ -46,14 +46,14 @@ def team_of(store: SqliteStore, dep: str) -> str | None:
     return count.team if count is not None and count.total else None
 
 
-def check_after(spec: JobSpec | SweepSpec, store: SqliteStore) -> None:
+def check_after(spec: JobSpec | SweepSpec, store: Store) -> None:
     """Every `after:` ID is an entry or sweep of the spec's team; InvalidRequest naming the first that is not."""
     for dep in spec.after:
         if team_of(store, dep) != spec.team:
             raise InvalidRequest(f"after: no entry or sweep {dep!r} of team {spec.team!r}")
 
 
-def state_of(store: SqliteStore, dep: str) -> tuple[str, str]:
+def state_of(store: Store, dep: str) -> tuple[str, str]:
     """('ok' | 'failed' | 'waiting', words) for one dependency: an entry read by its ID, a sweep from its
     counters (store/counts.py), never by reading its trials; a sweep of one trial reads as that trial."""
     if ENTRY_ID.fullmatch(dep):
@@ -86,7 +86,7 @@ class DependencyGate:
     """Asked once per cycle for each queued entry with `after:`; remembers each dependency's state for the
     cycle (``reset`` starts a new one)."""
 
-    def __init__(self, store: SqliteStore) -> None:
+    def __init__(self, store: Store) -> None:
         self._store = store
         self._seen: dict[str, tuple[str, str]] = {}
 

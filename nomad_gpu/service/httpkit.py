@@ -30,7 +30,7 @@ from nomad_gpu.nomad.client import NomadError, NomadNotFound
 from nomad_gpu.service.access import Caller
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.store import QueueEntry
-from nomad_gpu.store.sqlite import StaleTransition
+from nomad_gpu.store.contract import StaleTransition
 
 logger = logging.getLogger(__name__)
 

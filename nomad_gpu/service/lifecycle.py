@@ -53,8 +53,8 @@ from nomad_gpu.service.timers import STOPS_CHECK_S, Timers
 from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, NotSent, Tracked, backoff_s, compact
 from nomad_gpu.service.translate import job_request, placement_from_json, placement_json, render_placement, spec_of
 from nomad_gpu.store import EntryState, QueueEntry
+from nomad_gpu.store.contract import Admission, StopIntent, Store
 from nomad_gpu.store.entries import parse_job_id
-from nomad_gpu.store.sqlite import Admission, SqliteStore, StopIntent
 
 logger = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ _ALLOC_INDEX_MAX = 10_000
 
 
 class Lifecycle(ForeignAllocs, Stops, Timers):
-    def __init__(self, store: SqliteStore, ledger: Ledger, actuator: NomadActuator, *, lock: threading.RLock,
+    def __init__(self, store: Store, ledger: Ledger, actuator: NomadActuator, *, lock: threading.RLock,
                  executor: Executor, clock: Callable[[], float], metrics: Metrics, outage: Outage,
                  wake: Callable[[], None], refusal_avoid_s: float = 300.0,
                  admission_deadline_s: float = 300.0, classes: ClassBook | None = None) -> None:

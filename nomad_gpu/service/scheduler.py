@@ -42,8 +42,8 @@ from nomad_gpu.service.tracking import LIVE, Executor, Tracked
 from nomad_gpu.service.translate import check_supported
 from nomad_gpu.service.views import inventory_view
 from nomad_gpu.store import EntryState, QueueEntry
+from nomad_gpu.store.contract import Store, StoreFull, TeamQuota
 from nomad_gpu.store.entries import parse_job_id
-from nomad_gpu.store.sqlite import SqliteStore, StoreFull, TeamQuota
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ def entry_of_job(job_id: str) -> str | None:
 
 
 class SchedulerService:
-    def __init__(self, store: SqliteStore, actuator: NomadActuator, settings: SchedulingSettings,
+    def __init__(self, store: Store, actuator: NomadActuator, settings: SchedulingSettings,
                  metrics: Metrics | None = None, clock: Callable[[], float] = time.time,
                  executor: Executor | None = None, steady: Callable[[], float] | None = None) -> None:
         """``steady``: the monotonic clock timers measure on (default: time.monotonic, or ``clock`` itself

@@ -21,13 +21,13 @@ from nomad_gpu.nomad.decode import AllocInfo
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.tracking import Draining, Executor, backoff_s
-from nomad_gpu.store.sqlite import SqliteStore, StopIntent
+from nomad_gpu.store.contract import StopIntent, Store
 
 logger = logging.getLogger("nomad_gpu.service.lifecycle")
 
 
 class Stops:
-    store: SqliteStore
+    store: Store
     ledger: Ledger
     actuator: NomadActuator
     lock: threading.RLock

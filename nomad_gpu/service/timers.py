@@ -19,14 +19,14 @@ from typing import TYPE_CHECKING
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.tracking import DueTimes, Tracked
 from nomad_gpu.store import EntryState, QueueEntry
-from nomad_gpu.store.sqlite import SqliteStore
+from nomad_gpu.store.contract import Store
 
 STOPS_CHECK_S = 0.5
 """How often stop intents are looked for (each failed stop already waits 0.5 s or more before its retry)."""
 
 
 class Timers:
-    store: SqliteStore
+    store: Store
     metrics: Metrics
     clock: Callable[[], float]
     live: dict[str, Tracked]

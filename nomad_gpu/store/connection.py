@@ -10,17 +10,11 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from nomad_gpu.domain.errors import NomadGpuError, Unavailable
+from nomad_gpu.store.contract import StoreDamaged, StoreFull
 from nomad_gpu.store.schema import migrate
 from nomad_gpu.store.space import Space
 
-
-class StoreDamaged(NomadGpuError):
-    """The database file fails SQLite's integrity check (or is empty): the service refuses to start on it."""
-
-
-class StoreFull(Unavailable):
-    """The database's disk (or its size limit) is full: nothing of the write was stored; retry later."""
+__all__ = ["StoreDamaged", "StoreFull", "Transaction", "open_checked"]
 
 
 def open_checked(path: str) -> sqlite3.Connection:

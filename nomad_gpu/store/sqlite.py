@@ -1,4 +1,4 @@
-"""The queue in one SQLite file (WAL), behind the `Store` interface a replicated store can replace.
+"""The queue in one SQLite file (WAL): the reference implementation of the store contract (store/contract.py).
 
 Every write is one transaction: a submission is either wholly stored or not at all, a cycle's
 admissions commit or roll back together, and a state change is a compare-and-set against the states
@@ -18,12 +18,13 @@ import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from typing import Any, Protocol, cast
+from dataclasses import replace
+from typing import Any, cast
 
-from nomad_gpu.domain.errors import NomadGpuError, UnknownEntry
+from nomad_gpu.domain.errors import UnknownEntry
 from nomad_gpu.store import specdiff
-from nomad_gpu.store.connection import StoreDamaged, StoreFull, Transaction, open_checked
+from nomad_gpu.store.connection import Transaction, open_checked
+from nomad_gpu.store.contract import Admission, StaleTransition, StopIntent, Store, StoreDamaged, StoreFull
 from nomad_gpu.store.counts import CountedSweeps, SweepCount
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps
 from nomad_gpu.store.lock import DatabaseLock
@@ -32,41 +33,7 @@ from nomad_gpu.store.space import Space
 
 __all__ = ["Admission", "SqliteStore", "StaleTransition", "StopIntent", "Store", "StoreDamaged", "StoreFull",
            "TeamQuota"]
-"""StoreDamaged and StoreFull (store/connection.py) and TeamQuota (store/quota.py) are read from here too."""
-
-
-class StaleTransition(NomadGpuError):
-    """The entry was not in a state the change may start from (someone else moved it first)."""
-
-
-@dataclass(frozen=True)
-class StopIntent:
-    """A Nomad job that must be stopped; kept until Nomad confirms, retried with backoff."""
-
-    job_id: str
-    namespace: str
-    reason: str
-    created_at: float = 0.0
-    attempts: int = 0
-    next_at: float = 0.0
-
-
-@dataclass(frozen=True)
-class Admission:
-    entry_id: str
-    placements: tuple[Mapping[str, Any], ...]
-
-
-class Store(Protocol):
-    def add(self, entries: Sequence[QueueEntry], quota: TeamQuota | None = None) -> list[QueueEntry]: ...
-    def get(self, entry_id: str) -> QueueEntry: ...
-    def list(self, states: Iterable[EntryState] | None = None, sweep: str | None = None,
-             limit: int | None = None, offset: int = 0, *, team: str | None = None,
-             name_glob: str | None = None) -> list[QueueEntry]: ...
-    def transition(self, entry_id: str, to: EntryState, **fields: Any) -> QueueEntry: ...
-    def get_meta(self, key: str) -> str | None: ...
-    def set_meta(self, key: str, value: str) -> None: ...
-    def close(self) -> None: ...
+"""The contract's values and errors (store/contract.py) and TeamQuota (store/quota.py) are read from here too."""
 
 
 def sqlite_glob(pattern: str) -> str:

@@ -5,7 +5,7 @@ of the sweep's trials, however many it has."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import pytest
 from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service
@@ -29,7 +29,7 @@ def job(name: str, *after: str) -> dict[str, Any]:
 def counted(s: SchedulerService, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """The rows the store decodes (every read of an entry goes through `_row`)."""
     reads = [0]
-    real = s.store._row
+    real = cast(SqliteStore, s.store)._row
 
     def row(r: Any) -> Any:
         reads[0] += 1

@@ -20,10 +20,11 @@ SPEC = "name: j\ntask: {image: i, env: {PAD: '" + "x" * 3000 + "'}}\n"
 
 
 def test_a_full_database_is_503_with_retry_after(tmp_path: Path) -> None:
-    service = SchedulerService(SqliteStore(str(tmp_path / "q.db")), NoActuator(), SchedulingSettings())
+    store = SqliteStore(str(tmp_path / "q.db"))
+    service = SchedulerService(store, NoActuator(), SchedulingSettings())
     try:
-        pages = service.store._db.execute("PRAGMA page_count").fetchone()[0]
-        service.store._db.execute(f"PRAGMA max_page_count = {pages + 2}")
+        pages = store._db.execute("PRAGMA page_count").fetchone()[0]
+        store._db.execute(f"PRAGMA max_page_count = {pages + 2}")
         client = TestClient(create_app(service), raise_server_exceptions=False)
         answers = [client.post("/v1/jobs", content=SPEC, headers={"Content-Type": "application/yaml"})
                    for _ in range(5)]

@@ -5,10 +5,10 @@ Counted here, not timed: the commits made and the trials moved while the lock is
 from __future__ import annotations
 
 import threading
-from typing import Any
+from typing import Any, cast
 
 from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.store import EntryState
+from nomad_gpu.store import EntryState, SqliteStore
 
 TRIALS = 1200
 
@@ -21,7 +21,7 @@ class CountingLock:
         self._depth = 0
         self.commits = 0
         self.holds: list[int] = []
-        store = service.store
+        store = cast(SqliteStore, service.store)  # the SQLite store's commits, counted
         real = store._tx
 
         def counted(*args: Any, **kwargs: Any) -> Any:
