@@ -14,7 +14,6 @@ from typing import Any
 
 from nomad_gpu.domain.classes import (
     ClassPolicy,
-    KindName,
     OptionFact,
     Size,
     Tier,
@@ -28,6 +27,7 @@ from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import MILLI_PER_GPU
 from nomad_gpu.domain.inventory import Inventory
 from nomad_gpu.domain.kinds import kind_of
+from nomad_gpu.domain.kinds.classopts import word_of
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement, WaitReason
 from nomad_gpu.domain.requests import GpuAsk, WholeGpus
@@ -71,10 +71,6 @@ def size_of(spec: JobSpec | SweepSpec, group: GroupSpec, policy: ClassPolicy) ->
     count = group.gpu.count if group.gpu is not None else rule.default_count
     models = frozenset(group.gpu.models or ()) if group.gpu is not None else frozenset()
     return Size(need, count, models)
-
-
-KIND_OF_PLACEMENT: dict[str, KindName] = {"whole": "gpu", "mig": "mig", "share": "share"}
-"""The core's kind names (`domain.kinds`) as the policy and the spec name them."""
 
 
 class ClassBook:
@@ -170,7 +166,7 @@ class ClassBook:
         kind = kind_of(p)
         if cls is None or kind is None:
             return None
-        mine = KIND_OF_PLACEMENT.get(kind.name)
+        mine = word_of(kind)  # the kind as the policy and the spec name it (domain/kinds/classopts.py)
         if mine is None:
             return None
         rule = self.policy.rule(cls)
