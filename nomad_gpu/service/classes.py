@@ -33,7 +33,8 @@ from nomad_gpu.domain.placement import AllocPlacement, WaitReason
 from nomad_gpu.domain.requests import GpuAsk, WholeGpus
 from nomad_gpu.domain.units import split_mig_device_name
 from nomad_gpu.render import JobSpec, SweepSpec
-from nomad_gpu.render.spec import GpuSpec, GroupSpec, MigSpec, ShareSpec
+from nomad_gpu.render.spec import GroupSpec
+from nomad_gpu.service.kindasks import written_field
 
 __all__ = ["NO_OPTION", "ClassBook", "check_classes", "class_of", "resolved", "size_of"]
 
@@ -233,16 +234,7 @@ def resolved(spec: JobSpec, placements: Sequence[AllocPlacement]) -> JobSpec:
         if kind is None:
             groups.append(group)
             continue
-        p = mine[0]
-        update: dict[str, object] = {"gpu_memory": None}
-        if kind.name == "mig":
-            split = split_mig_device_name(p.device_name or "")
-            if split is None:
-                raise InvalidRequest(f"groups[{group.name}]: a MIG placement without a MIG device name")
-            update["mig"] = MigSpec.model_construct(profile=split[1], count=len(p.instance_ids))
-        elif kind.name == "share":
-            update["share"] = ShareSpec.model_construct(milli=p.share_milli)
-        else:
-            update["gpu"] = GpuSpec.model_construct(count=len(p.instance_ids), models=None, min_memory_mib=None)
+        field, value = written_field(kind.name, mine[0], group.name)  # service/kindasks.py
+        update: dict[str, object] = {"gpu_memory": None, field: value}
         groups.append(group.model_copy(update=update))
     return spec.model_copy(update={"groups": groups})
