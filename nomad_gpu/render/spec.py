@@ -28,7 +28,6 @@ from pydantic import (
     SerializationInfo,
     SerializerFunctionWrapHandler,
     Tag,
-    ValidationError,
     ValidationInfo,
     field_validator,
     model_serializer,
@@ -38,7 +37,7 @@ from pydantic import (
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.render.gpumemory import gpu_memory_bytes
 from nomad_gpu.render.network import Ports, ServiceSpec, check_service_port
-from nomad_gpu.render.speckinds import added_fields, builtin_spec_kinds, spec_kind, spec_kinds
+from nomad_gpu.render.speckinds import added_fields, builtin_spec_kinds, spec_kind, spec_kinds, validate_added
 
 __all__ = [
     "CLASSES",
@@ -324,7 +323,7 @@ class GroupSpec(_Model):
             data = dict(data)
             for f in added_fields():
                 if f in data:
-                    added[f] = _added_kind(f, data.pop(f))
+                    added[f] = validate_added(f, data.pop(f))
         group = handler(data)
         group._kinds.update(added)
         kinds = [k.field for k in spec_kinds() if group.kind_value(k.field) is not None]
@@ -364,16 +363,6 @@ class GroupSpec(_Model):
         """Device instances ONE allocation of the group holds (0 for share / no GPU)."""
         field = self.capacity_kind
         return 0 if field is None else spec_kind(field).devices(self.kind_value(field))
-
-
-def _added_kind(field: str, value: Any) -> BaseModel:
-    """A registered kind field's value, validated by its model; a ValueError naming the first problem."""
-    try:
-        return spec_kind(field).model.model_validate(value)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in (field, *first["loc"]))
-        raise ValueError(f"{where}: {first['msg']}") from None
 
 
 def _reach_into_group(data: dict[str, Any]) -> dict[str, Any]:

@@ -15,10 +15,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ValidationError
 
 __all__ = ["BUILTIN_FIELDS", "SpecKind", "builtin_spec_kinds", "register_spec_kind", "spec_kind", "spec_kinds",
-           "unregister_spec_kind"]
+           "unregister_spec_kind", "validate_added"]
 
 BUILTIN_FIELDS = ("gpu", "mig", "share")
 """The fields `GroupSpec` declares itself; a registered kind's field is any other name."""
@@ -73,6 +73,17 @@ def spec_kind(field: str) -> SpecKind:
 def added_fields() -> tuple[str, ...]:
     """The registered fields beyond the built-in three."""
     return tuple(f for f in _BY_FIELD if f not in BUILTIN_FIELDS)
+
+
+def validate_added(field: str, value: Any) -> BaseModel:
+    """A registered field's value, validated by its model; a ValueError naming the first problem (the spec's
+    loader locates it on the group)."""
+    try:
+        return spec_kind(field).model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in (field, *first["loc"]))
+        raise ValueError(f"{where}: {first['msg']}") from None
 
 
 def _count(value: Any) -> int:
