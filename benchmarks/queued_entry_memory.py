@@ -1,9 +1,9 @@
 """Memory held per queued entry of the largest spec the API accepts (issue 26, item 4).
 
 Submits N entries of a 238 KB spec (1,000 env entries of 230 characters) through the API's checks
-(`check_submission`) and `SchedulerService.submit`, as a POST does, and prints the process's RSS before
-and after, per entry; with ``--trace`` also the Python heap they hold (tracemalloc). ``--db FILE`` puts
-the queue in a database file (else in memory, where SQLite's pages hold the stored specs too).
+(`service/submission.py` `check_request`) and `SchedulerService.submit`, as a POST does, and prints the
+process's RSS before and after, per entry; with ``--trace`` also the Python heap they hold (tracemalloc).
+``--db FILE`` puts the queue in a database file (else in memory, where SQLite's pages hold the stored specs too).
 
     python benchmarks/queued_entry_memory.py [--db FILE] [--trace] [-n 40]
 """
@@ -16,9 +16,9 @@ import tracemalloc
 from typing import Any
 
 from nomad_gpu.service.access import Caller
-from nomad_gpu.service.api import check_submission
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings, SchedulingSettings
+from nomad_gpu.service.submission import Request, check_request
 from nomad_gpu.store import open_store
 
 
@@ -61,15 +61,15 @@ def main() -> None:
                            SchedulingSettings())
     rules, caller = AccessSettings(), Caller()
     bodies = [body(i) for i in range(args.n)]
-    check_submission(body(-1), "application/yaml", rules, caller)  # warm: imports and caches
+    check_request(Request(body(-1), "application/yaml", rules, caller))  # warm: imports and caches
     if args.trace:
         tracemalloc.start()
     gc.collect()
     before = rss_mib()
     for b in bodies:
-        data, spec = check_submission(b, "application/yaml", rules, caller)
-        svc.submit(data, spec=spec)
-    del data, spec
+        checked = check_request(Request(b, "application/yaml", rules, caller))
+        svc.submit(checked.data, spec=checked.spec)
+    del checked
     gc.collect()
     after = rss_mib()
     print(f"spec {len(bodies[0])} bytes, {args.n} queued: RSS {before:.1f} -> {after:.1f} MiB, "

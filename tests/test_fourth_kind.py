@@ -1,17 +1,22 @@
-"""A fourth GPU kind, defined here and nowhere else: the core places it, the ledger books it and the
-renderer emits its device block, through the public registries alone (domain/kinds, render/devices).
+"""A fourth GPU kind, defined here and nowhere else: a user's spec asks for it by its own field over the
+HTTP API, the core places it, the ledger books it and the renderer emits its device block, through the
+public registries alone (domain/kinds `register`, render/speckinds `register_spec_kind`,
+service/kindasks `register_ask`, render/devices `register_device`).
 
-The kind: a slice of a shared GPU's memory, asked in MiB (like a vGPU profile), booked as the share of
-the GPU's time its memory stands for, and rendered as a `nomad-gpu/vram/<model>` device.
+The kind: a slice of a shared GPU's memory, asked in MiB (like a vGPU profile) as `vram: {mib: N}`,
+booked as the share of the GPU's time its memory stands for, and rendered as a `nomad-gpu/vram/<model>`
+device.
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 import pytest
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from starlette.testclient import TestClient
 
 from nomad_gpu.domain import kinds
 from nomad_gpu.domain.cycle import Admit, CycleConfig, Wait, run_cycle
@@ -24,6 +29,13 @@ from nomad_gpu.domain.requests import AllocAsk, JobRequest
 from nomad_gpu.render import GroupPlacement, JobSpec, RenderPlacement, parse_spec, render_job
 from nomad_gpu.render.devices import GroupContext, Placed, device_adapter, register_device, unregister_device
 from nomad_gpu.render.spec import GroupSpec
+from nomad_gpu.render.speckinds import SpecKind, register_spec_kind, unregister_spec_kind
+from nomad_gpu.service.actuator import JobState
+from nomad_gpu.service.api import create_app
+from nomad_gpu.service.kindasks import register_ask, unregister_ask
+from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.store import QueueEntry, SqliteStore
 
 if TYPE_CHECKING:
     from nomad_gpu.domain.freeindex import NodeFree
@@ -137,15 +149,30 @@ class VramDevices:
         ctx.device = {"name": placed.device_name, "count": 1, "ids": ",".join(placed.device_ids)}
 
 
+class VramField(BaseModel):
+    """The spec's `vram:` field: MiB of one shared GPU's memory."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    mib: Annotated[StrictInt, Field(ge=1)]
+
+
+def _vram_ask(value: Any, need: int | None) -> VramSlice:
+    return VramSlice(value.mib)
+
+
 @pytest.fixture
 def vram() -> Iterator[None]:
     kinds.register(VRAM)
     register_device(VramDevices())
+    register_spec_kind(SpecKind("vram", "vram", VramField))
+    register_ask("vram", _vram_ask)
     try:
         yield
     finally:
         kinds.unregister("vram")
         unregister_device("vram")
+        unregister_spec_kind("vram")
+        unregister_ask("vram")
 
 
 def _job(entry: str, mib: int) -> JobRequest:
@@ -189,3 +216,89 @@ def test_without_its_registration_the_kind_is_not_offered() -> None:
     ledger = Ledger(Inventory.of([Node(NodeId("n1"), cpu_mhz=16_000, memory_mb=65_536, gpus=(gpu,))]))
     (wait,) = run_cycle(ledger, [_job("j1", 1024)], now=0.0, config=CycleConfig()).decisions
     assert isinstance(wait, Wait) and wait.reason is WaitReason.NO_SUCH_SHAPE
+
+
+class RenderingNomad:
+    """The actuator's Nomad, reduced to what a register sends: each job's HCL, rendered as the real
+    actuator renders it."""
+
+    def __init__(self) -> None:
+        self.hcl: dict[str, str] = {}
+
+    def submit(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str:
+        self.hcl[entry.nomad_job_id] = render_job(spec, job_id=entry.nomad_job_id, placement=placement)
+        return self.hcl[entry.nomad_job_id]
+
+    def stop(self, job_id: str, namespace: str = "default") -> None:
+        return None
+
+    def job_state(self, job_id: str, namespace: str = "default") -> JobState | None:
+        return None
+
+    def ping(self) -> None:
+        return None
+
+
+class Queue:
+    """Work for the actuator pool, run when the test says."""
+
+    def __init__(self) -> None:
+        self.tasks: list[tuple[Any, tuple[Any, ...]]] = []
+
+    def submit(self, fn: Any, /, *args: Any) -> None:
+        self.tasks.append((fn, args))
+
+    def run_all(self) -> None:
+        while self.tasks:
+            fn, args = self.tasks.pop(0)
+            fn(*args)
+
+
+SPEC = """
+name: infer
+team: a
+task: {image: i, driver: docker}
+vram: {mib: 12288}
+"""
+
+
+def test_a_user_spec_asks_for_the_fourth_kind_over_the_http_api(vram: None) -> None:
+    nomad, pool = RenderingNomad(), Queue()
+    svc = SchedulerService(SqliteStore(), nomad, SchedulingSettings(tick_s=0.01), clock=lambda: 1000.0,
+                           executor=pool)
+    gpu = Gpu(InstanceId("GPU-v0"), MODEL, 49_152, mode=GpuMode.SHARED)
+    svc.on_resync([Node(NodeId("n1"), name="n1", cpu_mhz=16_000, memory_mb=65_536, gpus=(gpu,))], [])
+    client = TestClient(create_app(svc))
+
+    r = client.post("/v1/jobs", content=SPEC, headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 201, r.text
+    (entry,) = r.json()["entries"]
+    assert entry["spec"]["groups"][0]["vram"] == {"mib": 12288}  # stored as written, read back by its model
+    svc.run_cycle()
+    pool.run_all()
+
+    got = client.get(f"/v1/jobs/{entry['id']}").json()
+    (placed,) = got["placements"]
+    assert (placed["node"], placed["instance_ids"], placed["share_milli"]) == ("n1", ["GPU-v0"], 250)
+    hcl = nomad.hcl[got["nomad_job_id"]]
+    assert f'device "nomad-gpu/vram/{MODEL}"' in hcl and '"GPU-v0"' in hcl
+
+
+@pytest.mark.parametrize(("text", "words"), [
+    pytest.param("vram: {mib: 0}\n", "vram.mib: Input should be greater than or equal to 1", id="its-model"),
+    pytest.param("vram: {mib: 1024}\nshare: {milli: 250}\n",
+                 "set at most one of gpu, mig, share, vram (got share and vram)", id="one-kind"),
+])
+def test_the_fourth_kinds_field_is_validated_like_the_others(vram: None, text: str, words: str) -> None:
+    svc = SchedulerService(SqliteStore(), RenderingNomad(), SchedulingSettings(tick_s=0.01), clock=lambda: 1000.0,
+                           executor=Queue())
+    r = TestClient(create_app(svc)).post("/v1/jobs", content="name: x\nteam: a\ntask: {image: i}\n" + text,
+                                         headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 400 and words in r.json()["error"], r.text
+
+
+def test_without_its_registration_a_spec_cannot_name_it() -> None:
+    svc = SchedulerService(SqliteStore(), RenderingNomad(), SchedulingSettings(tick_s=0.01), clock=lambda: 1000.0,
+                           executor=Queue())
+    r = TestClient(create_app(svc)).post("/v1/jobs", content=SPEC, headers={"Content-Type": "application/yaml"})
+    assert r.status_code == 400 and "vram: unknown field" in r.json()["error"], r.text

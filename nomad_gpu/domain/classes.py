@@ -17,17 +17,37 @@ import enum
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Literal
 
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.domain.ids import MILLI_PER_GPU
 from nomad_gpu.domain.inventory import Inventory
-from nomad_gpu.domain.requests import GpuAsk, GpuShare, MigSlices, WholeGpus
+from nomad_gpu.domain.kinds.classopts import (
+    MIB,
+    Fact,
+    OptionFact,
+    Size,
+    class_options,
+    options_named,
+    share_milli,
+)
+from nomad_gpu.domain.requests import GpuAsk
 
-KindName = Literal["gpu", "mig", "share"]
-KINDS: tuple[KindName, ...] = ("mig", "gpu", "share")
-MIB = 1 << 20
+__all__ = ["DEFAULT_CLASS_POLICY", "DEFAULT_RULES", "GIB", "MIB", "ClassPolicy", "ClassRule", "KindName", "OptionFact",
+           "Size", "Tier", "WorkloadClass", "fleet_facts", "kind_words", "share_milli", "tiers_for"]
+
+KindName = str
+"""A kind as a class policy and a spec name it (`gpu`, `mig`, `share`): a word of `domain/kinds/classopts.py`."""
 GIB = 1 << 30
+
+
+def kind_words() -> tuple[KindName, ...]:
+    """The kinds a class may choose, as the policy names them (gpu, mig, share, then any registered)."""
+    return tuple(o.word for o in class_options())
+
+
+def shares_time(kind: KindName) -> bool:
+    """Whether a class kind shares a GPU's time with other tenants (not `spatial`, `domain/kinds/base.py`)."""
+    options = options_named(kind)
+    return options is not None and not options.kind.spatial
 
 
 class WorkloadClass(enum.Enum):
@@ -63,9 +83,9 @@ class ClassRule:
         if not self.tiers or any(not tier for tier in self.tiers):
             raise InvalidRequest("tiers: must list at least one tier, each with at least one kind")
         seen = [kind for tier in self.tiers for kind in tier]
-        unknown = sorted(set(seen) - set(KINDS))
+        unknown = sorted(set(seen) - set(kind_words()))
         if unknown:
-            raise InvalidRequest(f"tiers: unknown kind(s) {', '.join(unknown)}; known: gpu, mig, share")
+            raise InvalidRequest(f"tiers: unknown kind(s) {', '.join(unknown)}; known: {', '.join(kind_words())}")
         if len(set(seen)) != len(seen):
             raise InvalidRequest("tiers: a kind is listed twice")
         if self.default_gpu_memory is not None and self.default_gpu_memory <= 0:
@@ -80,7 +100,7 @@ class ClassRule:
     @property
     def isolated(self) -> bool:
         """No tier shares a GPU's time with another tenant."""
-        return "share" not in self.kinds
+        return not any(shares_time(kind) for kind in self.kinds)
 
     def accepts(self, kind: KindName) -> bool:
         """Whether a spec may name `kind` itself beside this class."""
@@ -113,7 +133,7 @@ class ClassPolicy:
         rule = self.rule(cls)
         if rule.accepts(kind):
             return
-        why = "it breaks isolation" if rule.isolated and kind == "share" else f"{cls.value} takes {_kinds(rule)}"
+        why = "it breaks isolation" if rule.isolated and shares_time(kind) else f"{cls.value} takes {_kinds(rule)}"
         raise InvalidRequest(f"class {cls.value} with {kind}: is refused: {why} "
                              f"(the service config's classes.{cls.value}.allow_explicit can allow it)")
 
@@ -125,55 +145,13 @@ def _kinds(rule: ClassRule) -> str:
     return " then ".join("/".join(tier) for tier in rule.tiers)
 
 
-@dataclass(frozen=True)
-class Size:
-    """A group's size in the user's terms."""
-
-    need: int | None = None
-    """Bytes of GPU memory per device the workload needs; None = any."""
-    count: int = 1
-    """Devices per allocation (a share is always one)."""
-    models: frozenset[str] = frozenset()
-    """Allowed GPU models; empty = any."""
-
-    def __post_init__(self) -> None:
-        if self.need is not None and self.need <= 0:
-            raise InvalidRequest("gpu_memory must be more than 0")
-        if self.count < 1:
-            raise InvalidRequest("count must be >= 1")
-
-    def holds(self, memory_mib: int) -> bool:
-        """Whether a device reporting `memory_mib` (the fingerprint's `memory`, whole MiB) fits the need."""
-        return self.need is None or memory_mib * MIB >= self.need
-
-    def allows(self, model: str) -> bool:
-        return not self.models or model in self.models
-
-
-@dataclass(frozen=True, order=True)
-class OptionFact:
-    """One kind of device the fleet has, with the memory Nomad reports for it."""
-
-    kind: KindName
-    model: str
-    memory_mib: int
-    profile: str = ""
-    """The MIG profile (`3g.40gb`); empty for whole and shared GPUs."""
-    slots: int = 0
-    """A shared GPU's share instances (or the config's tenant cap); 0 = counted in milli only."""
-
-
 def fleet_facts(inventory: Inventory) -> tuple[OptionFact, ...]:
     """Every distinct device kind of the fleet, sorted: the facts the tiers are built over."""
-    seen: set[tuple[KindName, str, int, str, int]] = set()  # plain tuples: a fleet has thousands of GPUs
+    seen: set[Fact] = set()  # plain tuples: a fleet has thousands of GPUs
+    options = class_options()
     for node in inventory:
-        for gpu in node.gpus:
-            if gpu.mode.takes_whole:
-                seen.add(("gpu", gpu.model, gpu.memory_mib, "", 0))
-            if gpu.mode.takes_shares:
-                seen.add(("share", gpu.model, gpu.memory_mib, "", len(gpu.share_ids) or (gpu.max_tenants or 0)))
-        for mig in node.migs:
-            seen.add(("mig", mig.model, mig.memory_mib, mig.profile.name, 0))
+        for kind in options:
+            seen.update(kind.facts(node))
     return tuple(sorted(OptionFact(*fact) for fact in seen))
 
 
@@ -184,18 +162,6 @@ class Tier:
     number: int
     kinds: tuple[KindName, ...]
     alternatives: tuple[GpuAsk, ...]
-
-
-def share_milli(need: int, memory_mib: int, slots: int) -> int | None:
-    """The milli of a share that covers `need` bytes of a GPU with `memory_mib`: need / memory of its time,
-    rounded up to whole slots where the GPU has slots; None when the need is more than the GPU."""
-    memory = memory_mib * MIB
-    if memory <= 0 or need > memory:
-        return None
-    if slots > 0:
-        taken = -(-need * slots // memory)
-        return taken * MILLI_PER_GPU // slots
-    return -(-need * MILLI_PER_GPU // memory)
 
 
 def tiers_for(cls: WorkloadClass, size: Size, policy: ClassPolicy,
@@ -211,22 +177,8 @@ def tiers_for(cls: WorkloadClass, size: Size, policy: ClassPolicy,
 
 
 def _alternatives(kind: KindName, size: Size, facts: tuple[OptionFact, ...]) -> list[GpuAsk]:
-    mine = [f for f in facts if f.kind == kind and size.allows(f.model) and size.holds(f.memory_mib)]
-    if kind == "gpu":
-        if not mine:
-            return []
-        floor = 0 if size.need is None else -(-size.need // MIB)
-        return [WholeGpus(size.count, size.models, floor)]
-    if kind == "mig":
-        models: dict[str, set[str]] = {}
-        for f in mine:
-            models.setdefault(f.profile, set()).add(f.model)
-        return [MigSlices(profile, size.count, frozenset(models[profile])) for profile in sorted(models)]
-    if size.count != 1:  # a share is part of ONE GPU
+    options = options_named(kind)
+    if options is None:
         return []
-    shares: dict[tuple[int, str], GpuShare] = {}
-    for f in mine:
-        milli = MILLI_PER_GPU if size.need is None else share_milli(size.need, f.memory_mib, f.slots)
-        if milli is not None:
-            shares.setdefault((milli, f.model), GpuShare(milli, frozenset({f.model})))
-    return [shares[key] for key in sorted(shares)]
+    return options.alternatives(size, [f for f in facts if f.kind == kind and size.allows(f.model)
+                                       and size.holds(f.memory_mib)])

@@ -17,9 +17,10 @@ from typing import Any, Protocol
 from nomad_gpu.render.hcl import RenderError
 from nomad_gpu.render.placed import GroupPlacement
 from nomad_gpu.render.spec import GroupSpec
+from nomad_gpu.render.speckinds import spec_kind
 from nomad_gpu.sharecontract import SHARE_DEVICE_PREFIX
 
-__all__ = ["ENV_VISIBLE_DEVICES", "META_SHARE_GPU", "META_SHARE_MILLI", "NO_GPU", "SPEC_KINDS", "DeviceAdapter",
+__all__ = ["ENV_VISIBLE_DEVICES", "META_SHARE_GPU", "META_SHARE_MILLI", "NO_GPU", "DeviceAdapter",
            "GroupContext", "Placed", "adapter_for", "device_adapter", "register_device", "unregister_device"]
 
 META_SHARE_GPU = "nomad_gpu_share_gpu"
@@ -32,8 +33,6 @@ NO_GPU = "void"
 """``NVIDIA_VISIBLE_DEVICES`` of a group that holds no GPU: many CUDA images default it to ``all``, and on a
 node whose default Docker runtime is nvidia that would hand every GPU to a job that booked none."""
 
-SPEC_KINDS = {"gpu": "whole", "mig": "mig", "share": "share", None: "none"}
-"""The kind a spec group's own field (`GroupSpec.capacity_kind`) asks for, by the core's kind names."""
 
 
 @dataclass(frozen=True)
@@ -196,7 +195,8 @@ def device_adapter(kind: str) -> DeviceAdapter:
 def adapter_for(group: GroupSpec, placed: GroupPlacement) -> DeviceAdapter:
     """The adapter of the kind placed, or of the kind the spec group asks for when the placement
     does not say (a preview, a placement built by hand)."""
-    return device_adapter(placed.kind or SPEC_KINDS[group.capacity_kind])
+    field = group.capacity_kind  # the kind the spec group's own field asks for (render/speckinds.py)
+    return device_adapter(placed.kind or (spec_kind(field).kind if field is not None else "none"))
 
 
 def check_ids(where: str, device_ids: tuple[str, ...]) -> None:

@@ -22,16 +22,22 @@ from pydantic import (
     ConfigDict,
     Discriminator,
     Field,
+    ModelWrapValidatorHandler,
     PlainValidator,
+    PrivateAttr,
+    SerializationInfo,
+    SerializerFunctionWrapHandler,
     Tag,
     ValidationInfo,
     field_validator,
+    model_serializer,
     model_validator,
 )
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.render.gpumemory import gpu_memory_bytes
 from nomad_gpu.render.network import Ports, ServiceSpec, check_service_port
+from nomad_gpu.render.speckinds import added_fields, builtin_spec_kinds, spec_kind, spec_kinds, validate_added
 from nomad_gpu.render.textrules import TextRule, capped
 
 __all__ = [
@@ -278,6 +284,9 @@ class ShareSpec(_Model):
     milli: Annotated[StrictInt, Field(ge=1, le=999)]
 
 
+builtin_spec_kinds(GpuSpec, MigSpec, ShareSpec)  # the kind fields below: render/speckinds.py
+
+
 class DevSpec(_Model):
     """How the embedded dev cluster should "run" the job; ignored by a real Nomad."""
 
@@ -312,17 +321,41 @@ class GroupSpec(_Model):
         check_service_port(self.ports, self.service)
         return self
 
-    @model_validator(mode="after")
-    def _one_capacity_kind(self) -> GroupSpec:
-        kinds = [kind for kind in ("gpu", "mig", "share") if getattr(self, kind) is not None]
+    _kinds: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
+    """The values of kind fields registered beyond gpu, mig and share (render/speckinds.py)."""
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _one_capacity_kind(cls, data: Any, handler: ModelWrapValidatorHandler[GroupSpec]) -> GroupSpec:
+        added: dict[str, BaseModel] = {}
+        if isinstance(data, dict) and any(f in data for f in added_fields()):
+            data = dict(data)
+            for f in added_fields():
+                if f in data:
+                    added[f] = validate_added(f, data.pop(f))
+        group = handler(data)
+        group._kinds.update(added)
+        kinds = [k.field for k in spec_kinds() if group.kind_value(k.field) is not None]
         if len(kinds) > 1:
-            raise ValueError(f"set at most one of gpu, mig, share (got {' and '.join(kinds)})")
-        if self.gpu_memory is not None and kinds and kinds[0] != "gpu":
+            raise ValueError(f"set at most one of {', '.join(k.field for k in spec_kinds())} "
+                             f"(got {' and '.join(kinds)})")
+        if group.gpu_memory is not None and kinds and kinds[0] != "gpu":
             raise ValueError(f"gpu_memory sizes a choice the service makes; {kinds[0]} names the kind itself: "
                              "give one or the other")
-        if self.gpu_memory is not None and self.gpu is not None and self.gpu.min_memory_mib is not None:
+        if group.gpu_memory is not None and group.gpu is not None and group.gpu.min_memory_mib is not None:
             raise ValueError("give gpu_memory or gpu.min_memory_mib, not both")
-        return self
+        return group
+
+    @model_serializer(mode="wrap")
+    def _with_added_kinds(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
+        data = handler(self)
+        if self._kinds and isinstance(data, dict):
+            data.update({f: v.model_dump(mode=info.mode) for f, v in self._kinds.items()})
+        return data
+
+    def kind_value(self, field: str) -> Any:
+        """The value of the group's kind field ``field`` (``gpu``, ``mig``, ``share`` or a registered one)."""
+        return self._kinds.get(field) if field in self._kinds else getattr(self, field, None)
 
     @property
     def gpu_memory_bytes(self) -> int | None:
@@ -330,24 +363,15 @@ class GroupSpec(_Model):
         return None if self.gpu_memory is None else gpu_memory_bytes(self.gpu_memory)
 
     @property
-    def capacity_kind(self) -> Literal["gpu", "mig", "share"] | None:
-        """Which GPU capacity the group asks for, or None for a CPU-only group."""
-        if self.gpu is not None:
-            return "gpu"
-        if self.mig is not None:
-            return "mig"
-        if self.share is not None:
-            return "share"
-        return None
+    def capacity_kind(self) -> str | None:
+        """Which kind field the group asks by (``gpu``, ``mig``, ``share``, ...), or None for a CPU-only group."""
+        return next((k.field for k in spec_kinds() if self.kind_value(k.field) is not None), None)
 
     @property
     def device_count(self) -> int:
         """Device instances ONE allocation of the group holds (0 for share / no GPU)."""
-        if self.gpu is not None:
-            return self.gpu.count
-        if self.mig is not None:
-            return self.mig.count
-        return 0
+        field = self.capacity_kind
+        return 0 if field is None else spec_kind(field).devices(self.kind_value(field))
 
 
 def _reach_into_group(data: dict[str, Any]) -> dict[str, Any]:
@@ -411,7 +435,7 @@ class _SpecBase(_Model):
             raise ValueError("use either a top-level 'task' (one group) or 'groups', not both")
         data = dict(data)
         group = {"name": SHORTHAND_GROUP}
-        group.update({key: data.pop(key) for key in GROUP_FIELDS if key in data})
+        group.update({key: data.pop(key) for key in GROUP_FIELDS + added_fields() if key in data})
         data["groups"] = [group]
         return data
 

@@ -27,7 +27,6 @@ is :mod:`nomad_gpu.service.access`.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Collection, Mapping
@@ -43,20 +42,20 @@ from starlette.routing import Route
 
 from nomad_gpu.api import payloads
 from nomad_gpu.api.payloads import Entries, Entry, Inventory, NodeView, Payload, Status, Sweep, Teams
-from nomad_gpu.domain.errors import InvalidRequest, NomadGpuError, NotAllowed, StateConflict, TooLarge, UnknownEntry
-from nomad_gpu.render import JobSpec, SweepSpec
-from nomad_gpu.render.loading import MAX_SPEC_BYTES, decode_spec
-from nomad_gpu.service.access import Caller, TokenGate, caller_of, metrics_view, status_view
+from nomad_gpu.domain.errors import InvalidRequest, NomadGpuError, StateConflict, UnknownEntry
+from nomad_gpu.render.loading import MAX_SPEC_BYTES
+from nomad_gpu.service.access import TokenGate, caller_of, metrics_view, status_view
 from nomad_gpu.service.addresses import entry_addresses
 from nomad_gpu.service.entryroutes import entry_routes
 from nomad_gpu.service.history import History
 from nomad_gpu.service.httpkit import error, read_body, status_of, visible_entry
 from nomad_gpu.service.jobdetail import NomadReads
 from nomad_gpu.service.listroutes import list_routes
-from nomad_gpu.service.nodepools import allowed_pool
 from nomad_gpu.service.openapi import document
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
+from nomad_gpu.service.submission import Request as SubmitRequest
+from nomad_gpu.service.submission import check_request
 from nomad_gpu.service.ui import ui_routes
 from nomad_gpu.service.usage import UsagePoller
 from nomad_gpu.service.views import capacity_gpu, inventory_for, teams_for, teams_view
@@ -66,13 +65,8 @@ from nomad_gpu.store.contract import TeamQuota
 logger = logging.getLogger(__name__)
 
 MAX_BODY = MAX_SPEC_BYTES
-MAX_STORED_SPEC_BYTES = 256 << 10
-"""One job's (or one sweep's shared) spec as stored, at most: held in memory while it is queued."""
 FILTER_MAX = 200
 """A `team` or `name` filter of GET /v1/jobs, at most (team and job names are far shorter)."""
-MAX_SWEEP_STORED_BYTES = 64 << 20
-"""Each trial is stored with a full copy of the sweep's spec, so a sweep's trial count times its spec size
-is what it writes to the queue: bounded here, before expanding, until trials share one stored spec."""
 
 
 def create_app(service: SchedulerService, token: str | None = None,
@@ -106,8 +100,8 @@ def create_app(service: SchedulerService, token: str | None = None,
             key = f"{caller.team}/{key}"  # one team's key never answers with another team's entries
 
         def store() -> Response:  # one hop to a worker thread for the checks and the store
-            data, spec = check_submission(body, content_type, rules, caller, templates, namespace_pools)
-            entries = service.submit(data, idempotency_key=key, spec=spec, quota=quota)
+            checked = check_request(SubmitRequest(body, content_type, rules, caller, templates, namespace_pools))
+            entries = service.submit(checked.data, idempotency_key=key, spec=checked.spec, quota=quota)
             if len(caller.visible(entries)) != len(entries):  # a key an admin used for another team
                 raise StateConflict("this Idempotency-Key was already used for another team's submission")
             return answer(Entries(tuple(entry_payload(e) for e in entries)), status=201)
@@ -269,102 +263,6 @@ def sweep_payload(sweep_id: str, trials: list[Entry]) -> Sweep:
     for t in trials:
         counts[t.state] = counts.get(t.state, 0) + 1
     return Sweep(sweep_id, len(trials), counts, tuple(trials))
-
-
-def check_submission(body: bytes, content_type: str, rules: AccessSettings, caller: Caller,
-                     templates: Collection[str] | None = None,
-                     namespace_pool: Callable[[str], str | None] | None = None,
-                     ) -> tuple[dict[str, Any], JobSpec | SweepSpec | None]:
-    """Decode and validate a submitted spec for ``caller``: the data to store and, when the data is what
-    was validated, its model (None when the caller's team was bound into it); or an error of the tree.
-
-    Runs the same loader as the CLI (aliases, nesting and the trial cap are refused here, before
-    anything is expanded), checks the task drivers, binds the entry to the caller's team and to the one
-    node pool it may run in (:mod:`nomad_gpu.service.nodepools`; ``namespace_pool``: a namespace's default
-    pool in Nomad, None for none).
-    """
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise InvalidRequest(f"the body is not UTF-8 text ({exc.reason} at byte {exc.start})") from exc
-    if not text.strip():
-        raise InvalidRequest("empty request body: send a job spec (YAML or JSON)")
-    as_json = "json" in content_type.lower()
-    document = decode_spec(text, json_text=as_json)  # SpecError: a 400 like every InvalidRequest
-    spec = document.parse(max_trials=rules.max_trials)
-    rules = rules.narrowed(caller.grant)
-    check_drivers(spec, rules)
-    check_namespace(spec, rules)
-    pool = allowed_pool(spec.node_pool, None if spec.node_pool or namespace_pool is None
-                        else namespace_pool(spec.namespace), rules)
-    datacenters = check_datacenters(spec, rules)
-    if templates is not None and spec.template not in templates:
-        raise InvalidRequest(f"template: no template {spec.template!r} here (known: {', '.join(sorted(templates))})")
-    check_spec_size(spec)
-    if isinstance(spec, SweepSpec):
-        check_sweep_size(spec)
-    data = dict(document.data)
-    validated: JobSpec | SweepSpec | None = spec
-    if spec.node_pool is None:  # bound: placement, fleet check and the rendered job see this pool only
-        data["node_pool"] = pool
-        validated = None
-    if datacenters is not None:  # "any" given as the datacenters this service allows
-        data["datacenters"] = datacenters
-        validated = None  # the data is no longer what was validated
-    if caller.team is not None:
-        if "team" in data and data["team"] != caller.team:
-            raise NotAllowed(f"this token submits for team {caller.team!r}; the spec names team "
-                                f"{data['team']!r} (leave team out, or use that team's token)")
-        if data.get("team") != caller.team:
-            data["team"] = caller.team
-            return data, None
-    return data, validated
-
-
-def check_datacenters(spec: JobSpec | SweepSpec, rules: AccessSettings) -> list[str] | None:
-    """NotAllowed for a datacenter outside the allowlist (named literally: a glob could reach others); the
-    allowed list when the spec leaves them out (any) and the list is not ``*``; else None."""
-    if "*" in rules.datacenters:
-        return None
-    if list(spec.datacenters) == ["*"]:
-        return sorted(rules.datacenters)
-    outside = [dc for dc in spec.datacenters if dc not in rules.datacenters]
-    if outside:
-        raise NotAllowed(f"datacenters: {', '.join(map(repr, outside))} not open to these submissions (allowed: "
-                         f"{', '.join(sorted(rules.datacenters))}; see datacenters in the service config)")
-    return None
-
-
-def check_namespace(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:
-    """Only configured namespaces: Nomad would refuse an unknown one at register time anyway
-    (`nomad/job_endpoint_validators.go`, v2.0.5), long after the user walked away."""
-    if spec.namespace not in rules.namespaces:
-        raise NotAllowed(f"namespace: {spec.namespace!r} is not open to submissions here (allowed: "
-                            f"{', '.join(sorted(rules.namespaces))}; see namespaces in the service config)")
-
-
-def check_drivers(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:
-    for i, group in enumerate(spec.groups):
-        if group.task.driver not in rules.allowed_drivers:
-            raise NotAllowed(f"groups[{i}].task.driver: {group.task.driver!r} is not allowed here (allowed: "
-                                f"{', '.join(sorted(rules.allowed_drivers))}; see allowed_drivers in the service "
-                                "config)")
-
-
-def check_spec_size(spec: JobSpec | SweepSpec) -> None:
-    size = len(json.dumps(spec.model_dump(mode="json", exclude={"kind", "sweep"})).encode())
-    if size > MAX_STORED_SPEC_BYTES:
-        raise TooLarge(f"the spec takes {size >> 10} KiB stored, more than {MAX_STORED_SPEC_BYTES >> 10} KiB: keep "
-                       "large data out of env and args (mount it, or fetch it in the task)")
-
-
-def check_sweep_size(spec: SweepSpec) -> None:
-    one = len(json.dumps(spec.model_dump(mode="json", exclude={"kind", "sweep"}))) + 64 * len(spec.sweep.parameters)
-    total = one * spec.sweep.trial_count
-    if total > MAX_SWEEP_STORED_BYTES:
-        raise TooLarge(f"the sweep would store {spec.sweep.trial_count} copies of its {one}-byte spec "
-                            f"({total >> 20} MiB), more than {MAX_SWEEP_STORED_BYTES >> 20} MiB: use fewer trials "
-                            "or a smaller spec")
 
 
 def _teams_of(service: SchedulerService, entry_ids: Mapping[str, Any]) -> dict[str, str]:

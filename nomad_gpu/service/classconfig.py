@@ -21,7 +21,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any, cast
 
-from nomad_gpu.domain.classes import DEFAULT_RULES, KINDS, ClassPolicy, ClassRule, KindName, WorkloadClass
+from nomad_gpu.domain.classes import DEFAULT_RULES, ClassPolicy, ClassRule, KindName, WorkloadClass, kind_words
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.render.gpumemory import gpu_memory_bytes
 
@@ -82,10 +82,10 @@ def _tiers(raw: Any, where: str) -> tuple[tuple[KindName, ...], ...]:
 
 def _kinds(raw: Any, where: str) -> list[KindName]:
     if not isinstance(raw, list) or not all(isinstance(k, str) for k in raw):
-        raise InvalidRequest(f"{where}: must be a list of kinds (gpu, mig, share)")
-    bad = [k for k in raw if k not in KINDS]
+        raise InvalidRequest(f"{where}: must be a list of kinds ({', '.join(kind_words())})")
+    bad = [k for k in raw if k not in kind_words()]
     if bad:
-        raise InvalidRequest(f"{where}: unknown kind {bad[0]!r}; known: gpu, mig, share")
+        raise InvalidRequest(f"{where}: unknown kind {bad[0]!r}; known: {', '.join(kind_words())}")
     return [cast(KindName, k) for k in raw]
 
 

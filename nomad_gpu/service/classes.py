@@ -14,7 +14,6 @@ from typing import Any
 
 from nomad_gpu.domain.classes import (
     ClassPolicy,
-    KindName,
     OptionFact,
     Size,
     Tier,
@@ -28,12 +27,14 @@ from nomad_gpu.domain.freeindex import NodeFree
 from nomad_gpu.domain.ids import MILLI_PER_GPU
 from nomad_gpu.domain.inventory import Inventory
 from nomad_gpu.domain.kinds import kind_of
+from nomad_gpu.domain.kinds.classopts import word_of
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement, WaitReason
 from nomad_gpu.domain.requests import GpuAsk, WholeGpus
 from nomad_gpu.domain.units import split_mig_device_name
 from nomad_gpu.render import JobSpec, SweepSpec
-from nomad_gpu.render.spec import GpuSpec, GroupSpec, MigSpec, ShareSpec
+from nomad_gpu.render.spec import GroupSpec
+from nomad_gpu.service.kindasks import written_field
 
 __all__ = ["NO_OPTION", "ClassBook", "check_classes", "class_of", "resolved", "size_of"]
 
@@ -71,10 +72,6 @@ def size_of(spec: JobSpec | SweepSpec, group: GroupSpec, policy: ClassPolicy) ->
     count = group.gpu.count if group.gpu is not None else rule.default_count
     models = frozenset(group.gpu.models or ()) if group.gpu is not None else frozenset()
     return Size(need, count, models)
-
-
-KIND_OF_PLACEMENT: dict[str, KindName] = {"whole": "gpu", "mig": "mig", "share": "share"}
-"""The core's kind names (`domain.kinds`) as the policy and the spec name them."""
 
 
 class ClassBook:
@@ -170,7 +167,7 @@ class ClassBook:
         kind = kind_of(p)
         if cls is None or kind is None:
             return None
-        mine = KIND_OF_PLACEMENT.get(kind.name)
+        mine = word_of(kind)  # the kind as the policy and the spec name it (domain/kinds/classopts.py)
         if mine is None:
             return None
         rule = self.policy.rule(cls)
@@ -237,16 +234,7 @@ def resolved(spec: JobSpec, placements: Sequence[AllocPlacement]) -> JobSpec:
         if kind is None:
             groups.append(group)
             continue
-        p = mine[0]
-        update: dict[str, object] = {"gpu_memory": None}
-        if kind.name == "mig":
-            split = split_mig_device_name(p.device_name or "")
-            if split is None:
-                raise InvalidRequest(f"groups[{group.name}]: a MIG placement without a MIG device name")
-            update["mig"] = MigSpec.model_construct(profile=split[1], count=len(p.instance_ids))
-        elif kind.name == "share":
-            update["share"] = ShareSpec.model_construct(milli=p.share_milli)
-        else:
-            update["gpu"] = GpuSpec.model_construct(count=len(p.instance_ids), models=None, min_memory_mib=None)
+        field, value = written_field(kind.name, mine[0], group.name)  # service/kindasks.py
+        update: dict[str, object] = {"gpu_memory": None, field: value}
         groups.append(group.model_copy(update=update))
     return spec.model_copy(update={"groups": groups})

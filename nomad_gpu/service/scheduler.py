@@ -27,19 +27,18 @@ from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.nomad.client import NomadError
 from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
 from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
-from nomad_gpu.render.sweep import expand_sweep
 from nomad_gpu.service.actuator import NomadActuator
-from nomad_gpu.service.classes import ClassBook, check_classes
-from nomad_gpu.service.dependencies import DependencyGate, check_after
-from nomad_gpu.service.fleetcheck import NeverCache, check_fleet
+from nomad_gpu.service.classes import ClassBook
+from nomad_gpu.service.dependencies import DependencyGate
+from nomad_gpu.service.fleetcheck import NeverCache
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.reconcile import Reconciler
 from nomad_gpu.service.relayoutloop import RELAYOUT_HELPS, RelayoutLoop
 from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.submission import check_queued
 from nomad_gpu.service.tracking import LIVE, Executor, Tracked
-from nomad_gpu.service.translate import check_supported
 from nomad_gpu.service.views import inventory_view
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.contract import Store, StoreFull, TeamQuota
@@ -153,27 +152,16 @@ class SchedulerService:
     # ---- submissions -------------------------------------------------------------------------
     def submit(self, data: Any, *, idempotency_key: str | None = None,
                spec: JobSpec | SweepSpec | None = None, quota: TeamQuota | None = None) -> list[QueueEntry]:
-        """Validate and store a job or a sweep (all trials or none). SpecError/InvalidRequest on bad input.
-        `spec`: `data` already validated (the API's checks did it), so it is not validated again."""
+        """Validate and store a job or a sweep (all trials or none), after the checks of `submission.py` (its
+        steps parse, class to supported, and limits in the store). `spec`: `data` already validated (the API's
+        checks did it), so it is not validated again."""
         if spec is None:
             spec = parse_spec(data)
-        check_classes(spec, self.settings.classes)  # a spec's own conflict is said before what the fleet lacks
-        check_after(spec, self.store)
-        if self.ready.is_set():  # the fleet is known: model names resolved, what no node could run refused
-            with self._lock:
-                fleet = list(self.ledger.inventory)
-                self.classes.observe(self.ledger.inventory)
-            self.classes.check_fleet(spec)
-            spec = check_fleet(spec, fleet, self.classes)
+        checked = check_queued(spec, classes=self.classes, store=self.store, fleet=self._known_fleet,
+                               new_sweep_id=self.store.new_sweep_id)
+        spec, sweep_id = checked.spec, checked.sweep_id
+        specs = [(s, sweep_id) for s in checked.jobs]
         now = self.clock()
-        if isinstance(spec, SweepSpec):
-            trials = expand_sweep(spec)
-            sweep_id = self.store.new_sweep_id(spec.name)  # unique by construction, never by the clock
-            specs: list[tuple[JobSpec, str | None]] = [(t, sweep_id) for t in trials]
-        else:
-            specs, sweep_id = [(spec, None)], None
-        for s, _ in specs:
-            check_supported(s)
         entries = [QueueEntry(id="", name=s.name, team=s.team, priority=s.priority, spec=s.model_dump(mode="json"),
                               submitted_at=now, max_retries=s.retries, sweep=sw, namespace=s.namespace,
                               idempotency_key=f"{idempotency_key}/{i}" if idempotency_key else None)
@@ -190,6 +178,14 @@ class SchedulerService:
             self.metrics.submitted.inc(len(stored))
         self.wake()
         return stored
+
+    def _known_fleet(self) -> list[Node] | None:
+        """The fleet a submission is checked against; None before the first reconcile (not known yet)."""
+        if not self.ready.is_set():
+            return None
+        with self._lock:
+            self.classes.observe(self.ledger.inventory)
+            return list(self.ledger.inventory)
 
     def cancel(self, entry_id: str) -> QueueEntry:
         """Cancel an entry. A live one keeps its capacity until Nomad confirms its job stopped and ended."""

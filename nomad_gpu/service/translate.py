@@ -6,7 +6,7 @@ other's types.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from nomad_gpu.api.payloads import Placement
@@ -14,10 +14,12 @@ from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId, Team
 from nomad_gpu.domain.kinds import kind_of
 from nomad_gpu.domain.placement import AllocPlacement
-from nomad_gpu.domain.requests import AllocAsk, GpuAsk, GpuShare, JobRequest, MigSlices, WholeGpus
+from nomad_gpu.domain.requests import AllocAsk, GpuAsk, JobRequest
 from nomad_gpu.render import GroupPlacement, GroupSpec, JobSpec, RenderPlacement, parse_spec
 from nomad_gpu.render.devices import Placed, device_adapter
+from nomad_gpu.render.speckinds import spec_kind
 from nomad_gpu.service.classes import ClassBook
+from nomad_gpu.service.kindasks import ask_for
 from nomad_gpu.store import QueueEntry
 
 
@@ -42,8 +44,8 @@ def job_request(entry: QueueEntry, spec: JobSpec, classes: ClassBook | None = No
             if classes is None:
                 raise InvalidRequest(f"groups[{group.name}]: its class chooses the GPU kind; no class policy here")
             gpu, tiers = classes.gpu_ask(spec, group)
-        elif group.capacity_kind is not None:
-            gpu = _SPEC_ASKS[group.capacity_kind](group)
+        elif (field := group.capacity_kind) is not None:  # the kind's field: its ask (service/kindasks.py)
+            gpu = ask_for(spec_kind(field).kind, group.kind_value(field), group.gpu_memory_bytes)
         for i in range(group.count):
             asks.append(AllocAsk(group.name, i, group.resources.cpu, group.resources.memory, gpu, tiers))
     return JobRequest(
@@ -52,27 +54,6 @@ def job_request(entry: QueueEntry, spec: JobSpec, classes: ClassBook | None = No
         node_pool=spec.node_pool or "default",  # bound at submit; older entries: Nomad's `default` (nodepools.py)
         one_node=True, drivers=frozenset(group.task.driver for group in spec.groups),
     )
-
-
-def _whole_ask(group: GroupSpec) -> GpuAsk:
-    assert group.gpu is not None
-    need = group.gpu_memory_bytes  # `gpu_memory` beside `gpu:`: whole GPUs whose memory holds it
-    floor = group.gpu.min_memory_mib or (-(-need // (1 << 20)) if need is not None else 0)
-    return WholeGpus(group.gpu.count, frozenset(group.gpu.models or ()), floor)
-
-
-def _mig_ask(group: GroupSpec) -> GpuAsk:
-    assert group.mig is not None
-    return MigSlices(group.mig.profile, group.mig.count)
-
-
-def _share_ask(group: GroupSpec) -> GpuAsk:
-    assert group.share is not None
-    return GpuShare(group.share.milli)
-
-
-_SPEC_ASKS: Mapping[str, Callable[[GroupSpec], GpuAsk]] = {"gpu": _whole_ask, "mig": _mig_ask, "share": _share_ask}
-"""The core's ask for a spec group's own `gpu:`, `mig:` or `share:` field (`GroupSpec.capacity_kind`)."""
 
 
 def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement],
@@ -85,12 +66,21 @@ def render_placement(spec: JobSpec, placements: Sequence[AllocPlacement],
     groups: list[GroupPlacement] = []
     for group in spec.groups:
         mine = sorted((p for p in placements if p.group == group.name), key=lambda p: p.index)
-        # the kind placed, not the kind the spec names: a class chooses it for a group that names none
-        kind = kind_of(mine[0]) if mine else None
-        adapter = device_adapter(kind.name if kind is not None else "none")
+        adapter = device_adapter(_placed_kind(group, mine))
         placed = [Placed(tuple(p.instance_ids), p.device_name, p.share_gpu, p.share_milli) for p in mine]
         groups.append(adapter.group_placement(group.name, placed, vendor))
     return RenderPlacement(node_id=next(iter(nodes)), groups=tuple(groups), node_pool=node_pool)
+
+
+def _placed_kind(group: GroupSpec, mine: Sequence[AllocPlacement]) -> str:
+    """The core's kind name of a group's placements: the one its own kind field asks for (a placement read
+    back from storage does not name its kind), else the one placed (a class chose it)."""
+    if not mine:
+        return "none"
+    if (field := group.capacity_kind) is not None:
+        return spec_kind(field).kind
+    kind = kind_of(mine[0])
+    return kind.name if kind is not None else "none"
 
 
 def placement_json(p: AllocPlacement, choice: str | None = None) -> dict[str, Any]:

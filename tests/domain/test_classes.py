@@ -161,7 +161,7 @@ def test_the_operator_may_allow_an_explicit_share_beside_serving() -> None:
         pytest.param(lambda: ClassRule(()), "at least one tier", id="no-tiers"),
         pytest.param(lambda: ClassRule(((),)), "at least one tier", id="empty-tier"),
         pytest.param(lambda: ClassRule((("mig",), ("mig",))), "listed twice", id="kind-twice"),
-        pytest.param(lambda: ClassRule((("tpu",),)), "unknown kind(s) tpu", id="unknown-kind"),  # type: ignore[arg-type]
+        pytest.param(lambda: ClassRule((("tpu",),)), "unknown kind(s) tpu", id="unknown-kind"),
         pytest.param(lambda: ClassRule((("gpu",),), default_count=0), "default_count", id="count-zero"),
     ],
 )

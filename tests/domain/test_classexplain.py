@@ -54,7 +54,7 @@ def test_a_choice_says_what_where_why_and_which_tier() -> None:
 def test_a_wait_says_why_no_tier_fits(cls: WorkloadClass, size: Size, fitting_free: dict[str, int],
                                       free: dict[str, int], in_fleet: dict[str, int], text: str) -> None:
     rule = DEFAULT_CLASS_POLICY.rule(cls)
-    assert wait_text(cls, rule, size, fitting_free, free, in_fleet) == text  # type: ignore[arg-type]
+    assert wait_text(cls, rule, size, fitting_free, free, in_fleet) == text
 
 
 def test_free_counts_read_the_nodes_free_state() -> None:
