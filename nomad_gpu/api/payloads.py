@@ -119,6 +119,11 @@ class Entry(Payload):
                                       default=UNSET)
     eta: float | None | Unset = doc("A queued entry's expected start (Unix seconds; null: unknown). Only with "
                                     "`?eta=true`.", default=UNSET)
+    position: int | None = doc(
+        "A queued entry's place in the order the scheduler decides in (1: first): the last cycle's order of "
+        "the queue heads (starving heads first, then priority, fair share, age), less what it admitted. Null "
+        "where none can be given: not queued, held, waiting for `after:`, beyond its sweep's `max_parallel`, "
+        "or submitted since the last cycle.", default=None)
     addresses: dict[str, str] = doc("Where a running entry is reached: port name (as in its spec's `ports`) to "
                                     "`host:port`, as Nomad assigned it; `<group>.<name>` when several allocations "
                                     "have the name. Empty until Nomad reports it running.", default_factory=dict)

@@ -94,8 +94,9 @@ def create_app(service: SchedulerService, token: str | None = None,
     past = history or History()
 
     def entry_payload(e: QueueEntry) -> Entry:
+        reason = e.reason or (service.pending_reason() if e.state is EntryState.QUEUED else "")
         return replace(e.to_payload(), usage=usage.payload(e.id) if usage is not None else None,
-                       addresses=entry_addresses(service, e.id))
+                       addresses=entry_addresses(service, e.id), reason=reason, position=service.position(e))
 
     async def submit(request: Request) -> Response:
         caller = caller_of(request.scope)

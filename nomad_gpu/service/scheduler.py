@@ -68,6 +68,11 @@ def boot_id() -> str:
         return ""
 
 
+def throttle_reason(sweep: str, limit: int, running: int) -> str:
+    """Why a sweep trial beyond its sweep's parallelism waits (the cycle never considers it)."""
+    return f"sweep {sweep} at max_parallel {limit}: {running} running, {limit - running} queued ahead"
+
+
 def entry_of_job(job_id: str) -> str | None:
     """`ngpu-<instance>-q000012-3` (or an older `ngpu-q000012`) -> `q000012`; None for jobs not ours."""
     ref = parse_job_id(job_id)
@@ -96,6 +101,8 @@ class SchedulerService:
         """A wake that skips the coalescing gap: capacity was freed, and a handoff must not wait."""
         self._stop = threading.Event()
         self._sweep_limits: dict[str, int] = {}
+        self._positions: dict[EntryId, int] = {}
+        """Each waiting entry's place in the last cycle's order (1: decided first); replaced whole each cycle."""
         self._deps = DependencyGate(self.store)
         self._pool: ThreadPoolExecutor | None = None
         if executor is None:
@@ -293,6 +300,8 @@ class SchedulerService:
             result = run_cycle(self.ledger, [t.request for t in queue if t.request is not None], now=now,
                                config=config, usage=self.usage, holds=self.holds)
             self.holds = dict(result.holds)
+            # the cycle's own order (starving heads, then priority, fair share, age), less what it admitted
+            self._positions = {d.entry: i for i, d in enumerate((d for d in result.decisions if isinstance(d, Wait)), 1)}
             self.life.admit([d for d in result.decisions if isinstance(d, Admit)], now)
             reasons: dict[str, str] = {}
             never = NeverCache(self.ledger.inventory)
@@ -414,15 +423,23 @@ class SchedulerService:
         for t in self.life.live.values():
             if t.entry.sweep:
                 active[t.entry.sweep] = active.get(t.entry.sweep, 0) + 1
+        running = dict(active)
         out: list[Tracked] = []
+        reasons: dict[str, str] = {}
         for t in sorted(queued, key=lambda t: t.entry.id):
             sweep = t.entry.sweep
             limit = self._sweep_limits.get(sweep or "")
             if sweep and limit is not None:
-                if active.get(sweep, 0) >= limit:
+                if active.get(sweep, 0) >= limit:  # Slurm says JobArrayTaskLimit; we name the sweep and limit
+                    text = throttle_reason(sweep, limit, running.get(sweep, 0))
+                    if t.entry.reason != text:
+                        reasons[t.entry.id] = text
+                        t.entry = replace(t.entry, reason=text)
                     continue
                 active[sweep] = active.get(sweep, 0) + 1
             out.append(t)
+        if reasons:
+            self.store.set_reasons(reasons)
         return out
 
     # ---- Nomad's side (WatchHandler) ---------------------------------------------------------
@@ -493,6 +510,23 @@ class SchedulerService:
         return {str(e): t for e, t in starts.items()}
 
     # ---- reads for the API -------------------------------------------------------------------
+    def position(self, entry: QueueEntry) -> int | None:
+        """Where a queued entry stands in the order the cycle decides in (1: first), as the last cycle took
+        the queue: its queue heads in the core's order (starving heads, then priority, fair share, age),
+        less what it admitted. None for an entry the cycle did not consider: held, waiting for `after:`,
+        beyond its sweep's `max_parallel`, or submitted since."""
+        if entry.state is not EntryState.QUEUED or entry.held:
+            return None
+        return self._positions.get(EntryId(entry.id))
+
+    def pending_reason(self) -> str:
+        """The reason of a queued entry no cycle has decided on yet: why none has."""
+        if not self.ready.is_set():
+            return "not decided yet: the service has not read Nomad's state yet, and admits nothing before"
+        if self.outage.down:
+            return "not decided yet: Nomad does not answer, and nothing is admitted until it does"
+        return "not decided yet: submitted since the last scheduling cycle"
+
     def inventory(self) -> list[dict[str, Any]]:
         with self._lock:
             relayouts = self.relayout.controller.in_flight() if self.relayout is not None else []
