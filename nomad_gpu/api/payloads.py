@@ -117,8 +117,12 @@ class Entry(Payload):
     held: bool = False
     usage: Usage | None | Unset = doc("GPU utilisation and memory of a running entry (null while unknown).",
                                       default=UNSET)
-    eta: float | None | Unset = doc("A queued entry's expected start (Unix seconds; null: unknown). Only with "
-                                    "`?eta=true`.", default=UNSET)
+    eta: float | None | Unset = doc("A queued entry's expected start; an admitted or running entry's expected "
+                                    "end (Unix seconds; null: unknown). Only with `?eta=true`.", default=UNSET)
+    eta_basis: str | Unset = doc(
+        "What `eta` rests on: `runtime` (the specs' own `runtime:`), or `estimate from ...` naming the "
+        "operator's defaults used for specs without one (e.g. `estimate from class training default`); empty "
+        "when `eta` is null. Only with `?eta=true`.", default=UNSET)
     position: int | None = doc(
         "A queued entry's place in the order the scheduler decides in (1: first): the last cycle's order of "
         "the queue heads (starving heads first, then priority, fair share, age), less what it admitted. Null "

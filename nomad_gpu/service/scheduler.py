@@ -37,6 +37,7 @@ from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.reconcile import Reconciler
 from nomad_gpu.service.relayoutloop import RELAYOUT_HELPS, RelayoutLoop
+from nomad_gpu.service.runtimes import eta_bases
 from nomad_gpu.service.settings import SchedulingSettings
 from nomad_gpu.service.tracking import LIVE, Executor, Tracked
 from nomad_gpu.service.translate import check_supported
@@ -301,7 +302,8 @@ class SchedulerService:
                                config=config, usage=self.usage, holds=self.holds)
             self.holds = dict(result.holds)
             # the cycle's own order (starving heads, then priority, fair share, age), less what it admitted
-            self._positions = {d.entry: i for i, d in enumerate((d for d in result.decisions if isinstance(d, Wait)), 1)}
+            waits = (d for d in result.decisions if isinstance(d, Wait))
+            self._positions = {d.entry: i for i, d in enumerate(waits, 1)}
             self.life.admit([d for d in result.decisions if isinstance(d, Admit)], now)
             reasons: dict[str, str] = {}
             never = NeverCache(self.ledger.inventory)
@@ -483,17 +485,20 @@ class SchedulerService:
             self.life.on_eval(evaluation)
         self.wake()
 
-    def etas(self) -> dict[str, float | None]:
-        """Each queued entry's expected start (epoch seconds; None: unknown), from the cycle run forward
-        with the specs' `runtime` estimates (domain/forecast.py). The ledger is copied under the lock and
-        the forecast runs outside it."""
+    def etas(self) -> dict[str, tuple[float | None, str]]:
+        """Each queued entry's expected start and each live one's expected end (epoch seconds; None: unknown),
+        with what it rests on: "runtime" (the specs' own estimates) or "estimate from ..." naming the
+        operator's defaults (service/runtimes.py) behind the ends it waits for. The cycle is run forward
+        (domain/forecast.py) on a copy of the ledger made under the lock, outside it."""
+        defaults = self.settings.runtime_defaults
+        sources: dict[EntryId, str] = {}
         with self._lock:
             now = self.clock()
             queue = [t.request for t in self._eligible() if t.request is not None]
             ends: dict[EntryId, float | None] = {}
             runtimes: dict[EntryId, float | None] = {}
             for t in self.life.entries.values():
-                runtime = t.spec.runtime if t.spec is not None else None
+                runtime, sources[EntryId(t.entry.id)] = defaults.estimate(t.spec)
                 if t.entry.state in LIVE:
                     start = t.running_since or t.entry.admitted_at or now
                     ends[EntryId(t.entry.id)] = start + runtime if runtime else None
@@ -507,7 +512,7 @@ class SchedulerService:
             usage, holds = self.usage, dict(self.holds)
         starts = forecast_starts(snapshot, queue, ends=ends, runtimes=runtimes, now=now, config=config,
                                  usage=usage, holds=holds)
-        return {str(e): t for e, t in starts.items()}
+        return {str(e): (t, basis) for e, (t, basis) in eta_bases(ends, starts, runtimes, sources).items()}
 
     # ---- reads for the API -------------------------------------------------------------------
     def position(self, entry: QueueEntry) -> int | None:

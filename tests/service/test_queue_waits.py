@@ -126,3 +126,19 @@ def test_positions_follow_the_order_the_cycle_admits_in(svc: tuple[SchedulerServ
         assert {i: e["position"] for i, e in now.items()} == {i: p - 1 for i, p in before.items() if i != running}
         before = {i: e["position"] for i, e in now.items()}
     assert admitted_in == [ids[3], ids[1], ids[4], ids[0], ids[2]]  # priority, then age
+
+
+def test_etas_without_runtime_come_from_the_class_default_and_say_so(
+        svc: tuple[SchedulerService, ManualExecutor]) -> None:
+    s, ex = svc
+    client = TestClient(create_app(s))
+    first = s.submit({**job("train", gpus=4), "class": "training"})[0].id
+    run(s, ex)
+    s.on_alloc(alloc(s.store.get(first).nomad_job_id, "running",
+                     devices=tuple(i for p in s.store.get(first).placements for i in p["instance_ids"])))
+    second = s.submit({**job("next", gpus=4), "runtime": "10m"})[0].id
+    got = {e["id"]: e for e in client.get("/v1/jobs", params={"eta": "true"}).json()["entries"]}
+    now = s.clock()
+    assert got[first]["state"] == "running"
+    assert (got[first]["eta"], got[first]["eta_basis"]) == (now + 7200, "estimate from class training default")
+    assert (got[second]["eta"], got[second]["eta_basis"]) == (now + 7200, "estimate from class training default")
