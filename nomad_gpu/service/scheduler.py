@@ -302,8 +302,8 @@ class SchedulerService:
                                config=config, usage=self.usage, holds=self.holds)
             self.holds = dict(result.holds)
             # the cycle's own order (starving heads, then priority, fair share, age), less what it admitted
-            waits = (d for d in result.decisions if isinstance(d, Wait))
-            self._positions = {d.entry: i for i, d in enumerate(waits, 1)}
+            in_order = (d for d in result.decisions if isinstance(d, Wait))
+            self._positions = {d.entry: i for i, d in enumerate(in_order, 1)}
             self.life.admit([d for d in result.decisions if isinstance(d, Admit)], now)
             reasons: dict[str, str] = {}
             never = NeverCache(self.ledger.inventory)
