@@ -75,7 +75,7 @@ def table(title: str | None, columns: Sequence[str | Column], rows: Sequence[Seq
 
 NOTE_INDENT = "    "
 """A row's note line starts under the row, indented so that the rows stay easy to scan."""
-_GAP = "  "
+_GAP = " "
 _MIN_SHRUNK = 6
 
 
