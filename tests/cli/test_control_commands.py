@@ -219,6 +219,17 @@ def test_status_lines_show_the_estimate_and_the_time_limit() -> None:
     assert lines["estimate"] == "2h00m" and lines["time limit"] == "4h00m"
     assert lines["attempt"] == "2 of 3 (1 refused by Nomad)"
     assert lines["allocation"] == "(not read from Nomad: Nomad is down)"
+    assert "position" not in lines  # running: no place in the queue
+
+
+@pytest.mark.parametrize(("position", "shown"), [
+    pytest.param(3, "3", id="considered"),
+    pytest.param(None, "none: the scheduler does not consider it now (see reason)", id="held-or-throttled"),
+])
+def test_status_lines_show_a_queued_entrys_position(position: int | None, shown: str) -> None:
+    entry = Entry(id="q1", state="queued", reason="sweep s-s1 at max_parallel 2: 2 running, 0 queued ahead",
+                  position=position)
+    assert dict(status_lines(entry, None, None, {}))["position"] == shown
 
 
 def test_progress_and_params_helpers() -> None:
