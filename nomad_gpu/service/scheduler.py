@@ -39,6 +39,7 @@ from nomad_gpu.service.reconcile import Reconciler
 from nomad_gpu.service.relayoutloop import RELAYOUT_HELPS, RelayoutLoop
 from nomad_gpu.service.runtimes import eta_bases
 from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.throttle import throttle
 from nomad_gpu.service.tracking import LIVE, Executor, Tracked
 from nomad_gpu.service.translate import check_supported
 from nomad_gpu.service.views import inventory_view
@@ -67,11 +68,6 @@ def boot_id() -> str:
             return fh.read().strip()
     except OSError:
         return ""
-
-
-def throttle_reason(sweep: str, limit: int, running: int) -> str:
-    """Why a sweep trial beyond its sweep's parallelism waits (the cycle never considers it)."""
-    return f"sweep {sweep} at max_parallel {limit}: {running} running, {limit - running} queued ahead"
 
 
 def entry_of_job(job_id: str) -> str | None:
@@ -421,28 +417,16 @@ class SchedulerService:
         queued = self._after(self.life.queued(self.clock()))
         if not self._sweep_limits:
             return queued
-        active: dict[str, int] = {}
-        for t in self.life.live.values():
-            if t.entry.sweep:
-                active[t.entry.sweep] = active.get(t.entry.sweep, 0) + 1
-        running = dict(active)
-        out: list[Tracked] = []
+        keep, held = throttle([t.entry for t in queued], (t.entry for t in self.life.live.values()),
+                              self._sweep_limits)
         reasons: dict[str, str] = {}
-        for t in sorted(queued, key=lambda t: t.entry.id):
-            sweep = t.entry.sweep
-            limit = self._sweep_limits.get(sweep or "")
-            if sweep and limit is not None:
-                if active.get(sweep, 0) >= limit:  # Slurm says JobArrayTaskLimit; we name the sweep and limit
-                    text = throttle_reason(sweep, limit, running.get(sweep, 0))
-                    if t.entry.reason != text:
-                        reasons[t.entry.id] = text
-                        t.entry = replace(t.entry, reason=text)
-                    continue
-                active[sweep] = active.get(sweep, 0) + 1
-            out.append(t)
+        for t in queued:
+            if (text := held.get(t.entry.id)) is not None and t.entry.reason != text:
+                reasons[t.entry.id] = text
+                t.entry = replace(t.entry, reason=text)
         if reasons:
             self.store.set_reasons(reasons)
-        return out
+        return [queued[i] for i in keep]
 
     # ---- Nomad's side (WatchHandler) ---------------------------------------------------------
     def on_resync(self, nodes: list[Node], allocs: list[AllocInfo]) -> None:
