@@ -8,7 +8,7 @@ This module imports nothing, so any layer, the domain included, may use it.
 
 from __future__ import annotations
 
-__all__ = ["DEFAULT_ADDR", "DEFAULT_PORT", "HOL_THRESHOLD_S"]
+__all__ = ["CLASS_RUNTIMES_S", "DEFAULT_ADDR", "DEFAULT_PORT", "HOL_THRESHOLD_S", "TEMPLATE_RUNTIMES_S"]
 
 DEFAULT_PORT = 4690
 """The service's HTTP API port (`NOMAD_GPU_ADDR`, `serve --listen`)."""
@@ -18,3 +18,12 @@ DEFAULT_ADDR = f"http://127.0.0.1:{DEFAULT_PORT}"
 
 HOL_THRESHOLD_S = 600.0
 """A top-priority job that has waited this long at the head of the queue gets nodes held for it."""
+
+CLASS_RUNTIMES_S: dict[str, float | None] = {"training": 2 * 3600.0, "hpo": 1800.0, "exploratory": 3600.0,
+                                             "interactive": 4 * 3600.0, "serving": None}
+"""The run time an ETA assumes for a job of a workload class whose spec gives no `runtime:` (the operator's
+`runtime_defaults.classes`); None: it runs until stopped, so what waits behind it has no ETA."""
+
+TEMPLATE_RUNTIMES_S: dict[str, float | None] = {"batch": 3600.0, "service": None}
+"""The same for a job of no class, by its template (`runtime_defaults.templates`), as Slurm's partition
+DefaultTime stands in for a job's missing time limit."""

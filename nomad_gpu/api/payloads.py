@@ -117,8 +117,17 @@ class Entry(Payload):
     held: bool = False
     usage: Usage | None | Unset = doc("GPU utilisation and memory of a running entry (null while unknown).",
                                       default=UNSET)
-    eta: float | None | Unset = doc("A queued entry's expected start (Unix seconds; null: unknown). Only with "
-                                    "`?eta=true`.", default=UNSET)
+    eta: float | None | Unset = doc("A queued entry's expected start; an admitted or running entry's expected "
+                                    "end (Unix seconds; null: unknown). Only with `?eta=true`.", default=UNSET)
+    eta_basis: str | Unset = doc(
+        "What `eta` rests on: `runtime` (the specs' own `runtime:`), or `estimate from ...` naming the "
+        "operator's defaults used for specs without one (e.g. `estimate from class training default`); empty "
+        "when `eta` is null. Only with `?eta=true`.", default=UNSET)
+    position: int | None = doc(
+        "A queued entry's place in the order the scheduler decides in (1: first): the last cycle's order of "
+        "the queue heads (starving heads first, then priority, fair share, age), less what it admitted. Null "
+        "where none can be given: not queued, held, waiting for `after:`, beyond its sweep's `max_parallel`, "
+        "or submitted since the last cycle.", default=None)
     addresses: dict[str, str] = doc("Where a running entry is reached: port name (as in its spec's `ports`) to "
                                     "`host:port`, as Nomad assigned it; `<group>.<name>` when several allocations "
                                     "have the name. Empty until Nomad reports it running.", default_factory=dict)

@@ -35,6 +35,9 @@ def status_lines(entry: Entry, nomad: Allocations | None, nomad_error: str | Non
         lines.append(("held", "yes (release it to let it be admitted)"))
     if entry.reason:
         lines.append(("reason", entry.reason))
+    if entry.state == "queued":  # the place in the order the scheduler decides in
+        lines.append(("position", str(entry.position) if entry.position is not None
+                      else "none: the scheduler does not consider it now (see reason)"))
     if entry.sweep:
         lines.append(("sweep", entry.sweep))
     times = (nomad.submitted_at, nomad.admitted_at, nomad.started_at, nomad.finished_at) if nomad is not None \

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -70,6 +71,46 @@ def table(title: str | None, columns: Sequence[str | Column], rows: Sequence[Seq
     for r in cells:
         t.add_row(*(Text(c) for c in r))  # plain text: a `[...]` in a name or a MIG picture is not markup
     target.print(t, soft_wrap=False)
+
+
+NOTE_INDENT = "    "
+"""A row's note line starts under the row, indented so that the rows stay easy to scan."""
+_GAP = " "
+_MIN_SHRUNK = 6
+
+
+def noted_table(columns: Sequence[Column], rows: Sequence[Sequence[Any]], notes: Sequence[str], *,
+                out: Console) -> None:
+    """Rows fitted to a terminal's width, each followed by its note (a reason, a place) wrapped on lines
+    of its own: a long text never squeezes a column into one word per line. Columns marked `shrink` give
+    way first (cut with `…`); the others are never cut. Plain text, as `table` writes it."""
+    width = max(out.width, 20)
+    cells = [[_plain(v) for v in r] for r in rows]
+    sizes = [max([len(c.header), *(len(r[i]) for r in cells)]) for i, c in enumerate(columns)]
+    total = sum(sizes) + len(_GAP) * (len(sizes) - 1)
+    while total > width:  # the widest shrinkable column gives one character at a time
+        i = max((i for i, c in enumerate(columns) if c.shrink and sizes[i] > _MIN_SHRUNK),
+                key=lambda i: sizes[i], default=None)
+        if i is None:
+            break
+        sizes[i] -= 1
+        total -= 1
+
+    def line(values: Sequence[str]) -> str:
+        parts = []
+        for value, size, col in zip(values, sizes, columns, strict=True):
+            text = value if len(value) <= size else value[:size - 1] + "…"
+            parts.append(text.rjust(size) if col.right else text.ljust(size))
+        return _GAP.join(parts).rstrip()
+
+    lines = [line([c.header for c in columns])]
+    for row, note in zip(cells, notes, strict=True):
+        lines.append(line(row))
+        if note := _plain(note):
+            lines.extend(textwrap.wrap(note, width=width, initial_indent=NOTE_INDENT, subsequent_indent=NOTE_INDENT,
+                                       break_long_words=True, break_on_hyphens=False))
+    out.file.write("\n".join(lines) + "\n")
+    out.file.flush()
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -25,7 +25,7 @@ from nomad_gpu.api.payloads import Entry
 from nomad_gpu.cli import connect
 from nomad_gpu.cli.api_client import ApiClient, ServiceError
 from nomad_gpu.cli.errors import BAD_INPUT, friendly
-from nomad_gpu.cli.output import emit_json, table
+from nomad_gpu.cli.output import console, emit_json, noted_table, table
 
 LIVE_STATES = ("queued", "admitted", "running")
 """What `queue` shows without `--all`: waiting and running, as `squeue` does."""
@@ -68,23 +68,44 @@ def select(client: ApiClient, *, state: str | None, sweep_id: str | None, team: 
 @filters
 @click.option("--all", "everything", is_flag=True, help="History too: every state (complete, failed, cancelled).")
 @click.option("--wide", is_flag=True, help="More columns: namespace, sweep, attempts, Nomad job, exact device IDs.")
+@click.option("--sort", "sort_by", type=click.Choice(["position", "submitted", "priority", "name"]),
+              help="Row order (default: position, the order the scheduler decides in: running first, then by "
+                   "POS, then what it does not consider: held, waiting for after:, beyond max_parallel). --json "
+                   "keeps the service's order unless --sort is given.")
 @click.option("--json", "as_json", is_flag=True)
 @friendly
 def queue(team: str | None, name_glob: str | None, state: str | None, sweep_id: str | None, everything: bool,
-          wide: bool, as_json: bool) -> None:
-    """Waiting and running entries (--all for history): what each asks for, how long it waited, and why it
-    waits or where it runs."""
-    from nomad_gpu.cli.queueview import QUEUE_COLUMNS, QUEUE_WIDE_COLUMNS, queue_row
+          wide: bool, sort_by: str | None, as_json: bool) -> None:
+    """Waiting and running entries (--all for history): their place in the scheduler's order (POS), what each
+    asks for, how long it waited, and why it waits or where it runs."""
+    from nomad_gpu.cli.queueview import (
+        QUEUE_COLUMNS,
+        QUEUE_WIDE_COLUMNS,
+        TERMINAL_COLUMNS,
+        TERMINAL_WIDE_COLUMNS,
+        queue_row,
+        sort_key,
+        terminal_row,
+    )
 
     client = _client()
     entries = select(client, state=state, sweep_id=sweep_id, team=team, name_glob=name_glob, everything=everything,
                      eta=True)
+    if sort_by is not None or not as_json:
+        entries = sorted(entries, key=sort_key(sort_by or "position"))
     if as_json:
         emit_json([e.to_json() for e in entries])
         return
     names = connect.node_names(client) if any(e.placements for e in entries) else {}
     now = time.time()
-    table(None, QUEUE_WIDE_COLUMNS if wide else QUEUE_COLUMNS, [queue_row(e, names, now, wide) for e in entries])
+    out = console()
+    if out.is_terminal:  # the reason on its own lines under the row: 80 columns read
+        rows = [terminal_row(e, names, now, wide) for e in entries]
+        noted_table(TERMINAL_WIDE_COLUMNS if wide else TERMINAL_COLUMNS, [r for r, _ in rows], [n for _, n in rows],
+                    out=out)
+        return
+    table(None, QUEUE_WIDE_COLUMNS if wide else QUEUE_COLUMNS, [queue_row(e, names, now, wide) for e in entries],
+          out=out)
 
 
 @click.command()

@@ -15,14 +15,21 @@ from nomad_gpu.api.payloads import Entry, Placement, Usage
 from nomad_gpu.cli.output import Column
 from nomad_gpu.domain.modelnames import short_model
 
-__all__ = ["QUEUE_COLUMNS", "QUEUE_WIDE_COLUMNS", "eta_of", "queue_row", "request_of", "short_model", "usage_note",
+__all__ = ["QUEUE_COLUMNS", "QUEUE_WIDE_COLUMNS", "SORTS", "TERMINAL_COLUMNS", "TERMINAL_WIDE_COLUMNS", "eta_of",
+           "position_of", "queue_row", "request_of", "short_model", "sort_key", "terminal_row", "usage_note",
            "waited"]
 
-QUEUE_COLUMNS = (Column("ID"), Column("NAME", shrink=True), Column("TEAM"), Column("PRIO", right=True),
-                 Column("STATE"), Column("REQUEST"), Column("WAITED", right=True), Column("ETA", right=True),
-                 Column("WHY / WHERE", shrink=True))
-QUEUE_WIDE_COLUMNS = (*QUEUE_COLUMNS[:-1], Column("NAMESPACE"), Column("SWEEP"), Column("ATTEMPTS", right=True),
-                      Column("NOMAD JOB"), Column("WHY / WHERE", shrink=True))
+_BASE = (Column("ID"), Column("NAME", shrink=True), Column("TEAM", shrink=True), Column("PRIO", right=True),
+         Column("STATE"), Column("REQUEST", shrink=True), Column("WAITED", right=True), Column("ETA", right=True))
+_WIDE = (Column("NAMESPACE", shrink=True), Column("SWEEP", shrink=True), Column("ATTEMPTS", right=True),
+         Column("NOMAD JOB", shrink=True))
+_POS = Column("POS", right=True)
+QUEUE_COLUMNS = (*_BASE, Column("WHY / WHERE", shrink=True), _POS)
+"""Piped `queue`: the columns scripts read, in their order; POS (added later) comes last."""
+QUEUE_WIDE_COLUMNS = (*_BASE, *_WIDE, Column("WHY / WHERE", shrink=True), _POS)
+TERMINAL_COLUMNS = (_POS, *_BASE)
+"""`queue` on a terminal: position first; why it waits or where it runs on a line under the row."""
+TERMINAL_WIDE_COLUMNS = (_POS, *_BASE, *_WIDE)
 
 _WAITING = ("queued",)
 
@@ -126,9 +133,18 @@ def usage_note(entry: Entry, now: float) -> str:
     return ", ".join(parts)
 
 
-def eta_of(entry: Entry, now: float) -> str:
+def estimate_of(entry: Entry) -> str:
+    """What a queued entry's ETA rests on when it is not the specs' own `runtime:` (`estimate from class
+    training default`); empty otherwise."""
+    basis = entry.eta_basis if isinstance(entry.eta_basis, str) else ""
+    return basis if basis.startswith("estimate") and isinstance(entry.eta, float) else ""
+
+
+def eta_of(entry: Entry, now: float, *, short: bool = False) -> str:
     """A queued entry's expected start (the service's forecast over runtime estimates): `in 12m`, `now`,
-    `unknown` where nothing says when capacity frees; blank for entries no longer waiting."""
+    `unknown` where nothing says when capacity frees; blank for entries no longer waiting. One that rests on
+    the operator's defaults says so: `in 2h (estimate from class training default)`, or `~in 2h` where
+    `short` (the table's note line names the defaults)."""
     if entry.state not in _WAITING:
         return ""
     if entry.held:
@@ -137,18 +153,74 @@ def eta_of(entry: Entry, now: float) -> str:
     if not isinstance(eta, float):
         return "unknown"
     ahead = eta - now
-    return "now" if ahead < 1 else f"in {duration(ahead)}"
+    text = "now" if ahead < 1 else f"in {duration(ahead)}"
+    if estimate := estimate_of(entry):
+        return f"~{text}" if short else f"{text} ({estimate})"
+    return text
 
 
-def queue_row(entry: Entry, node_names: Mapping[str, str], now: float, wide: bool = False) -> tuple[Any, ...]:
+def position_of(entry: Entry) -> str:
+    """The place in the scheduler's order (`1`: decided first); `-` for a queued entry with none."""
+    if entry.position is not None:
+        return str(entry.position)
+    return "-" if entry.state in _WAITING else ""
+
+
+SORTS = ("position", "submitted", "priority", "name")
+"""`queue --sort`: position (the scheduler's order; the default), submitted, priority or name."""
+_LIVE = ("admitted", "running")
+
+
+def sort_key(how: str) -> Any:
+    """The key `queue --sort` orders entries by. By position: what runs first, then the queue in the order
+    the scheduler decides in, then the queued entries it does not consider (held, waiting for `after:`,
+    beyond max_parallel) by age, then history."""
+    if how == "submitted":
+        return lambda e: (e.submitted_at, e.id)
+    if how == "priority":
+        return lambda e: (-e.priority, e.submitted_at, e.id)
+    if how == "name":
+        return lambda e: (e.name, e.id)
+
+    def by_position(e: Entry) -> tuple[int, int, float, str]:
+        if e.state in _LIVE:
+            return (0, 0, e.submitted_at, e.id)
+        if e.state in _WAITING:
+            return (1, e.position, e.submitted_at, e.id) if e.position is not None else (2, 0, e.submitted_at, e.id)
+        return (3, 0, e.submitted_at, e.id)
+    return by_position
+
+
+def why_of(entry: Entry, node_names: Mapping[str, str], now: float, wide: bool = False) -> str:
+    """Why it waits, or where it runs (with its utilisation)."""
     why = entry.reason or where(entry, node_names, wide)
     choices = list(dict.fromkeys(p.choice for p in entry.placements if p.choice))
     if wide and choices and not entry.reason:  # what a workload class chose, and why
         why = f"{'; '.join(choices)} [{why}]"
     if note := usage_note(entry, now):
         why = f"{why} ({note})" if why else note
+    return why
+
+
+def terminal_row(entry: Entry, node_names: Mapping[str, str], now: float, wide: bool = False
+                 ) -> tuple[tuple[Any, ...], str]:
+    """A row for a terminal (`TERMINAL_COLUMNS`, position first) and the note printed under it: why it
+    waits or where it runs, and what an estimated ETA rests on."""
+    base: tuple[Any, ...] = (position_of(entry), entry.id, entry.name, entry.team, entry.priority, entry.state,
+                             request_of(entry, wide), waited(entry, now), eta_of(entry, now, short=True))
+    note = why_of(entry, node_names, now, wide)
+    if entry.state in _WAITING and (estimate := estimate_of(entry)):
+        note = f"{note}; ETA {estimate}" if note else f"ETA {estimate}"
+    if wide:
+        base = (*base, entry.namespace, entry.sweep or "", entry.attempts, entry.nomad_job_id)
+    return base, note
+
+
+def queue_row(entry: Entry, node_names: Mapping[str, str], now: float, wide: bool = False) -> tuple[Any, ...]:
+    """A row for a pipe (`QUEUE_COLUMNS`): the columns scripts read, the position appended last."""
+    why = why_of(entry, node_names, now, wide)
     base = (entry.id, entry.name, entry.team, entry.priority, entry.state, request_of(entry, wide),
             waited(entry, now), eta_of(entry, now))
     if not wide:
-        return (*base, why)
-    return (*base, entry.namespace, entry.sweep or "", entry.attempts, entry.nomad_job_id, why)
+        return (*base, why, position_of(entry))
+    return (*base, entry.namespace, entry.sweep or "", entry.attempts, entry.nomad_job_id, why, position_of(entry))

@@ -407,7 +407,8 @@ class _SpecBase(_Model):
     groups: Annotated[list[GroupSpec], Field(min_length=1)]
     dev: DevSpec | None = None
     runtime: Seconds | None = None
-    """An estimate of how long the job runs, for the queue's ETA (never enforced)."""
+    """An estimate of how long the job runs, for the queue's ETA (never enforced). Without it the ETA
+    assumes the operator's default for the job's class or template, and says it is an estimate."""
     max_runtime: Seconds | None = None
     """A wall-time limit: past it the service stops the job and the entry fails with reason `timeout`."""
     workload_class: WorkloadClass | None = Field(default=None, alias="class")

@@ -2,7 +2,8 @@
 
     POST   /v1/jobs            submit a job or sweep spec (YAML or JSON body); Idempotency-Key honoured
     GET    /v1/jobs            list entries (?state=queued,running &sweep=ID &limit=N &offset=K; default all;
-                               &eta=true adds each queued entry's expected start, or null: unknown)
+                               &eta=true adds each queued entry's expected start and each live one's
+                               expected end, or null: unknown, and what the estimate rests on)
     GET    /v1/jobs/{id}       one entry, with its wait reason and placements
     DELETE /v1/jobs/{id}       cancel
     GET    /v1/sweeps/{id}     a sweep's progress
@@ -88,8 +89,9 @@ def create_app(service: SchedulerService, token: str | None = None,
     past = history or History()
 
     def entry_payload(e: QueueEntry) -> Entry:
+        reason = e.reason or (service.pending_reason() if e.state is EntryState.QUEUED else "")
         return replace(e.to_payload(), usage=usage.payload(e.id) if usage is not None else None,
-                       addresses=entry_addresses(service, e.id))
+                       addresses=entry_addresses(service, e.id), reason=reason, position=service.position(e))
 
     async def submit(request: Request) -> Response:
         caller = caller_of(request.scope)
@@ -141,7 +143,9 @@ def create_app(service: SchedulerService, token: str | None = None,
             out = [entry_payload(e) for e in entries]
             if with_eta:  # the forecast runs the cycle forward: only when asked (`?eta=true`)
                 etas = service.etas()
-                out = [replace(e, eta=etas.get(e.id)) if e.state == "queued" else e for e in out]
+                out = [replace(e, eta=etas[e.id][0], eta_basis=etas[e.id][1]) if e.id in etas
+                       else replace(e, eta=None, eta_basis="") if e.state in ("queued", "admitted", "running")
+                       else e for e in out]
             return answer(Entries(tuple(out)))
 
         return await run_in_threadpool(read)

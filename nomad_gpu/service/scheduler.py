@@ -36,8 +36,10 @@ from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.reconcile import Reconciler
 from nomad_gpu.service.relayoutloop import RELAYOUT_HELPS, RelayoutLoop
+from nomad_gpu.service.runtimes import eta_bases
 from nomad_gpu.service.settings import SchedulingSettings
 from nomad_gpu.service.submission import check_queued
+from nomad_gpu.service.throttle import throttle
 from nomad_gpu.service.tracking import LIVE, Executor, Tracked
 from nomad_gpu.service.views import inventory_view
 from nomad_gpu.store import EntryState, QueueEntry
@@ -95,6 +97,8 @@ class SchedulerService:
         """A wake that skips the coalescing gap: capacity was freed, and a handoff must not wait."""
         self._stop = threading.Event()
         self._sweep_limits: dict[str, int] = {}
+        self._positions: dict[EntryId, int] = {}
+        """Each waiting entry's place in the last cycle's order (1: decided first); replaced whole each cycle."""
         self._deps = DependencyGate(self.store)
         self._pool: ThreadPoolExecutor | None = None
         if executor is None:
@@ -289,6 +293,9 @@ class SchedulerService:
             result = run_cycle(self.ledger, [t.request for t in queue if t.request is not None], now=now,
                                config=config, usage=self.usage, holds=self.holds)
             self.holds = dict(result.holds)
+            # the cycle's own order (starving heads, then priority, fair share, age), less what it admitted
+            in_order = (d for d in result.decisions if isinstance(d, Wait))
+            self._positions = {d.entry: i for i, d in enumerate(in_order, 1)}
             self.life.admit([d for d in result.decisions if isinstance(d, Admit)], now)
             reasons: dict[str, str] = {}
             never = NeverCache(self.ledger.inventory)
@@ -406,20 +413,16 @@ class SchedulerService:
         queued = self._after(self.life.queued(self.clock()))
         if not self._sweep_limits:
             return queued
-        active: dict[str, int] = {}
-        for t in self.life.live.values():
-            if t.entry.sweep:
-                active[t.entry.sweep] = active.get(t.entry.sweep, 0) + 1
-        out: list[Tracked] = []
-        for t in sorted(queued, key=lambda t: t.entry.id):
-            sweep = t.entry.sweep
-            limit = self._sweep_limits.get(sweep or "")
-            if sweep and limit is not None:
-                if active.get(sweep, 0) >= limit:
-                    continue
-                active[sweep] = active.get(sweep, 0) + 1
-            out.append(t)
-        return out
+        keep, held = throttle([t.entry for t in queued], (t.entry for t in self.life.live.values()),
+                              self._sweep_limits)
+        reasons: dict[str, str] = {}
+        for t in queued:
+            if (text := held.get(t.entry.id)) is not None and t.entry.reason != text:
+                reasons[t.entry.id] = text
+                t.entry = replace(t.entry, reason=text)
+        if reasons:
+            self.store.set_reasons(reasons)
+        return [queued[i] for i in keep]
 
     # ---- Nomad's side (WatchHandler) ---------------------------------------------------------
     def on_resync(self, nodes: list[Node], allocs: list[AllocInfo]) -> None:
@@ -462,17 +465,20 @@ class SchedulerService:
             self.life.on_eval(evaluation)
         self.wake()
 
-    def etas(self) -> dict[str, float | None]:
-        """Each queued entry's expected start (epoch seconds; None: unknown), from the cycle run forward
-        with the specs' `runtime` estimates (domain/forecast.py). The ledger is copied under the lock and
-        the forecast runs outside it."""
+    def etas(self) -> dict[str, tuple[float | None, str]]:
+        """Each queued entry's expected start and each live one's expected end (epoch seconds; None: unknown),
+        with what it rests on: "runtime" (the specs' own estimates) or "estimate from ..." naming the
+        operator's defaults (service/runtimes.py) behind the ends it waits for. The cycle is run forward
+        (domain/forecast.py) on a copy of the ledger made under the lock, outside it."""
+        defaults = self.settings.runtime_defaults
+        sources: dict[EntryId, str] = {}
         with self._lock:
             now = self.clock()
             queue = [t.request for t in self._eligible() if t.request is not None]
             ends: dict[EntryId, float | None] = {}
             runtimes: dict[EntryId, float | None] = {}
             for t in self.life.entries.values():
-                runtime = t.spec.runtime if t.spec is not None else None
+                runtime, sources[EntryId(t.entry.id)] = defaults.estimate(t.spec)
                 if t.entry.state in LIVE:
                     start = t.running_since or t.entry.admitted_at or now
                     ends[EntryId(t.entry.id)] = start + runtime if runtime else None
@@ -486,9 +492,26 @@ class SchedulerService:
             usage, holds = self.usage, dict(self.holds)
         starts = forecast_starts(snapshot, queue, ends=ends, runtimes=runtimes, now=now, config=config,
                                  usage=usage, holds=holds)
-        return {str(e): t for e, t in starts.items()}
+        return {str(e): (t, basis) for e, (t, basis) in eta_bases(ends, starts, runtimes, sources).items()}
 
     # ---- reads for the API -------------------------------------------------------------------
+    def position(self, entry: QueueEntry) -> int | None:
+        """Where a queued entry stands in the order the cycle decides in (1: first), as the last cycle took
+        the queue: its queue heads in the core's order (starving heads, then priority, fair share, age),
+        less what it admitted. None for an entry the cycle did not consider: held, waiting for `after:`,
+        beyond its sweep's `max_parallel`, or submitted since."""
+        if entry.state is not EntryState.QUEUED or entry.held:
+            return None
+        return self._positions.get(EntryId(entry.id))
+
+    def pending_reason(self) -> str:
+        """The reason of a queued entry no cycle has decided on yet: why none has."""
+        if not self.ready.is_set():
+            return "not decided yet: the service has not read Nomad's state yet, and admits nothing before"
+        if self.outage.down:
+            return "not decided yet: Nomad does not answer, and nothing is admitted until it does"
+        return "not decided yet: submitted since the last scheduling cycle"
+
     def inventory(self) -> list[dict[str, Any]]:
         with self._lock:
             relayouts = self.relayout.controller.in_flight() if self.relayout is not None else []

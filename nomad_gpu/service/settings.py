@@ -24,6 +24,7 @@ from nomad_gpu.service.classconfig import classes_from_mapping
 from nomad_gpu.service.confignumbers import read_numbers
 from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
+from nomad_gpu.service.runtimes import RuntimeDefaults, runtime_defaults_from_mapping
 
 DEFAULT_DRIVERS = frozenset({"docker", "exec"})
 """Task drivers a spec may use unless the config lists others (``raw_exec`` runs unisolated on the host)."""
@@ -90,6 +91,8 @@ class SchedulingSettings:
     """The operator's policy per workload class (`classes:`, service/classconfig.py)."""
     mig_relayout: MigRelayoutConfig = field(default_factory=MigRelayoutConfig)
     """Queue-driven MIG re-layouts (`mig_relayout:`, service/relayoutconfig.py); off by default."""
+    runtime_defaults: RuntimeDefaults = field(default_factory=RuntimeDefaults)
+    """Run times an ETA assumes for a spec without `runtime:`, by class then template (service/runtimes.py)."""
     service_name: str = "nomad-gpu"
     """Written into every job's meta (`nomad_gpu_service`): two services on one cluster tell their jobs
     apart by it (the job-ID prefix is random per database)."""
@@ -309,7 +312,8 @@ def _names(raw: Any, where: str, star: bool = False) -> list[str]:
 def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> SchedulingSettings:
     known = {"policy", "hol_threshold_s", "tick_s", "half_life_s", "teams", "default_team", "sharing",
              "actuator_workers", "model_weights", "api", "refusal_avoid_s", "admission_deadline_s",
-             "retention_s", "usage", "min_cycle_interval_s", "classes", "mig_relayout", "service_name"}
+             "retention_s", "usage", "min_cycle_interval_s", "classes", "mig_relayout", "service_name",
+             "runtime_defaults"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -341,6 +345,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             usage=usage_from_mapping(raw.get("usage") or {}, f"{where}: usage"),
             classes=classes_from_mapping(raw.get("classes")),
             mig_relayout=mig_relayout_from_mapping(raw.get("mig_relayout"), f"{where}: mig_relayout"),
+            runtime_defaults=runtime_defaults_from_mapping(raw.get("runtime_defaults"), f"{where}: runtime_defaults"),
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from exc

@@ -32,12 +32,12 @@ def test_status_shows_the_choice() -> None:
 
 def test_queue_wide_explains_the_choice_and_a_waiting_entry_its_reason() -> None:
     row = queue_row(entry(), {"n-mig": "h100-mig-1"}, now=0.0, wide=True)
-    assert row[-1] == f"{CHOICE} [h100-mig-1: MIG-1]"
+    assert row[-2] == f"{CHOICE} [h100-mig-1: MIG-1]"
     narrow = queue_row(entry(), {"n-mig": "h100-mig-1"}, now=0.0)
-    assert CHOICE not in narrow[-1]
+    assert CHOICE not in narrow[-2]
     reason = "serving: no isolated option with >= 14 GiB free; 3 shares free"
     waiting = queue_row(entry(state="queued", placements=(), reason=reason), {}, now=0.0, wide=True)
-    assert waiting[-1] == reason
+    assert waiting[-2] == reason
 
 
 def test_render_says_a_class_chooses_the_kind_at_admission() -> None:

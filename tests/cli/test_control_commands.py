@@ -144,10 +144,11 @@ def test_sweep_status_bar_and_trials(served: tuple[SchedulerService, FakeNomad, 
     assert lines[0] == f"sweep {trials[0].sweep}: 3 trials"
     assert lines[1].startswith("[") and "1/3 ended: 0 done, 1 running, 1 queued, 0 failed, 1 cancelled" in lines[1]
     header = lines[3].split("\t")
-    assert header == ["ID", "TRIAL", "STATE", "LR", "ATTEMPT", "TIME"], "no REASON column when none has one"
+    assert header == ["ID", "TRIAL", "STATE", "LR", "ATTEMPT", "TIME", "REASON"]
     rows = [line.split("\t") for line in lines[4:]]
     assert [(r[0], r[2], r[3]) for r in rows] == [(trials[0].id, "running", "0.1"), (trials[1].id, "queued", "0.01"),
                                                   (trials[2].id, "cancelled", "0.001")]
+    assert rows[1][-1].startswith("not decided yet: ")  # no cycle ran here: every waiting trial says why
     code, _, err = cli(address, "sweep", "status", "nope-1")
     assert code == 2 and "nope-1" in err
 
@@ -218,6 +219,17 @@ def test_status_lines_show_the_estimate_and_the_time_limit() -> None:
     assert lines["estimate"] == "2h00m" and lines["time limit"] == "4h00m"
     assert lines["attempt"] == "2 of 3 (1 refused by Nomad)"
     assert lines["allocation"] == "(not read from Nomad: Nomad is down)"
+    assert "position" not in lines  # running: no place in the queue
+
+
+@pytest.mark.parametrize(("position", "shown"), [
+    pytest.param(3, "3", id="considered"),
+    pytest.param(None, "none: the scheduler does not consider it now (see reason)", id="held-or-throttled"),
+])
+def test_status_lines_show_a_queued_entrys_position(position: int | None, shown: str) -> None:
+    entry = Entry(id="q1", state="queued", reason="sweep s-s1 at max_parallel 2: 2 running, 0 queued ahead",
+                  position=position)
+    assert dict(status_lines(entry, None, None, {}))["position"] == shown
 
 
 def test_progress_and_params_helpers() -> None:

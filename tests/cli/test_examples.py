@@ -40,7 +40,8 @@ def test_each_prints_as_shipped_and_is_a_valid_spec(name: str, tmp_path: Path) -
     assert code == 0
     assert out == (REPO / "jobspecs" / f"{name}.yaml").read_text(encoding="utf-8")
     (tmp_path / "spec.yaml").write_text(out)
-    load_spec(tmp_path / "spec.yaml")
+    spec = load_spec(tmp_path / "spec.yaml")
+    assert spec.runtime is not None, "an example shows runtime:, so that what waits behind it has an ETA"
 
 
 def test_an_unknown_name_is_exit_2_with_the_list() -> None:

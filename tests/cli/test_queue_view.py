@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -93,19 +95,19 @@ def test_waited_column(e: Entry, expected: str) -> None:
 
 def test_where_names_the_node_and_wide_lists_the_ids() -> None:
     e = entry(state="running", placements=[placement(["GPU-aaa", "GPU-bbb"])])
-    assert queue_row(e, {NODE: "gpu-a800-1"}, NOW)[-1] == "gpu-a800-1: 2 devices"
-    assert queue_row(e, {}, NOW)[-1] == "0a27be9f: 2 devices"  # no inventory: the ID prefix stands in
+    assert queue_row(e, {NODE: "gpu-a800-1"}, NOW)[-2] == "gpu-a800-1: 2 devices"
+    assert queue_row(e, {}, NOW)[-2] == "0a27be9f: 2 devices"  # no inventory: the ID prefix stands in
     wide = queue_row(e, {NODE: "gpu-a800-1"}, NOW, wide=True)
-    assert wide[-1] == "gpu-a800-1: GPU-aaa,GPU-bbb"
-    assert len(wide) == len(QUEUE_WIDE_COLUMNS) and wide[-2] == "ngpu-ab12cd-q000001-1"
+    assert wide[-2] == "gpu-a800-1: GPU-aaa,GPU-bbb"
+    assert len(wide) == len(QUEUE_WIDE_COLUMNS) and wide[-3] == "ngpu-ab12cd-q000001-1"
     shared = entry(state="running", groups=[group(share={"milli": 250})],
                    placements=[placement(["GPU-x-s0"], device=None, share=250)])
-    assert queue_row(shared, {NODE: "n1"}, NOW)[-1] == "n1: 250 milli-GPU"
+    assert queue_row(shared, {NODE: "n1"}, NOW)[-2] == "n1: 250 milli-GPU"
 
 
 def test_a_waiting_entry_shows_its_reason() -> None:
     e = entry(reason="fragmented: 8 GPUs free in total, at most 3 on one node")
-    assert queue_row(e, {}, NOW)[-1] == "fragmented: 8 GPUs free in total, at most 3 on one node"
+    assert queue_row(e, {}, NOW)[-2] == "fragmented: 8 GPUs free in total, at most 3 on one node"
 
 
 def test_the_table_fits_a_narrow_terminal_without_splitting_a_number() -> None:
@@ -144,13 +146,16 @@ def test_piped_output_is_tab_separated_and_never_cut(monkeypatch: pytest.MonkeyP
     result = CliRunner().invoke(cli_main.main, ["queue"])
     assert result.exit_code == 0, result.output
     lines = result.stdout.splitlines()
+    # the columns scripts read keep their order; POS (the scheduler's order) is appended at the end
+    assert lines[0].split("\t") == ["ID", "NAME", "TEAM", "PRIO", "STATE", "REQUEST", "WAITED", "ETA", "WHY / WHERE",
+                                    "POS"]
     assert lines[0].split("\t") == [c.header for c in QUEUE_COLUMNS]
-    assert lines[1].split("\t") == ["q000001", "resnet-train", "vision", "50", "queued", "2 x GPU", "12m",
-                                    "in 10m", reason.strip()]
-    assert lines[2].split("\t")[-1] == "gpu-a800-1: 1 device"
+    assert lines[1].split("\t")[-2] == "gpu-a800-1: 1 device"  # by position: what runs comes first
+    assert lines[2].split("\t") == ["q000001", "resnet-train", "vision", "50", "queued", "2 x GPU", "12m",
+                                    "in 10m", reason.strip(), "-"]
     wide = CliRunner().invoke(cli_main.main, ["queue", "--wide"]).stdout.splitlines()
     assert wide[0].split("\t") == [c.header for c in QUEUE_WIDE_COLUMNS]
-    assert wide[2].split("\t")[-1] == "gpu-a800-1: GPU-1"
+    assert wide[1].split("\t")[-2] == "gpu-a800-1: GPU-1"
     as_json = CliRunner().invoke(cli_main.main, ["queue", "--json"]).stdout
     assert json.loads(as_json) == served  # --json is the entries as the API returns them
 
@@ -190,3 +195,83 @@ def test_queue_matches_names_locally_as_the_service_does(monkeypatch: pytest.Mon
         result = CliRunner().invoke(cli_main.main, ["queue", "--name", glob, "--json"])
         assert result.exit_code == 0, result.output
         assert len(json.loads(result.stdout)) == found, glob
+
+
+LONG_REASON = ("fragmented: 8 GPUs free in total, at most 3 on one node; no node offers 4 x A100 together "
+               "(gpu-a800-1: 3 free, gpu-a800-2: 2 free, gpu-h100-1: draining)")
+
+
+def _served_queue() -> list[Entry]:
+    """A running entry, two the scheduler will decide in order, a throttled trial and a held one."""
+    def one(id_: str, position: int | None, reason: str, submitted: float, priority: int = 50, **extra: Any) -> Entry:
+        e = entry(id_, reason=reason, submitted=submitted)
+        return replace(e, position=position, priority=priority, name=f"job-{id_}", **extra)
+    return [
+        one("q000001", None, "sweep lr-hpo-s1 at max_parallel 16: 16 running, 0 queued ahead", NOW - 900,
+            sweep="lr-hpo-s1"),
+        one("q000002", 2, LONG_REASON, NOW - 800, eta=NOW + 7200.0, eta_basis="estimate from class training default"),
+        replace(entry("q000003", state="running", placements=[placement(["GPU-1"])], admitted=NOW - 100),
+                name="job-q000003", eta=NOW + 600.0, eta_basis="runtime"),
+        one("q000004", 1, "capacity reserved for an older job", NOW - 100, priority=90, eta=NOW + 60.0,
+            eta_basis="runtime"),
+        one("q000005", None, "held by user", NOW - 50, held=True),
+    ]
+
+
+def _invoke(monkeypatch: pytest.MonkeyPatch, args: list[str], env: dict[str, str] | None = None) -> str:
+    served = _served_queue()
+
+    class FakeClient:
+        def jobs(self, state: str | None, sweep: str | None, eta: bool = False, *, team: str | None = None,
+                 name_glob: str | None = None) -> list[Entry]:
+            return served
+
+        def inventory(self) -> list[NodeView]:
+            return [NodeView(id=NODE, name="gpu-a800-1")]
+
+    monkeypatch.setattr(connect, "client", FakeClient)
+    monkeypatch.setattr(time, "time", lambda: NOW)
+    result = CliRunner().invoke(cli_main.main, ["queue", *args], env=env)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+def test_an_80_column_terminal_reads_each_row_on_one_line_and_its_reason_wrapped_under_it(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    out = _invoke(monkeypatch, [], env={"COLUMNS": "80", "LINES": "50", "FORCE_COLOR": "1", "TERM": "xterm"})
+    lines = out.splitlines()
+    assert "\t" not in out and "\x1b" not in out  # a terminal table, plain text
+    assert max(len(line) for line in lines) <= 80, out
+    assert lines[0].split()[:3] == ["POS", "ID", "NAME"]
+    ids = [m.group(1) for line in lines if (m := re.match(r"^\s*(?:\d+|-)?\s+(q\d{6})\s", line) or
+                                            re.match(r"^(q\d{6})\s", line))]
+    assert ids == ["q000003", "q000004", "q000002", "q000001", "q000005"], out  # the scheduler's order
+    reason_lines = [line for line in lines if line.startswith("    ") and line.strip()[:1].isalpha()]
+    folded = " ".join(line.strip() for line in reason_lines)
+    assert " ".join(LONG_REASON.split()) in folded, out  # whole, folded at spaces
+    start = next(i for i, line in enumerate(lines) if line.strip().startswith("fragmented"))
+    long_note = lines[start:start + 3]  # three lines for 170 characters at 80 columns, never one word per line
+    assert all(line.startswith("    ") and len(line.split()) > 5 for line in long_note), out
+    assert re.match(r"^\s*-\s+q000001", lines[start + 3]), out
+    assert "~in 2h00m" in out and "ETA estimate from class training default" in folded
+    assert "sweep lr-hpo-s1 at max_parallel 16" in folded and "held by user" in folded
+
+
+@pytest.mark.parametrize(("how", "expected"), [
+    pytest.param(None, ["q000003", "q000004", "q000002", "q000001", "q000005"], id="position-by-default"),
+    pytest.param("submitted", ["q000001", "q000002", "q000003", "q000004", "q000005"], id="submitted"),
+    pytest.param("priority", ["q000004", "q000001", "q000002", "q000003", "q000005"], id="priority"),
+    pytest.param("name", ["q000001", "q000002", "q000003", "q000004", "q000005"], id="name"),
+])
+def test_sort(monkeypatch: pytest.MonkeyPatch, how: str | None, expected: list[str]) -> None:
+    out = _invoke(monkeypatch, ["--sort", how] if how else [])
+    rows = [line.split("\t") for line in out.splitlines()[1:]]
+    assert [r[0] for r in rows] == expected
+    assert {r[0]: r[-1] for r in rows} == {"q000001": "-", "q000002": "2", "q000003": "", "q000004": "1",
+                                           "q000005": "-"}
+    assert {r[0]: r[7] for r in rows}["q000002"] == "in 2h00m (estimate from class training default)"
+
+
+def test_a_bad_sort_is_refused_with_exit_2(monkeypatch: pytest.MonkeyPatch) -> None:
+    result = CliRunner().invoke(cli_main.main, ["queue", "--sort", "age"])
+    assert result.exit_code == 2 and "position" in result.output

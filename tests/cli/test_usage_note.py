@@ -35,8 +35,8 @@ def test_usage_note(usage: dict[str, Any] | None, note: str) -> None:
 
 def test_the_queue_row_carries_the_note_after_where_it_runs() -> None:
     usage = {"gpu_util_pct": 1, "idle": True, "idle_since": 0.0}
-    assert queue_row(_entry(usage), {"n1": "gpu-1"}, now=3600.0)[-1] == "gpu-1: 1 device (IDLE 1h00m, 1% util)"
-    assert queue_row(_entry(None), {"n1": "gpu-1"}, now=3600.0)[-1] == "gpu-1: 1 device"
+    assert queue_row(_entry(usage), {"n1": "gpu-1"}, now=3600.0)[-2] == "gpu-1: 1 device (IDLE 1h00m, 1% util)"
+    assert queue_row(_entry(None), {"n1": "gpu-1"}, now=3600.0)[-2] == "gpu-1: 1 device"
 
 
 @pytest.mark.parametrize(("slots", "expected"), [

@@ -49,8 +49,8 @@ def test_an_idle_entry_is_shown_counted_and_flagged(seed: DevCluster, tmp_path: 
         listed = {e.id: e for e in Entries.from_json(body).entries}
         lazy_usage = listed[lazy["id"]].usage
         assert isinstance(lazy_usage, Usage) and lazy_usage.idle_gpus == 1
-        assert "IDLE" in queue_row(listed[lazy["id"]], {}, time.time())[-1]
-        assert "IDLE" not in queue_row(listed[busy["id"]], {}, time.time())[-1]
+        assert "IDLE" in queue_row(listed[lazy["id"]], {}, time.time())[-2]
+        assert "IDLE" not in queue_row(listed[busy["id"]], {}, time.time())[-2]
         requests.delete(f"{runtime.address}/v1/jobs/{lazy['id']}", headers={"X-Nomad-Gpu-Client": "test"},
                         timeout=5)
         wait_for(lambda: idle_metric() == 0.0, 20, "the idle count to drop once the lazy entry ends")

@@ -8,6 +8,7 @@ the service believes.
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service, sp
 
 from nomad_gpu.nomad.client import NomadUnavailable
 from nomad_gpu.nomad.decode import AllocInfo
+from nomad_gpu.service.runtimes import RuntimeDefaults
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, SqliteStore
 
@@ -485,10 +487,14 @@ def test_etas_follow_the_runtime_estimates(clock: Clock, ex: ManualExecutor) -> 
     ex.run_all()
     svc.on_alloc(alloc(store.get(run.id).nomad_job_id, "running"))
     (a,) = svc.submit({**spec("a"), "runtime": 60})
-    (b,) = svc.submit(spec("b"))  # no estimate: it starts when a ends, then nothing after it is known
+    (b,) = svc.submit(spec("b"))  # no runtime: it starts when a ends, and runs the batch template's default
     (c,) = svc.submit(spec("c"))
     etas = svc.etas()
-    assert etas == {a.id: clock.now + 600, b.id: clock.now + 660, c.id: None}
+    assert etas == {run.id: (clock.now + 600, "runtime"), a.id: (clock.now + 600, "runtime"),
+                    b.id: (clock.now + 660, "runtime"),
+                    c.id: (clock.now + 660 + 3600, "estimate from template batch default")}
+    svc.settings = replace(svc.settings, runtime_defaults=RuntimeDefaults(templates={}))
+    assert svc.etas()[c.id] == (None, "")  # without a default nothing after b is known
 
 
 def test_each_committed_admission_observes_its_wait_and_a_rolled_back_one_none(

@@ -108,12 +108,35 @@ function nodeName(id) {
 
 function isLive(entry) { return entry.state === "admitted" || entry.state === "running"; }
 
-// A running entry's end, from the spec's `runtime` estimate (seconds) counted from its admission.
+// What an ETA rests on when it is not the specs' own `runtime`: "estimate from class training default".
+function estimateOf(entry) {
+  const basis = typeof entry.eta_basis === "string" ? entry.eta_basis : "";
+  return basis.startsWith("estimate") ? basis : "";
+}
+
+// A running entry's end: the service's (from `runtime`, or the operator's default for its class or
+// template, said as an estimate), else the spec's `runtime` counted from its admission.
 function endsIn(entry, now) {
+  if (typeof entry.eta === "number") {
+    const left = entry.eta - now, est = estimateOf(entry);
+    const text = left > 0 ? `ends in ${duration(left)}` : "over its estimate";
+    return est ? `~${text} (${est})` : text;
+  }
   const runtime = Number(entry.spec && entry.spec.runtime);
   if (!runtime || !entry.admitted_at) return "";
   const left = entry.admitted_at + runtime - now;
   return left > 0 ? `ends in ${duration(left)}` : `over its ${duration(runtime)} estimate`;
+}
+
+// A queued entry's start: "in 12m", "~in 2h (estimate from class training default)", "unknown".
+function startsIn(entry, now) {
+  if (entry.held) return "held";
+  if (typeof entry.eta !== "number") {
+    return entry.eta === undefined || entry.eta === null ? "unknown" : String(entry.eta);
+  }
+  const left = entry.eta - now, est = estimateOf(entry);
+  const text = left < 1 ? "now" : `in ${duration(left)}`;
+  return est ? `~${text} (${est})` : text;
 }
 
 // ---- queue -------------------------------------------------------------------------------------
@@ -175,10 +198,13 @@ function renderQueue() {
         where.push(el("div", { class: "usage" }, parts.join(" · "), u.idle ? el("strong", {}, " · idle") : null));
       }
     } else {
-      where = [el("span", { class: "reason" }, e.reason || "waiting for the next cycle")];
+      // the service gives every waiting entry its reason (throttled, after:, held, not decided yet)
+      where = [el("span", { class: "reason" }, e.reason || "not decided yet")];
     }
-    const eta = isLive(e) ? endsIn(e, now) : e.eta !== undefined && e.eta !== null ? (typeof e.eta === "number"
-      ? `in ${duration(e.eta - now)}` : String(e.eta)) : "unknown";
+    const eta = isLive(e) ? endsIn(e, now) : startsIn(e, now);
+    // the place in the order the scheduler decides in; "–" for one it does not consider (held, after:,
+    // beyond its sweep's max_parallel)
+    const position = e.state === "queued" ? (typeof e.position === "number" ? String(e.position) : "–") : "";
     return el("tr", { dataset: { entry: e.id, state: e.state } },
       el("td", { "data-label": "Job" }, el("div", {}, el("button", { type: "button", class: "open",
         "aria-label": `${e.name} (${e.id}): details`, onclick: () => openJob(e.id) }, e.name)),
@@ -188,6 +214,7 @@ function renderQueue() {
         // queued, but no node of the fleet could ever run it (the service's wait reason says why)
         e.state === "queued" && String(e.reason || "").startsWith("unschedulable:")
           ? el("span", { class: "badge never" }, "unschedulable") : null),
+      el("td", { "data-label": "Position", class: "num pos" }, position),
       el("td", { "data-label": "Priority", class: "num" }, e.priority),
       el("td", { "data-label": "Request" }, requestOf(e)),
       el("td", { "data-label": "Waited", class: "num" }, duration(waited)),
