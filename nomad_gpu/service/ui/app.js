@@ -139,6 +139,12 @@ function startsIn(entry, now) {
   return est ? `~${text} (${est})` : text;
 }
 
+// An ETA's time kept on one line, what an estimate rests on free to wrap under it (a phone is narrow).
+function etaParts(text) {
+  const m = /^(.*?) (\(estimate .*\))$/.exec(text);
+  return m ? [el("span", { class: "when" }, m[1]), " ", el("span", { class: "basis" }, m[2])] : [text];
+}
+
 // ---- queue -------------------------------------------------------------------------------------
 function fillSelect(select, values, keep) {
   const current = select.value;
@@ -219,7 +225,7 @@ function renderQueue() {
       el("td", { "data-label": "Request" }, requestOf(e)),
       el("td", { "data-label": "Waited", class: "num" }, duration(waited)),
       el("td", { "data-label": "Why / where", class: "why" }, where),
-      el("td", { "data-label": "ETA", class: "eta" }, eta));
+      el("td", { "data-label": "ETA", class: "eta" }, ...etaParts(eta)));
   });
   redraw($("queue-rows"), rows);
   $("queue-empty").hidden = rows.length > 0;
@@ -237,6 +243,11 @@ const ACTIONS = { queued: ["hold", "release", "cancel"], admitted: ["requeue", "
 
 function openJob(id) {
   view.job = { id, hcl: null };
+  // nothing of the job shown before may stand for this one while its own answers are on the way
+  $("job-h").textContent = `Job ${id}`;
+  for (const part of ["job-facts", "job-actions"]) redraw($(part), []);
+  $("job-hcl").textContent = "…";
+  $("job-log").textContent = "…";
   $("job").hidden = false;
   refreshJob().then(() => $("job-h").focus && $("job").scrollIntoView({ block: "nearest" }));
 }
@@ -267,6 +278,7 @@ async function refreshJob() {
     sent ? api(`${path}/allocations`).catch(() => null) : null,
     sent && view.job.hcl === null ? api(`${path}/hcl`).catch((err) => ({ hcl: `(not read: ${err.message})` })) : null,
     sent ? api(`${path}/logs?type=stdout`, "GET", true).catch((err) => `(not read: ${err.message})`) : null]);
+  if (!view.job || view.job.id !== id) return;  // closed, or another job opened, while these were read
   if (hcl) view.job.hcl = hcl.hcl;
   const now = Date.now() / 1000;
   const facts = [["Job", `${e.name} (${e.id})`], ["Team", e.team], ["State", e.state + (e.held ? ", held" : "")],
