@@ -68,7 +68,8 @@ class ServiceRuntime:
         self._api = ApiServer(create_app(self.scheduler, access=self.access, nomad_address=self.settings.nomad.address,
                                          history=self.history, usage=self.usage, nomad=self.client,
                                          templates=self.actuator.renderer.template_names()), self.listen,
-                              hosts=self.access.hosts, limits=self.access.http)
+                              hosts=self.access.hosts, limits=self.access.http,
+                              tokens=tuple(self.access.tokens))
         self._api.bind()  # a port in use or a bad TLS key fails here, before anything runs
         self.scheduler.start()
         self.watcher.start()
