@@ -100,7 +100,7 @@ class ApiServer:
         plan = self.plan
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
                                 ssl_certfile=plan.tls_cert, ssl_keyfile=plan.tls_key,
-                                http=limited_protocol(self.limits, connection_cap(self.limits)),
+                                http=limited_protocol(self.limits, connection_cap(self.limits), self.tokens),
                                 timeout_keep_alive=keep_alive_seconds(self.limits), backlog=accept_backlog())
         try:
             config.load()  # builds the TLS context now: a bad certificate or key is an error here

@@ -7,11 +7,15 @@ Waits here poll for an outcome up to a generous bound; nothing asserts how long 
 from __future__ import annotations
 
 import select
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 import requests
@@ -33,10 +37,11 @@ HANGUP = select.POLLHUP | select.POLLERR | getattr(select, "POLLRDHUP", 0)
 
 
 @contextmanager
-def serving(limits: HttpLimits, token: str | None = None) -> Iterator[int]:
+def serving(limits: HttpLimits, token: str | None = None, tls: tuple[str, str] | None = None) -> Iterator[int]:
     service = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())
-    server = ApiServer(create_app(service, token=token), plan_listen("http://127.0.0.1:0", token_required=False),
-                       limits=limits, tokens=(token,) if token else ())
+    plan = plan_listen(f"{'https' if tls else 'http'}://127.0.0.1:0", token_required=False,
+                       tls_cert=tls[0] if tls else None, tls_key=tls[1] if tls else None)
+    server = ApiServer(create_app(service, token=token), plan, limits=limits, tokens=(token,) if token else ())
     address = server.serve()
     try:
         yield int(address.rsplit(":", 1)[1])
@@ -151,6 +156,26 @@ def test_a_connection_that_never_reads_its_answers_is_closed() -> None:
     assert got is not None and got.count(b"HTTP/1.1 200") < 200
 
 
+@pytest.fixture
+def certificate(tmp_path: Path) -> tuple[str, str]:
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a test certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+                    "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "1", "-subj", "/CN=127.0.0.1",
+                    "-addext", "subjectAltName=IP:127.0.0.1"], check=True, capture_output=True, timeout=30)
+    return str(cert), str(key)
+
+
+def test_a_tls_connection_that_never_reads_its_answers_is_closed(certificate: tuple[str, str]) -> None:
+    """The same over TLS, whose transport buffers and pauses on its own terms."""
+    with serving(HttpLimits(write_timeout_s=1.0, max_pipelined=1000), tls=certificate) as port:
+        context = ssl.create_default_context(cafile=certificate[0])
+        with context.wrap_socket(socket.create_connection(("127.0.0.1", port)), server_hostname="127.0.0.1") as s:
+            s.sendall(APP_JS * 200)
+            assert hung_up(s, within_s=20)
+
+
 def test_requests_sent_ahead_past_max_pipelined_are_not_answered() -> None:
     """20 requests in one send with max_pipelined 4: four answers, the last saying ``connection: close``,
     then the connection closes (the client sends the rest again, RFC 9112 9.3.2). Before: 20 answers."""
@@ -166,7 +191,7 @@ def test_requests_sent_ahead_past_max_pipelined_are_not_answered() -> None:
 def read_answers(sock: socket.socket, count: int) -> list[bytes]:
     """``count`` whole answers (head and body, by their ``content-length``)."""
     sock.settimeout(5)
-    buffer, answers = b"", []
+    buffer, answers = b"", list[bytes]()
     while len(answers) < count:
         head, sep, rest = buffer.partition(b"\r\n\r\n")
         length = next((int(line.split(b":")[1]) for line in head.lower().split(b"\r\n")
