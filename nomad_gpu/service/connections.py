@@ -322,17 +322,7 @@ class LimitedH11Protocol(H11Protocol):
         sock = self.transport.get_extra_info("socket")
         if self.scheme != "http" or sock is None:
             return Trust.FRESH
-        try:
-            raw = socket.socket(fileno=sock.fileno())  # the same descriptor, detached again below: not closed
-        except OSError:
-            return Trust.FRESH
-        try:
-            waiting = raw.recv(PEEK_BYTES, socket.MSG_PEEK | socket.MSG_DONTWAIT)
-        except OSError:
-            return Trust.FRESH
-        finally:
-            raw.detach()
-        fields = head_fields(waiting)
+        fields = head_fields(waiting_bytes(sock.fileno()))
         return Trust.FRESH if fields is None else trust_of(fields, self.DIGESTS)
 
     def _give_way(self) -> None:
@@ -343,6 +333,21 @@ class LimitedH11Protocol(H11Protocol):
             self._reset()
         else:
             self.transport.close()
+
+
+def waiting_bytes(fd: int, size: int = PEEK_BYTES) -> bytes:
+    """Up to ``size`` bytes waiting in socket ``fd``, left there (MSG_PEEK); b"" when none or on any error.
+    (asyncio's transport socket has no ``recv``: a socket object on the same descriptor, detached unclosed.)"""
+    try:
+        raw = socket.socket(fileno=fd)
+    except OSError:
+        return b""
+    try:
+        return raw.recv(size, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+    except OSError:
+        return b""
+    finally:
+        raw.detach()
 
 
 def _closing(send: Send) -> Send:

@@ -1,10 +1,13 @@
-"""Which connection gives way at the cap, and whose requests may use the reserve (pure; the socket tests that
-wire it are in test_unread_answers.py)."""
+"""Which connection gives way at the cap, and whose requests may use the reserve (pure, and one socket pair for
+the peek at a new connection's head; the server tests that wire them are in test_unread_answers.py)."""
 
 from __future__ import annotations
 
+import socket
+
 import pytest
 
+from nomad_gpu.service.connections import waiting_bytes
 from nomad_gpu.service.connroom import (
     UNTRUSTED_ONLY,
     Standing,
@@ -62,6 +65,16 @@ def test_whose_place_a_newcomer_may_take(newcomer: Trust, expected: str | None) 
     assert pick_eviction(standings.items(), room_for(newcomer)) == expected
     standings["fresh"] = Standing(Trust.FRESH, waiting_since=9.0)
     assert pick_eviction(standings.items(), room_for(newcomer)) == "fresh"
+
+
+def test_the_bytes_waiting_in_a_socket_are_seen_and_left_there() -> None:
+    ours, theirs = socket.socketpair()
+    with ours, theirs:
+        assert waiting_bytes(ours.fileno()) == b""
+        theirs.sendall(b"GET / HTTP/1.1\r\n\r\n")
+        assert waiting_bytes(ours.fileno()) == waiting_bytes(ours.fileno(), 64) == b"GET / HTTP/1.1\r\n\r\n"
+        assert waiting_bytes(ours.fileno(), 3) == b"GET"
+        assert ours.recv(64) == b"GET / HTTP/1.1\r\n\r\n"  # still there, and the descriptor still open
 
 
 @pytest.mark.parametrize("data, fields", [
