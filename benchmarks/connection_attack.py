@@ -142,6 +142,7 @@ def main() -> None:
         "reconnect": args.reconnect, "succeeded": f"{len(ok)} of {len(results)}",
         "statuses": [status for status, _, _ in results],
         "latency_s": {"median": round(statistics.median(ok), 3), "max": round(max(ok), 3)} if ok else None,
+        "each_s": [round(t, 3) for _, t, _ in results],
         "attack_open_at_each_request": [n for _, _, n in results],
         "attack_opened": attack.opened, "attack_refused_at_connect": attack.refused,
         "attack_closed_by_server": attack.closed_by_server,

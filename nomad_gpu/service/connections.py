@@ -172,6 +172,10 @@ class LimitedH11Protocol(H11Protocol):
         transport.set_write_buffer_limits(high=1, low=0)
         self.trust = self._peeked_trust()
         if self._open_count() > self.CAP and not self._make_room(room_for(self.trust)):
+            sock = transport.get_extra_info("socket")
+            if sock is not None and self.scheme == "http":
+                # a close with unread bytes is a reset, which the client may see before the answer
+                waiting_bytes(sock.fileno(), PEEK_BYTES, peek=False)
             transport.write(_FULL)
             transport.close()
             return
@@ -335,15 +339,15 @@ class LimitedH11Protocol(H11Protocol):
             self.transport.close()
 
 
-def waiting_bytes(fd: int, size: int = PEEK_BYTES) -> bytes:
-    """Up to ``size`` bytes waiting in socket ``fd``, left there (MSG_PEEK); b"" when none or on any error.
-    (asyncio's transport socket has no ``recv``: a socket object on the same descriptor, detached unclosed.)"""
+def waiting_bytes(fd: int, size: int = PEEK_BYTES, *, peek: bool = True) -> bytes:
+    """Up to ``size`` bytes waiting in socket ``fd``, left there (``peek``) or taken; b"" when none or on any
+    error. (asyncio's transport socket has no ``recv``: a socket object on the same descriptor, detached.)"""
     try:
         raw = socket.socket(fileno=fd)
     except OSError:
         return b""
     try:
-        return raw.recv(size, socket.MSG_PEEK | socket.MSG_DONTWAIT)
+        return raw.recv(size, (socket.MSG_PEEK if peek else 0) | socket.MSG_DONTWAIT)
     except OSError:
         return b""
     finally:

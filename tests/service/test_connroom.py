@@ -75,6 +75,9 @@ def test_the_bytes_waiting_in_a_socket_are_seen_and_left_there() -> None:
         assert waiting_bytes(ours.fileno()) == waiting_bytes(ours.fileno(), 64) == b"GET / HTTP/1.1\r\n\r\n"
         assert waiting_bytes(ours.fileno(), 3) == b"GET"
         assert ours.recv(64) == b"GET / HTTP/1.1\r\n\r\n"  # still there, and the descriptor still open
+        theirs.sendall(b"abc")
+        assert waiting_bytes(ours.fileno(), peek=False) == b"abc"
+        assert waiting_bytes(ours.fileno()) == b""  # taken
 
 
 @pytest.mark.parametrize("data, fields", [
