@@ -2,20 +2,23 @@
 
 Starts the service's API in a subprocess (no Nomad: nothing is admitted), opens ``--connections`` sockets
 that each send ``--pipelined`` ``GET /ui/app.js`` at once and never read a byte, then sends ``--requests``
-legitimate ``GET /v1/status``, one a second, and prints each one's status and time, and what happened to
-the attack's sockets. ``--legit token``: the service has an admin token and the requests carry it;
-``--legit client``: the service has no token and the requests carry ``X-Nomad-Gpu-Client``; ``--legit plain``:
-no token, no header (a page load). ``--reconnect`` opens a socket again as soon as the server closes one,
-so the attack never lets up.
+legitimate ``GET /v1/status``, one a second, and prints each one's status and time, the file descriptors the
+service holds (idle, at most, and at each request) and when they were back to idle. (The attacker cannot
+tell: a socket the service closed behind answers it never read looks open to it.) ``--legit token``: the
+service has an admin token and the requests carry it; ``--legit client``: the service has no token and the
+requests carry ``X-Nomad-Gpu-Client``; ``--legit plain``: no token, no header (a page load). ``--reconnect``
+opens a socket again as soon as the server closes one, so the attack never lets up; ``--wait-released`` waits
+after the requests until the service's descriptors are back to idle (2 minutes at most).
 
     python benchmarks/connection_attack.py [--cap 100] [--connections 1000] [--pipelined 200]
-        [--requests 8] [--legit token|client|plain] [--reconnect]
+        [--requests 8] [--legit token|client|plain] [--reconnect] [--wait-released]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import select
 import socket
@@ -62,7 +65,7 @@ class Attack:
     def __init__(self, port: int, connections: int, pipelined: int, reconnect: bool) -> None:
         self.port, self.connections, self.burst, self.reconnect = port, connections, APP_JS * pipelined, reconnect
         self.opened = self.refused = self.closed_by_server = 0
-        self.open_now = 0
+        self.began = time.monotonic()
         self.stop = threading.Event()
         self.thread = threading.Thread(target=self.run, daemon=True)
 
@@ -93,9 +96,20 @@ class Attack:
                 poller.unregister(fd)
                 socks.pop(fd).close()
                 self.closed_by_server += 1
-            self.open_now = len(socks)
         for s in socks.values():
             s.close()
+
+
+def descriptors(pid: int) -> int:
+    """File descriptors the service holds (its sockets; a socket it closed with unread data still queued is
+    the kernel's to finish, not the service's)."""
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def sample(pid: int, into: list[tuple[float, int]], stop: threading.Event) -> None:
+    while not stop.is_set():
+        into.append((time.monotonic(), descriptors(pid)))
+        time.sleep(0.1)
 
 
 def main() -> None:
@@ -106,6 +120,8 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=8)
     parser.add_argument("--legit", choices=["token", "client", "plain"], default="token")
     parser.add_argument("--reconnect", action="store_true")
+    parser.add_argument("--wait-released", action="store_true",
+                        help="after the requests, wait (2 min at most) until the service holds no attack socket")
     args = parser.parse_args()
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (min(hard, max(soft, 4 * args.connections + 256)), hard))
@@ -116,7 +132,11 @@ def main() -> None:
     try:
         assert server.stdout is not None
         address = server.stdout.readline().strip()
+        idle = descriptors(server.pid)
         attack = Attack(int(address.rsplit(":", 1)[1]), args.connections, args.pipelined, args.reconnect)
+        samples: list[tuple[float, int]] = []
+        sampler = threading.Thread(target=sample, args=(server.pid, samples, attack.stop), daemon=True)
+        sampler.start()
         attack.thread.start()
         while attack.opened + attack.refused < args.connections:
             time.sleep(0.1)
@@ -129,8 +149,10 @@ def main() -> None:
                                                  timeout=30).status_code
             except requests.RequestException as exc:
                 status = f"{type(exc).__name__}: {exc}"[:120]
-            results.append((status, time.monotonic() - start, attack.open_now))
+            results.append((status, time.monotonic() - start, descriptors(server.pid)))
             time.sleep(max(0.0, 1.0 - (time.monotonic() - start)))
+        while args.wait_released and descriptors(server.pid) > idle + 5 and time.monotonic() - attack.began < 120:
+            time.sleep(0.1)
         attack.stop.set()
         attack.thread.join(10)
     finally:
@@ -143,9 +165,11 @@ def main() -> None:
         "statuses": [status for status, _, _ in results],
         "latency_s": {"median": round(statistics.median(ok), 3), "max": round(max(ok), 3)} if ok else None,
         "each_s": [round(t, 3) for _, t, _ in results],
-        "attack_open_at_each_request": [n for _, _, n in results],
+        "service_descriptors": {"idle": idle, "at_each_request": [n for _, _, n in results]},
         "attack_opened": attack.opened, "attack_refused_at_connect": attack.refused,
         "attack_closed_by_server": attack.closed_by_server,
+        "service_descriptors_most": max(n for _, n in samples),
+        "back_to_idle_after_s": next((round(t - attack.began, 1) for t, n in reversed(samples) if n > idle + 5), None),
     }))
 
 
