@@ -28,8 +28,9 @@ So, also:
   them again). Bytes still in the kernel (reading is paused during an answer) are not seen, and do not count;
 * a reserve: untrusted requests (:mod:`nomad_gpu.service.connroom`) may hold at most ``cap - reserve``
   connections; past it, one of theirs that may give way is closed, or the request is answered 503 and its
-  connection closed. A connection is judged by its latest request head, so one that has not sent a head yet
-  is let in (at the cap, by closing another).
+  connection closed. A connection is judged by its latest request head, a new one first by the head already
+  waiting in its socket (peeked at, left for the transport), so one that has sent no head yet is let in (at
+  the cap, by closing another) and a trusted one in a burst of new connections is not the one closed.
 
 The deadlines run on the event loop's monotonic clock.
 """
