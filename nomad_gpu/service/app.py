@@ -71,7 +71,8 @@ class ServiceRuntime:
                                          history=self.history, usage=self.usage, nomad=self.client,
                                          templates=self.actuator.renderer.template_names(),
                                          namespace_pools=NamespacePools(self.client.namespace)), self.listen,
-                              hosts=self.access.hosts, limits=self.access.http)
+                              hosts=self.access.hosts, limits=self.access.http,
+                              tokens=tuple(self.access.tokens))
         self._api.bind()  # a port in use or a bad TLS key fails here, before anything runs
         self.scheduler.start()
         self.watcher.start()

@@ -4,6 +4,7 @@ transaction). Read from the config's ``api.http`` and ``api.team_limits``, with 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,16 +25,40 @@ class HttpLimits:
     """An idle connection after an answer is closed after this long without a byte."""
     max_connections: int = 1000
     """Open connections at most (fewer when the file-descriptor limit is lower: half of what it leaves)."""
+    write_timeout_s: float = 10.0
+    """An answer the client does not read (the kernel takes none of what is left of it) for this long closes
+    the connection."""
+    max_pipelined: int = 8
+    """Requests one connection may send ahead of their answers: past it the connection is closed after the
+    answer to the last one allowed (the client resends the rest on a new connection, RFC 9112 9.3.2)."""
+    reserved_connections: int | None = None
+    """Connections kept for requests with a valid token (or, with no token configured, ``X-Nomad-Gpu-Client``)
+    when the others fill the cap; None: 10 % of ``max_connections``."""
+
+    @property
+    def reserved(self) -> int:
+        """``reserved_connections``, or its default."""
+        return self.max_connections // 10 if self.reserved_connections is None else self.reserved_connections
 
 
 def http_limits_from_mapping(raw: Any, where: str = "api: http") -> HttpLimits:
-    """``api: {http: {head_timeout_s, body_timeout_s, keep_alive_s, max_connections}}``."""
-    values = read_numbers(raw, HttpLimits(), where, lambda v: isinstance(v, int | float) and 0 < v <= 86400,
+    """``api: {http: {head_timeout_s, body_timeout_s, keep_alive_s, max_connections, write_timeout_s,
+    max_pipelined, reserved_connections}}``."""
+    reserved = raw.get("reserved_connections") if isinstance(raw, Mapping) else None
+    numbers = {k: v for k, v in raw.items() if k != "reserved_connections"} if isinstance(raw, Mapping) else raw
+    values = read_numbers(numbers, HttpLimits(reserved_connections=1), where,  # read apart below
+                          lambda v: isinstance(v, int | float) and 0 < v <= 86400,
                           "must be a number above 0 (and at most 86400)")
     if values["keep_alive_s"] > values["head_timeout_s"]:
         raise InvalidRequest(f"{where}: keep_alive_s must not exceed head_timeout_s")
-    return HttpLimits(float(values["head_timeout_s"]), float(values["body_timeout_s"]), float(values["keep_alive_s"]),
-                      max(1, int(values["max_connections"])))
+    most = max(1, int(values["max_connections"]))
+    if reserved is not None and (isinstance(reserved, bool) or not isinstance(reserved, int)
+                                 or not 0 <= reserved < most):
+        raise InvalidRequest(f"{where}: reserved_connections: must be a whole number from 0 to max_connections - 1")
+    return HttpLimits(head_timeout_s=float(values["head_timeout_s"]), body_timeout_s=float(values["body_timeout_s"]),
+                      keep_alive_s=float(values["keep_alive_s"]), max_connections=most,
+                      write_timeout_s=float(values["write_timeout_s"]),
+                      max_pipelined=max(1, int(values["max_pipelined"])), reserved_connections=reserved)
 
 
 @dataclass(frozen=True)

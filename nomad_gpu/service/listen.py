@@ -14,6 +14,7 @@ import socket
 import ssl
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass
 from urllib.parse import urlparse
 
@@ -79,12 +80,14 @@ class ApiServer:
     """Uvicorn in a thread on a socket bound here (so port 0 works and start-up errors surface here)."""
 
     def __init__(self, app: ASGIApp, plan: ListenPlan, *, hosts: frozenset[str] = frozenset(),
-                 limits: HttpLimits | None = None) -> None:
+                 limits: HttpLimits | None = None, tokens: Collection[str] = ()) -> None:
         """``hosts``: names besides loopback (and the listen address) that requests may name in ``Host``;
-        ``limits``: connection deadlines and cap (:mod:`nomad_gpu.service.connections`)."""
+        ``limits``: connection deadlines and cap (:mod:`nomad_gpu.service.connections`); ``tokens``: the
+        API's tokens, whose requests may use the connections kept in reserve."""
         self.app = BrowserGuard(app, served_hosts(plan.host, hosts))
         self.plan = plan
         self.limits = limits or HttpLimits()
+        self.tokens = tuple(tokens)
         if plan.host.lower() in WILDCARDS and not hosts:
             logger.warning("listening on %s with no api.hosts: only requests to a loopback name are answered; "
                            "list the names clients use in api.hosts", plan.host)
@@ -97,7 +100,7 @@ class ApiServer:
         plan = self.plan
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
                                 ssl_certfile=plan.tls_cert, ssl_keyfile=plan.tls_key,
-                                http=limited_protocol(self.limits, connection_cap(self.limits)),
+                                http=limited_protocol(self.limits, connection_cap(self.limits), self.tokens),
                                 timeout_keep_alive=keep_alive_seconds(self.limits), backlog=accept_backlog())
         try:
             config.load()  # builds the TLS context now: a bad certificate or key is an error here
