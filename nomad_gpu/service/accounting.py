@@ -133,20 +133,24 @@ def usage_rows(entries: Iterable[QueueEntry], window: Window, now: float, by: st
 
 
 def parse_since(text: str, now: float) -> float:
-    """`30d`, `12h`, `90m`, `3600` (seconds) before ``now``, or an epoch time; ValueError otherwise."""
+    """`30d`, `12h`, `90m`, `3600` (seconds) before ``now``, or an epoch time; ValueError otherwise, and for
+    a time that is no time (nan, inf, past a float's range), a negative one, or one after ``now``."""
     raw = text.strip().lower()
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
     try:
         if raw and raw[-1] in units:
-            ago = float(raw[:-1]) * units[raw[-1]]
+            number, epoch = float(raw[:-1]) * units[raw[-1]], False
         else:
-            value = float(raw)
-            return value if value > 1e9 else now - value  # an epoch time, or seconds ago
+            number = float(raw)
+            epoch = number > 1e9  # an epoch time, or seconds ago
     except ValueError:
         raise ValueError(f"since must be like 30d, 12h, 90m or seconds, not {text!r}") from None
-    if not math.isfinite(ago) or ago < 0:
-        raise ValueError(f"since must be a positive duration, not {text!r}")
-    return now - ago
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"since must be a finite time that is not negative, not {text!r}")
+    since = number if epoch else now - number
+    if since > now:
+        raise ValueError(f"since ({since:.0f}) is after until ({now:.0f}): ask for a time in the past")
+    return since
 
 
 __all__ = ["GROUPINGS", "Window", "held_intervals", "key_of", "parse_since", "usage_rows"]

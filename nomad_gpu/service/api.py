@@ -49,7 +49,7 @@ from nomad_gpu.render.loading import MAX_SPEC_BYTES, decode_spec
 from nomad_gpu.service.access import Caller, TokenGate, caller_of, metrics_view, status_view
 from nomad_gpu.service.entryroutes import entry_routes
 from nomad_gpu.service.history import History
-from nomad_gpu.service.httpkit import error, read_body, status_of, visible_entry
+from nomad_gpu.service.httpkit import Contained, error, read_body, status_of, visible_entry
 from nomad_gpu.service.jobdetail import NomadReads
 from nomad_gpu.service.listroutes import list_routes
 from nomad_gpu.service.openapi import document
@@ -249,7 +249,7 @@ def create_app(service: SchedulerService, token: str | None = None,
         *ui_routes(),
     ]
     handlers = {NomadGpuError: refused, 404: not_found, 405: bad_method, Exception: crashed}
-    return Starlette(routes=routes, middleware=[Middleware(TokenGate, access=rules)],
+    return Starlette(routes=routes, middleware=[Middleware(Contained), Middleware(TokenGate, access=rules)],
                      exception_handlers=handlers)
 
 
