@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import replace
 from typing import Any
 
@@ -86,7 +86,8 @@ def create_app(service: SchedulerService, token: str | None = None,
     job templates a spec may name (checked at submit when given).
     """
     rules = (access or AccessSettings()).with_admin(token)
-    quota = TeamQuota(rules.team_limits.max_entries, rules.team_limits.max_stored_bytes)
+    limits = rules.team_limits
+    quota = TeamQuota(limits.max_entries, limits.max_stored_bytes, limits.max_kept_entries, limits.max_kept_bytes)
     past = history or History()
 
     def entry_payload(e: QueueEntry) -> Entry:
@@ -181,10 +182,8 @@ def create_app(service: SchedulerService, token: str | None = None,
     async def status(request: Request) -> Response:
         caller = caller_of(request.scope)
 
-        def read() -> Response:
-            raw = service.status()
-            holds = raw.get("holds")
-            teams = {} if caller.admin or not isinstance(holds, Mapping) else _teams_of(service, holds)
+        def read() -> Response:  # from memory: never waits long for the scheduler, never reads the store
+            raw, teams = service.status_and_owners()
             out = Status.from_json(status_view(raw, caller, teams))
             return answer(replace(out, nomad_address=nomad_address) if nomad_address else out)
 
@@ -358,13 +357,3 @@ def check_sweep_size(spec: SweepSpec) -> None:
         raise TooLarge(f"the sweep would store {spec.sweep.trial_count} copies of its {one}-byte spec "
                             f"({total >> 20} MiB), more than {MAX_SWEEP_STORED_BYTES >> 20} MiB: use fewer trials "
                             "or a smaller spec")
-
-
-def _teams_of(service: SchedulerService, entry_ids: Mapping[str, Any]) -> dict[str, str]:
-    teams: dict[str, str] = {}
-    for entry_id in entry_ids:
-        try:
-            teams[entry_id] = service.store.get(entry_id).team
-        except UnknownEntry:
-            continue
-    return teams

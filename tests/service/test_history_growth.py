@@ -1,0 +1,156 @@
+"""Cancelled sweeps must not slow every team (issue 31, item 4): ten rounds of a 10,000-trial sweep
+submitted and cancelled took another team's `GET /v1/sweeps` from 0.009 s to 20.95 s and `GET /v1/usage`
+to 11.8 s (both decoded every team's entries before filtering), and the admin's `/v1/status` waited up
+to 18.2 s behind them. Counted here, not timed: the entry rows a request decodes (the store's `_row`) and
+the SQLite virtual-machine steps it runs (a progress handler), before and after another team's history
+grows by thousands of finished trials."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service
+from starlette.testclient import TestClient
+
+from nomad_gpu.domain.ids import EntryId, NodeId
+from nomad_gpu.service.api import create_app
+from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.settings import AccessSettings
+from nomad_gpu.store import SqliteStore
+
+ADMIN, VISION, NLP = "admin-t", "vision-t", "nlp-t"
+ACCESS = AccessSettings(tokens={VISION: "vision", NLP: "nlp"})
+OTHER_TRIALS = 2500
+
+
+class Reads:
+    """What the store does for one request: entry rows decoded and SQLite VM steps (in hundreds)."""
+
+    def __init__(self, store: SqliteStore) -> None:
+        self.rows = 0
+        self.steps = 0
+        real = store._row
+
+        def counted(r: Any) -> Any:
+            self.rows += 1
+            return real(r)
+
+        store._row = counted  # type: ignore[method-assign]
+        store._db.set_progress_handler(self._tick, 100)
+
+    def _tick(self) -> int:
+        self.steps += 1
+        return 0
+
+    def reset(self) -> None:
+        self.rows = self.steps = 0
+
+
+def sweep(name: str, team: str, n: int) -> dict[str, object]:
+    return {"kind": "sweep", "name": name, "team": team, "task": {"image": "b"}, "gpu": {"count": 1},
+            "sweep": {"parameters": {"lr": [0.001 * (i + 1) for i in range(n)]}}}
+
+
+@pytest.fixture
+def svc() -> tuple[SchedulerService, Clock, ManualExecutor]:
+    clock, ex = Clock(), ManualExecutor()
+    s = service(SqliteStore(), FakeNomad(), clock, ex)
+    s.on_resync([gpu_node("n1", 2)], [])
+    return s, clock, ex
+
+
+def read(client: TestClient, path: str, token: str) -> dict[str, Any]:
+    r = client.get(path, headers={"Authorization": f"Bearer {token}"})
+    assert r.status_code == 200, r.text
+    body: dict[str, Any] = r.json()
+    return body
+
+
+def vision_history(s: SchedulerService, clock: Clock, ex: ManualExecutor) -> None:
+    """Vision's own small past: a 3-trial sweep, two trials of which ran for an hour."""
+    trials = s.submit(sweep("mine", "vision", 3))
+    s.run_cycle()
+    ex.run_all()
+    clock.now += 3600
+    for t in trials[:2]:
+        s.on_alloc(alloc(s.store.get(t.id).nomad_job_id, "complete"))
+
+
+def test_another_team_s_history_costs_a_team_s_sweeps_and_usage_nothing(
+        svc: tuple[SchedulerService, Clock, ManualExecutor]) -> None:
+    s, clock, ex = svc
+    vision_history(s, clock, ex)
+    client = TestClient(create_app(s, ADMIN, ACCESS))
+    reads = Reads(s.store)
+    before: dict[str, tuple[Any, int]] = {}
+    for path in ("/v1/sweeps", "/v1/usage?since=1d"):
+        reads.reset()
+        before[path] = (read(client, path, VISION), reads.steps)
+    for round_ in range(2):  # nlp's history: thousands of trials submitted and cancelled
+        big = s.submit(sweep(f"big{round_}", "nlp", OTHER_TRIALS))
+        s.cancel_sweep(big[0].sweep or "")
+    for path in ("/v1/sweeps", "/v1/usage?since=1d"):
+        reads.reset()
+        body = read(client, path, VISION)
+        assert body == before[path][0]  # the same answer
+        assert reads.rows == 0, f"{path} decoded {reads.rows} entries (nlp's among them)"
+        # work of the order of vision's own rows, not nlp's thousands
+        assert reads.steps <= 2 * before[path][1] + 20, (path, before[path][1], reads.steps)
+
+
+def test_usage_and_sweeps_decode_no_spec_even_for_the_admin(
+        svc: tuple[SchedulerService, Clock, ManualExecutor]) -> None:
+    s, clock, ex = svc
+    vision_history(s, clock, ex)
+    big = s.submit(sweep("big", "nlp", 200))
+    s.cancel_sweep(big[0].sweep or "")
+    client = TestClient(create_app(s, ADMIN, ACCESS))
+    reads = Reads(s.store)
+    usage = read(client, "/v1/usage?since=1d", ADMIN)
+    sweeps = read(client, "/v1/sweeps", ADMIN)
+    assert reads.rows == 0
+    assert {r["key"]: (r["jobs"], r["attempts"]) for r in usage["rows"]} == {"vision": (3, 2), "nlp": (200, 0)}
+    assert {r["team"]: (r["trials"], r["states"]) for r in sweeps["sweeps"]} == {
+        "vision": (3, {"complete": 2, "queued": 1}), "nlp": (200, {"cancelled": 200})}
+
+
+def test_status_answers_while_the_scheduler_is_busy_and_never_reads_entries(
+        svc: tuple[SchedulerService, Clock, ManualExecutor]) -> None:
+    """The admin's `/v1/status` waited behind the store's slow paths (the cycle holds the scheduler's lock
+    while it waits for the store's). It answers from what it last saw while the lock is busy, and a team's
+    view names its held entries from memory, not from the store."""
+    s, clock, ex = svc
+    queued = s.submit(sweep("mine", "vision", 4))[-1]
+    s.holds = {EntryId(queued.id): frozenset({NodeId("n1")})}
+    client = TestClient(create_app(s, ADMIN, ACCESS))
+    assert read(client, "/v1/status", ADMIN)["queued"] == 4
+    reads = Reads(s.store)
+    answers: dict[str, dict[str, Any]] = {}
+    busy, done = threading.Event(), threading.Event()
+
+    def hold_locks() -> None:
+        with s._lock, s.store._lock:  # a long cycle waiting on a long store read
+            busy.set()
+            done.wait(30)
+
+    holder = threading.Thread(target=hold_locks, daemon=True)
+    holder.start()
+    busy.wait(5)
+
+    def ask() -> None:
+        for name, token in (("admin", ADMIN), ("vision", VISION)):
+            answers[name] = read(client, "/v1/status", token)
+
+    asker = threading.Thread(target=ask, daemon=True)
+    asker.start()
+    asker.join(20)  # generous: the answer must not wait for the locks at all
+    answered = not asker.is_alive()
+    done.set()
+    holder.join(5)
+    asker.join(20)
+    assert answered, "/v1/status waited for the scheduler's or the store's lock"
+    assert answers["admin"]["queued"] == 4 and answers["admin"]["holds"] == {queued.id: ["n1"]}
+    assert answers["vision"]["holds"] == {queued.id: ["n1"]}
+    assert reads.rows == 0 and reads.steps == 0
