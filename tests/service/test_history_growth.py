@@ -7,7 +7,9 @@ grows by thousands of finished trials."""
 
 from __future__ import annotations
 
+import json
 import threading
+import urllib.request
 from typing import Any
 
 import pytest
@@ -16,6 +18,7 @@ from starlette.testclient import TestClient
 
 from nomad_gpu.domain.ids import EntryId, NodeId
 from nomad_gpu.service.api import create_app
+from nomad_gpu.service.listen import ApiServer, plan_listen
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
 from nomad_gpu.store import SqliteStore
@@ -154,3 +157,39 @@ def test_status_answers_while_the_scheduler_is_busy_and_never_reads_entries(
     assert answers["admin"]["queued"] == 4 and answers["admin"]["holds"] == {queued.id: ["n1"]}
     assert answers["vision"]["holds"] == {queued.id: ["n1"]}
     assert reads.rows == 0 and reads.steps == 0
+
+
+@pytest.mark.server
+def test_over_a_socket_another_team_s_cancelled_sweeps_cost_a_team_s_views_nothing(
+        svc: tuple[SchedulerService, Clock, ManualExecutor]) -> None:
+    """The issue's attack through the API: nlp submits and cancels sweeps; vision's list and report, over a
+    real socket, decode none of nlp's entries and do no more work than before."""
+    s, clock, ex = svc
+    vision_history(s, clock, ex)
+    server = ApiServer(create_app(s, ADMIN, ACCESS), plan_listen("http://127.0.0.1:0", token_required=False))
+    base = server.serve()
+    try:
+        def call(method: str, path: str, token: str, body: object = None) -> Any:
+            data = json.dumps(body).encode() if body is not None else None
+            req = urllib.request.Request(f"{base}{path}", data=data, method=method, headers={
+                "Authorization": f"Bearer {token}", "Content-Type": "application/json",
+                "X-Nomad-Gpu-Client": "test"})
+            with urllib.request.urlopen(req, timeout=60) as r:
+                return json.loads(r.read())
+
+        reads = Reads(s.store)
+        before = {}
+        for path in ("/v1/sweeps", "/v1/usage?since=1d"):
+            reads.reset()
+            before[path] = (call("GET", path, VISION), reads.steps)
+        for round_ in range(2):
+            body = {k: v for k, v in sweep(f"big{round_}", "nlp", OTHER_TRIALS).items() if k != "team"}
+            sweep_id = call("POST", "/v1/jobs", NLP, body)["entries"][0]["sweep"]
+            call("DELETE", f"/v1/sweeps/{sweep_id}", NLP)
+        assert len(s.store.list(team="nlp")) == 2 * OTHER_TRIALS
+        for path in ("/v1/sweeps", "/v1/usage?since=1d"):
+            reads.reset()
+            assert call("GET", path, VISION) == before[path][0]
+            assert reads.rows == 0 and reads.steps <= 2 * before[path][1] + 20, (path, reads.rows, reads.steps)
+    finally:
+        server.stop()
