@@ -5,9 +5,10 @@ round after round; what do another team's `GET /v1/sweeps` and `GET /v1/usage` a
 The dev cluster and `nomad-gpu serve` run as their own processes (the service with a database file and
 three tokens: vision, nlp, admin). Before the rounds, vision submits a few jobs. Each round nlp posts a
 sweep of `--trials` one-GPU trials and cancels it (DELETE /v1/sweeps/ID), while a thread asks the admin's
-`/v1/status` every 50 ms and records the slowest answer. After the rounds: vision's sweeps and usage and
-the admin's status (median of 5 and the slowest), the database's bytes (with its write-ahead log) and the
-service's RSS. Prints JSON.
+`/v1/status` every 50 ms and records the slowest answer (and again while the reads after the rounds run).
+After the rounds: vision's sweeps and usage and the admin's status (median of 5 and the slowest), the
+admin's sweeps and usage (3), the database's bytes (with its write-ahead log) and the service's RSS (also
+after each round). Prints JSON.
 
     python benchmarks/sweep_history.py [--rounds 10] [--trials 10000]
 """
@@ -115,18 +116,21 @@ def main() -> int:
 
         thread = threading.Thread(target=watch, daemon=True)
         thread.start()
-        rounds = []
+        rounds: list[float] = []
+        grown: list[tuple[float, float]] = []
         for r in range(args.rounds):
             started = time.perf_counter()
             _, body = client.call("POST", "/v1/jobs", NLP, sweep(r, args.trials))
             client.call("DELETE", f"/v1/sweeps/{body['entries'][0]['sweep']}", NLP)
             rounds.append(round(time.perf_counter() - started, 2))
-            print(json.dumps({"round": r, "s": rounds[-1], "db_mib": round(db_bytes(workdir) / 2**20, 2)}),
+            grown.append((round(db_bytes(workdir) / 2**20, 2), round(proc.memory_info().rss / 2**20, 1)))
+            print(json.dumps({"round": r, "s": rounds[-1], "db_mib": grown[-1][0], "rss_mib": grown[-1][1]}),
                   file=sys.stderr, flush=True)
-        stop.set()
-        thread.join(30)
-        report["round_s"] = rounds
         report["admin_status_slowest_during_s"] = round(slowest[0], 4)
+        slowest[0] = 0.0  # from here: while vision and the admin read sweeps and usage
+        report["round_s"] = rounds
+        report["round_db_mib"] = [db for db, _ in grown]
+        report["round_rss_mib"] = [rss for _, rss in grown]
         report["after"] = {"vision_sweeps": timings(client, "/v1/sweeps", VISION),
                            "vision_usage": timings(client, "/v1/usage", VISION),
                            "admin_status": timings(client, "/v1/status", ADMIN),
@@ -134,6 +138,9 @@ def main() -> int:
                            "admin_usage": timings(client, "/v1/usage", ADMIN, 3),
                            "db_mib": round(db_bytes(workdir) / 2**20, 2),
                            "rss_mib": round(proc.memory_info().rss / 2**20, 1)}
+        stop.set()
+        thread.join(30)
+        report["admin_status_slowest_during_reads_s"] = round(slowest[0], 4)
         report["nlp_usage"] = client.call("GET", "/v1/usage", NLP)[1]["rows"]
     finally:
         service.terminate()

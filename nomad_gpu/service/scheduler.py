@@ -393,7 +393,7 @@ class SchedulerService:
         self._last_purge = now
         with self._lock:
             removed = self.store.purge_finished(before=now - self.settings.retention_s)
-            if removed and self._sweep_limits:
+            if self._sweep_limits:  # a team's oldest sweeps may also have gone to keep its history bounded
                 alive = {s for s in self._sweep_limits if self.store.list(sweep=s, limit=1)}
                 if alive != set(self._sweep_limits):
                     self._sweep_limits = {k: v for k, v in self._sweep_limits.items() if k in alive}

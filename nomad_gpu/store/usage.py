@@ -129,8 +129,9 @@ def record_new(db: sqlite3.Connection, job: JobFacts, history: Iterable[Mapping[
         " first_start, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (job.entry_id, job.team, k.job_class, k.kind, k.model, k.gpu_equivalents, job.submitted_at,
          job.finished_at, int(job.state in FAILED), attempts[0][0] if attempts else None, len(attempts)))
-    db.executemany("INSERT INTO usage_attempts (job, start_at, end_at) VALUES (?, ?, ?)",
-                   [(cur.lastrowid, start, end) for start, end in attempts])
+    if attempts:
+        db.executemany("INSERT INTO usage_attempts (job, start_at, end_at) VALUES (?, ?, ?)",
+                       [(cur.lastrowid, start, end) for start, end in attempts])
 
 
 def record_move(db: sqlite3.Connection, job: JobFacts, at: object) -> None:
@@ -150,11 +151,10 @@ def record_move(db: sqlite3.Connection, job: JobFacts, at: object) -> None:
 
 def record_ended(db: sqlite3.Connection, entry_id: str, state: str, at: float) -> None:
     """A job ended without being read (a queued trial cancelled in a batch): its end, and any open attempt."""
-    row = db.execute("SELECT id FROM usage_jobs WHERE entry_id = ?", (entry_id,)).fetchone()
-    if row is None:
-        return
-    db.execute("UPDATE usage_jobs SET finished_at=?, failed=? WHERE id=?", (at, int(state in FAILED), row[0]))
-    _attempt_moved(db, row[0], state, at)
+    db.execute("UPDATE usage_jobs SET finished_at=?, failed=? WHERE entry_id=?", (at, int(state in FAILED), entry_id))
+    if state not in HOLDING:
+        db.execute("UPDATE usage_attempts SET end_at=? WHERE end_at IS NULL AND job = (SELECT id FROM usage_jobs"
+                   " WHERE entry_id = ?)", (at, entry_id))
 
 
 def _attempt_moved(db: sqlite3.Connection, job: int, state: str, at: float) -> None:
