@@ -497,9 +497,9 @@ class SchedulerService:
             return inventory_view(self.ledger, relayouts)
 
     def _waited_for(self, also: Sequence[str]) -> set[str]:
-        """Entry and sweep IDs that queued entries name in `after:` (and ``also``): never pruned."""
-        with self._lock:
-            return {*also, *(dep for t in self.life.entries.values() if t.spec is not None for dep in t.spec.after)}
+        """Entry and sweep IDs that queued entries name in `after:` (and ``also``): never pruned. Asked by the
+        store inside `submit`, which holds the lock (taking it here, under the store's, would invert the order)."""
+        return {*also, *(dep for t in self.life.entries.values() if t.spec is not None for dep in t.spec.after)}
 
     def status(self) -> dict[str, Any]:
         return self.status_and_owners()[0]

@@ -22,6 +22,7 @@ from nomad_gpu.service.listen import ApiServer, plan_listen
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
 from nomad_gpu.store import SqliteStore
+from nomad_gpu.store.quota import TeamQuota
 
 ADMIN, VISION, NLP = "admin-t", "vision-t", "nlp-t"
 ACCESS = AccessSettings(tokens={VISION: "vision", NLP: "nlp"})
@@ -193,3 +194,25 @@ def test_over_a_socket_another_team_s_cancelled_sweeps_cost_a_team_s_views_nothi
             assert reads.rows == 0 and reads.steps <= 2 * before[path][1] + 20, (path, reads.rows, reads.steps)
     finally:
         server.stop()
+
+
+def test_pruning_keeps_what_a_queued_entry_waits_for(svc: tuple[SchedulerService, Clock, ManualExecutor]) -> None:
+    """A team's oldest finished entry goes first, unless a queued entry of it waits for it (`after:`)."""
+    s, clock, ex = svc
+    first = s.submit({"name": "prep", "team": "nlp", "task": {"image": "b"}, "gpu": {"count": 1}})[0]
+    s.run_cycle()
+    ex.run_all()
+    clock.now += 60
+    s.on_alloc(alloc(s.store.get(first.id).nomad_job_id, "complete"))
+    waiting = s.submit({"name": "train", "team": "nlp", "task": {"image": "b"}, "after": [first.id],
+                        "gpu": {"count": 1}})[0]
+    s.hold(waiting.id)
+    quota = TeamQuota(max_entries=100, max_stored_bytes=1 << 20, max_kept_entries=100, max_kept_bytes=1 << 30)
+    for round_ in range(4):
+        clock.now += 60
+        trials = s.submit(sweep(f"hp{round_}", "nlp", 60), quota=quota)
+        s.cancel_sweep(trials[0].sweep or "")
+        assert len(s.store.list(team="nlp")) <= 100
+    assert s.store.get(first.id).state.value == "complete"
+    assert s.store.get(waiting.id).state.value == "queued"
+    assert not [e for e in s.store.list(team="nlp") if e.sweep == "hp0-s1"]  # the oldest sweep went
