@@ -29,8 +29,10 @@ SHARE = {"node": "n3", "instance_ids": ["GPU-9/s0"], "gpu_equivalents": 0.25, "s
 
 
 def spec(team: str, kind: str = "gpu", job_class: str | None = None) -> dict[str, Any]:
-    ask = {"gpu": {"gpu": {"count": 1, "models": ["A100"]}}, "mig": {"mig": {"profile": "3g.40gb"}},
-           "share": {"share": {"milli": 250}}, "cpu": {}}[kind]
+    asks: dict[str, dict[str, Any]] = {"gpu": {"gpu": {"count": 1, "models": ["A100"]}},
+                                       "mig": {"mig": {"profile": "3g.40gb"}}, "share": {"share": {"milli": 250}},
+                                       "cpu": {}}
+    ask = asks[kind]
     out: dict[str, Any] = {"name": "j", "team": team, "groups": [{"name": "g", "count": 1, **ask}]}
     if job_class:
         out["class"] = job_class
@@ -174,7 +176,8 @@ def v3_database(path: str) -> None:
         assert isinstance(step, str)
         db.executescript(step)
     db.execute("PRAGMA user_version = 3")
-    rows = [
+    rows: list[tuple[str, str, dict[str, Any], str | None, list[dict[str, Any]], str, float, float | None,
+                     list[dict[str, Any]]]] = [
         ("q000001", "vision", spec("vision"), None, [GPU], "complete", 1000.0, 4600.0,
          [{"from": "queued", "to": "admitted", "at": 1010.0}, {"from": "admitted", "to": "running", "at": 1015.0},
           {"from": "running", "to": "complete", "at": 4600.0}]),
