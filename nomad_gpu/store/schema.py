@@ -101,7 +101,7 @@ CREATE TABLE IF NOT EXISTS usage_jobs (
 );
 CREATE INDEX IF NOT EXISTS usage_jobs_team ON usage_jobs(team, finished_at);
 CREATE UNIQUE INDEX IF NOT EXISTS usage_jobs_folded
-  ON usage_jobs(team, class, kind, model, submitted_at, finished_at, failed) WHERE entry_id IS NULL;
+  ON usage_jobs(team, class, kind, model, submitted_at, finished_at, failed) WHERE entry_id IS NULL AND attempts = 0;
 CREATE TABLE IF NOT EXISTS usage_attempts (
   job INTEGER NOT NULL,
   start_at REAL NOT NULL,

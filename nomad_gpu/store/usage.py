@@ -178,8 +178,8 @@ def fold(db: sqlite3.Connection, entry_ids: Sequence[str]) -> None:
             " first_start, attempts, jobs) SELECT NULL, team, class, kind, model, 0, submitted_at, finished_at,"
             f" failed, NULL, 0, SUM(jobs) FROM usage_jobs WHERE entry_id IN ({marks}) AND attempts = 0 AND"
             " finished_at IS NOT NULL GROUP BY team, class, kind, model, submitted_at, finished_at, failed"
-            " ON CONFLICT (team, class, kind, model, submitted_at, finished_at, failed) WHERE entry_id IS NULL"
-            " DO UPDATE SET jobs = jobs + excluded.jobs", chunk)
+            " ON CONFLICT (team, class, kind, model, submitted_at, finished_at, failed) WHERE entry_id IS NULL AND"
+            " attempts = 0 DO UPDATE SET jobs = jobs + excluded.jobs", chunk)
         db.execute(f"DELETE FROM usage_jobs WHERE entry_id IN ({marks}) AND attempts = 0 AND finished_at IS NOT NULL",
                    chunk)
         db.execute(f"UPDATE usage_jobs SET entry_id = NULL WHERE entry_id IN ({marks})", chunk)

@@ -210,3 +210,25 @@ def test_a_database_of_the_last_release_gets_its_usage_record(tmp_path: Path) ->
     sizes = store._db.execute("SELECT id, size FROM entries ORDER BY seq").fetchall()
     assert all(size > 0 for _, size in sizes) and sizes[3][1] > sizes[4][1]  # the sweep's spec on its first
     store.close()
+
+
+def test_pruning_jobs_that_ran_and_ended_at_one_instant_keeps_each() -> None:
+    """Trials of one sweep admitted and cancelled at the same instants: their records have equal keys and
+    times, and each keeps its own row (only jobs that never held a GPU are folded into one)."""
+    store = SqliteStore()
+    trials = store.add([QueueEntry(id="", name=f"hp-t{i}", team="nlp", priority=50, spec=spec("nlp"),
+                                   submitted_at=10.0, sweep="hp-s1") for i in range(6)])
+    for t in trials[:3]:
+        store.transition(t.id, EntryState.ADMITTED, at=20.0, admitted_at=20.0, placements=(GPU,))
+        store.transition(t.id, EntryState.CANCELLED, at=80.0, finished_at=80.0)
+    store.cancel_queued([t.id for t in trials[3:]], 80.0, "cancelled")
+    quota = TeamQuota(max_entries=100, max_stored_bytes=1 << 20, max_kept_entries=2, max_kept_bytes=1 << 20)
+    store.add([job("vision", 90.0)], quota)
+    store.add([job("nlp", 200.0)], quota)
+    assert len(store.list(team="nlp")) <= 2
+    rows = store._db.execute("SELECT attempts, jobs FROM usage_jobs WHERE team = 'nlp' AND entry_id IS NULL"
+                             " ORDER BY attempts").fetchall()
+    assert [tuple(r) for r in rows] == [(0, 3), (1, 1), (1, 1), (1, 1)]
+    report = got(store, "team", 0.0, 100.0, 100.0, "nlp")
+    assert report == [{"key": "nlp", "gpu_hours": round(3 * 60 / 3600, 4), "jobs": 6, "attempts": 3,
+                       "mean_wait_s": 10.0, "p95_wait_s": 10.0, "failures": 0}]
