@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import replace
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -49,7 +48,7 @@ from nomad_gpu.service.access import TokenGate, caller_of, metrics_view, status_
 from nomad_gpu.service.addresses import entry_addresses
 from nomad_gpu.service.entryroutes import entry_routes
 from nomad_gpu.service.history import History
-from nomad_gpu.service.httpkit import error, read_body, status_of, visible_entry
+from nomad_gpu.service.httpkit import Contained, error, read_body, status_of, visible_entry
 from nomad_gpu.service.jobdetail import NomadReads
 from nomad_gpu.service.listroutes import list_routes
 from nomad_gpu.service.openapi import document
@@ -85,7 +84,8 @@ def create_app(service: SchedulerService, token: str | None = None,
     node pool in Nomad (:class:`nomad_gpu.service.nodepools.NamespacePools`), for specs that name none.
     """
     rules = (access or AccessSettings()).with_admin(token)
-    quota = TeamQuota(rules.team_limits.max_entries, rules.team_limits.max_stored_bytes)
+    limits = rules.team_limits
+    quota = TeamQuota(limits.max_entries, limits.max_stored_bytes, limits.max_kept_entries, limits.max_kept_bytes)
     past = history or History()
 
     def entry_payload(e: QueueEntry) -> Entry:
@@ -184,10 +184,8 @@ def create_app(service: SchedulerService, token: str | None = None,
     async def status(request: Request) -> Response:
         caller = caller_of(request.scope)
 
-        def read() -> Response:
-            raw = service.status()
-            holds = raw.get("holds")
-            teams = {} if caller.admin or not isinstance(holds, Mapping) else _teams_of(service, holds)
+        def read() -> Response:  # from memory: never waits long for the scheduler, never reads the store
+            raw, teams = service.status_and_owners()
             out = Status.from_json(status_view(raw, caller, teams))
             return answer(replace(out, nomad_address=nomad_address) if nomad_address else out)
 
@@ -253,7 +251,7 @@ def create_app(service: SchedulerService, token: str | None = None,
         *ui_routes(),
     ]
     handlers = {NomadGpuError: refused, 404: not_found, 405: bad_method, Exception: crashed}
-    return Starlette(routes=routes, middleware=[Middleware(TokenGate, access=rules)],
+    return Starlette(routes=routes, middleware=[Middleware(Contained), Middleware(TokenGate, access=rules)],
                      exception_handlers=handlers)
 
 
@@ -269,11 +267,3 @@ def sweep_payload(sweep_id: str, trials: list[Entry]) -> Sweep:
     return Sweep(sweep_id, len(trials), counts, tuple(trials))
 
 
-def _teams_of(service: SchedulerService, entry_ids: Mapping[str, Any]) -> dict[str, str]:
-    teams: dict[str, str] = {}
-    for entry_id in entry_ids:
-        try:
-            teams[entry_id] = service.store.get(entry_id).team
-        except UnknownEntry:
-            continue
-    return teams

@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -52,8 +52,8 @@ CHECKPOINT_EVERY_S = 300.0
 """How often the store's write-ahead log is checkpointed and truncated."""
 CANCEL_BATCH = 500
 """Queued trials of a sweep cancelled per commit and per hold of the lock: other requests get it between."""
-
-
+STATUS_WAIT_S = 0.2
+"""How long `status` waits for the scheduler's lock before it answers with the counts it last saw."""
 HEARTBEAT_S = 30.0
 """How often the service stores its wall and steady time (what a restart measures a clock step against)."""
 WALL_STEP_TOLERANCE_S = 60.0
@@ -124,6 +124,7 @@ class SchedulerService:
         self._last_checkpoint: float | None = None
         self.cycle_failures = 0
         self.last_cycle_error: str | None = None
+        self._status_seen: tuple[dict[str, Any], dict[str, str]] | None = None
         with self._lock:
             self.life.steady, self.life.started_at, self.life.started_steady = self.steady, clock(), self.steady()
             self.life.wall_step = self._wall_step_while_down()
@@ -174,7 +175,9 @@ class SchedulerService:
             if isinstance(spec, SweepSpec) and sweep_id and spec.sweep.max_parallel:
                 self._sweep_limits[sweep_id] = spec.sweep.max_parallel
                 self.store.set_meta("sweep_limits", json.dumps(self._sweep_limits))
-            stored = self.store.add(entries, quota)  # OverLimit: the team holds too much already
+            # OverLimit: the team holds too much already; past what it may keep, its oldest finished entries
+            # go, but none that a queued entry (or this submission) waits for
+            stored = self.store.add(entries, quota, keep=lambda: self._waited_for(spec.after))
             validated = {id(e.spec): s for e, (s, _) in zip(entries, specs, strict=True)}
             for e in stored:
                 if e.state is EntryState.QUEUED:
@@ -398,7 +401,7 @@ class SchedulerService:
         self._last_purge = now
         with self._lock:
             removed = self.store.purge_finished(before=now - self.settings.retention_s)
-            if removed and self._sweep_limits:
+            if self._sweep_limits:  # a team's oldest sweeps may also have gone to keep its history bounded
                 alive = {s for s in self._sweep_limits if self.store.list(sweep=s, limit=1)}
                 if alive != set(self._sweep_limits):
                     self._sweep_limits = {k: v for k, v in self._sweep_limits.items() if k in alive}
@@ -517,21 +520,46 @@ class SchedulerService:
             relayouts = self.relayout.controller.in_flight() if self.relayout is not None else []
             return inventory_view(self.ledger, relayouts)
 
+    def _waited_for(self, also: Sequence[str]) -> set[str]:
+        """Entry and sweep IDs that queued entries name in `after:` (and ``also``): never pruned. Asked by the
+        store inside `submit`, which holds the lock (taking it here, under the store's, would invert the order)."""
+        return {*also, *(dep for t in self.life.entries.values() if t.spec is not None for dep in t.spec.after)}
+
     def status(self) -> dict[str, Any]:
-        with self._lock:
+        return self.status_and_owners()[0]
+
+    def status_and_owners(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """The status, and the team of each entry in its ``holds``. Never waits long for the lock: while a
+        cycle or a large submission holds it, the counts are those last seen (what changes without the lock
+        is read fresh), so an operator's `/v1/status` answers while the service is busy (issue 31, item 4)."""
+        if not self._lock.acquire(timeout=STATUS_WAIT_S if self._status_seen is not None else -1):
+            assert self._status_seen is not None
+            seen, owners = self._status_seen
+            return {**seen, **self._status_now()}, owners
+        try:
             gpus = sum(len(n.gpus) for n in self.ledger.inventory)
             live = len(self.life.live)
-            return {
-                "ready": self.ready.is_set(), "cycles": self.cycles, "queued": len(self.life.entries) - live,
+            out = {
+                "cycles": self.cycles, "queued": len(self.life.entries) - live,
                 "live": live, "nodes": len(self.ledger.inventory), "gpus": gpus,
                 "team_usage_gpu": dict(self.ledger.team_usage()),
                 "holds": {e: sorted(n) for e, n in self.holds.items()},
-                "nomad_reachable": not self.outage.down, "draining": len(self.life.draining),
-                "event_stream": self.stream_state(),
+                "draining": len(self.life.draining),
                 "instance": self.store.instance,
-                "cycle_failures": self.cycle_failures, "last_cycle_error": self.last_cycle_error,
                 "mig_relayouts": self.relayout.status() if self.relayout is not None else None,
+                **self._status_now(),
             }
+            owners = {e: t.entry.team for e in self.holds if (t := self.life.entries.get(e)) is not None}
+            self._status_seen = (out, owners)
+            return out, owners
+        finally:
+            self._lock.release()
+
+    def _status_now(self) -> dict[str, Any]:
+        """What the status reads without the lock."""
+        return {"ready": self.ready.is_set(), "cycles": self.cycles, "nomad_reachable": not self.outage.down,
+                "event_stream": self.stream_state(), "cycle_failures": self.cycle_failures,
+                "last_cycle_error": self.last_cycle_error}
 
 
 __all__ = ["NomadGpuError", "SchedulerService", "UnknownEntry", "entry_of_job"]
