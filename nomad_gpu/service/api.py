@@ -48,6 +48,7 @@ from nomad_gpu.render import JobSpec, SweepSpec
 from nomad_gpu.render.loading import MAX_SPEC_BYTES, decode_spec
 from nomad_gpu.service.access import Caller, TokenGate, caller_of, metrics_view, status_view
 from nomad_gpu.service.addresses import entry_addresses
+from nomad_gpu.service.devicehealth import entry_device_health
 from nomad_gpu.service.entryroutes import entry_routes
 from nomad_gpu.service.history import History
 from nomad_gpu.service.httpkit import error, read_body, status_of, visible_entry
@@ -95,7 +96,7 @@ def create_app(service: SchedulerService, token: str | None = None,
 
     def entry_payload(e: QueueEntry) -> Entry:
         return replace(e.to_payload(), usage=usage.payload(e.id) if usage is not None else None,
-                       addresses=entry_addresses(service, e.id))
+                       addresses=entry_addresses(service, e.id), device_health=entry_device_health(service, e))
 
     async def submit(request: Request) -> Response:
         caller = caller_of(request.scope)
