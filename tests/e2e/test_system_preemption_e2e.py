@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 import requests
-from harness import overlaps, spec, start_service, submit, wait_for
+from harness import NOMAD_VERSIONS, overlaps, spec, start_service, submit, wait_for
 
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.service.app import ServiceRuntime
@@ -28,7 +28,8 @@ def _system_job(dc: DevCluster, priority: int, gpus: int = 1) -> None:
     hcl = (f'job "node-agent" {{\n  type = "system"\n  priority = {priority}\n  datacenters = ["dc1"]\n'
            '  meta { nomad_gpu_dev_duration_s = "3600" }\n'
            '  group "g" {\n    task "t" {\n      driver = "docker"\n      config { image = "x" }\n'
-           f'      resources {{\n        cpu = 100\n        memory = 100\n        device "nvidia/gpu" {{ count = {gpus} }}\n'
+           '      resources {\n        cpu = 100\n        memory = 100\n'
+           f'        device "nvidia/gpu" {{ count = {gpus} }}\n'
            '      }\n    }\n  }\n}\n')
     job = requests.post(f"{dc.url}/v1/jobs/parse", json={"JobHCL": hcl}, timeout=5).json()
     assert requests.post(f"{dc.url}/v1/jobs", json={"Job": job}, timeout=5).status_code == 200
@@ -58,8 +59,9 @@ def test_a_system_jobs_gpus_are_counted_as_taken(tmp_path: Path) -> None:
         assert all(a["desired_status"] == "run" for a in audit["allocations"]), "nothing preempted"
 
 
-def test_an_entry_preempted_by_a_system_job_is_requeued_and_runs_again(tmp_path: Path) -> None:
-    with DevCluster(TWO_BY_TWO, speed=20, heartbeat_s=1.0) as dc:
+@pytest.mark.parametrize("version", NOMAD_VERSIONS)
+def test_an_entry_preempted_by_a_system_job_is_requeued_and_runs_again(tmp_path: Path, version: str) -> None:
+    with DevCluster(TWO_BY_TWO, speed=20, heartbeat_s=1.0, nomad_version=version) as dc:
         runtime = start_service(dc.url, tmp_path / "q.db")
         try:
             ids = [submit(runtime, spec(f"j{k}", duration_s=40.0))[0]["id"] for k in range(4)]  # priority 50

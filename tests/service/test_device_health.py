@@ -13,7 +13,7 @@ A100 = "NVIDIA A100-SXM4-80GB"
 
 
 def _node(sick: dict[str, str], node: str = "n1") -> Node:
-    gpus = (Gpu(InstanceId("GPU-a"), A100), Gpu(InstanceId("GPU-b"), A100),
+    gpus: tuple[Gpu, ...] = (Gpu(InstanceId("GPU-a"), A100), Gpu(InstanceId("GPU-b"), A100),
             Gpu(InstanceId("GPU-s"), A100, mode=GpuMode.SHARED, max_tenants=2,
                 share_ids=(InstanceId("GPU-s-share-0"), InstanceId("GPU-s-share-1")), share_device=A100))
     gpus = tuple(replace(g, healthy=False, health=sick[g.id]) if g.id in sick else g for g in gpus)
