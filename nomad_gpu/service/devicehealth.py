@@ -53,6 +53,10 @@ class DeviceHealth:
         self._by_node[str(node.id)] = {iid: old[iid] if iid in old else Spell(now, why)
                                        for iid, why in unhealthy_instances(node).items()}
 
+    def forget(self, node_id: str) -> None:
+        """The node was removed from Nomad: its devices are no one's concern now."""
+        self._by_node.pop(node_id, None)
+
     def resync(self, nodes: Iterable[Node], now: float) -> None:
         """Nomad's whole picture: nodes gone are forgotten."""
         nodes = list(nodes)

@@ -447,6 +447,7 @@ class SchedulerService:
     def on_node_removed(self, node_id: str) -> None:
         with self._lock:
             self.ledger.remove_node(NodeId(node_id))
+            self.device_health.forget(node_id)
         self.wake()
 
     def on_alloc(self, alloc: AllocInfo) -> None:

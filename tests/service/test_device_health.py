@@ -27,7 +27,10 @@ def test_since_is_kept_while_unhealthy_and_dropped_when_healthy() -> None:
     assert health.spells() == {"GPU-a": Spell(100.0, "XID 79"), "GPU-b": Spell(160.0, "lost")}
     health.observe(_node({"GPU-b": "lost"}), now=200.0)
     assert health.spells() == {"GPU-b": Spell(160.0, "lost")}
-    health.resync([], now=300.0)  # the node is gone
+    health.forget("n1")  # removed from Nomad
+    assert health.spells() == {}
+    health.observe(_node({"GPU-a": "XID 79"}), now=400.0)
+    health.resync([], now=500.0)  # not in Nomad's whole picture any more
     assert health.spells() == {}
 
 
