@@ -30,6 +30,7 @@ from typing import Any
 
 import requests
 
+from .devicehealth import placed_while_unhealthy
 from .server import DevCluster
 from .version import DEFAULT_NOMAD_VERSION
 
@@ -327,19 +328,12 @@ def judge(audit: dict[str, Any], entries: list[dict[str, Any]], acked: dict[str,
         "refused_requests_worst_second": _worst_second(refused),
         "replies_lost": int(refused.get("replies_lost", 0)),
         "no_leader_refused": int(audit.get("elections", {}).get("refused", 0)),
-        "placed_on_unhealthy": _placed_on_unhealthy(audit),
+        "placed_on_unhealthy": len(placed_while_unhealthy(audit)),
         "gpu_idle_while_waiting_s_max": round(_idle_while_waiting(allocs, entries, audit), 2),
         "recovery_s": _recovery(faults, allocs, entries),
         "faults": {k: sum(1 for f in faults if f["kind"] == k) for k in ("kill", "lost_reply", "stream_cut", "outage",
                                                                                  "election", "unhealthy_gpu")},
     }
-
-
-def _placed_on_unhealthy(audit: dict[str, Any]) -> int:
-    """Allocations made on a device during one of its unhealthy spells (Nomad never makes one)."""
-    return sum(1 for spell in audit.get("device_health", []) for a in audit["allocations"]
-               if spell["device_id"] in a["device_ids"] and spell["unhealthy_at"] <= a["created_at"]
-               < (spell["healthy_at"] if spell["healthy_at"] is not None else math.inf))
 
 
 def _overlaps(allocs: list[dict[str, Any]]) -> int:

@@ -17,8 +17,9 @@ XID, a GPU fallen off the bus; nomad_gpu/plugin/devices.py). Nomad then:
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING
+import math
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
@@ -59,6 +60,14 @@ def set_health(state: ClusterState, id_or_name: str, instance_id: str, healthy: 
         state._emit(index, [node.event("NodeRegistration")])
         state._schedule()  # a ready node's class unblocks its blocked evaluations
         return node
+
+
+def placed_while_unhealthy(audit: Mapping[str, Any]) -> list[str]:
+    """From an audit: the allocations made on a device during one of its unhealthy spells (Nomad makes
+    none); what a test or the chaos run judges by."""
+    return [a["alloc_id"] for spell in audit.get("device_health", []) for a in audit["allocations"]
+            if spell["device_id"] in a["device_ids"] and spell["unhealthy_at"] <= a["created_at"]
+            < (spell["healthy_at"] if spell["healthy_at"] is not None else math.inf)]
 
 
 def routes(state: ClusterState) -> list[Route]:

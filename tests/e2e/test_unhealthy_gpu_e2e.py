@@ -14,6 +14,7 @@ import requests
 from harness import NOMAD_VERSIONS, overlaps, spec, start_service, submit, wait_for
 
 from nomad_gpu.devcluster import DevCluster
+from nomad_gpu.devcluster.devicehealth import placed_while_unhealthy
 from nomad_gpu.render import JobSpec, RenderPlacement
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.store import QueueEntry
@@ -30,16 +31,6 @@ def _entry(runtime: ServiceRuntime, entry_id: str) -> dict[str, Any]:
 def _gpus(runtime: ServiceRuntime) -> dict[str, dict[str, Any]]:
     nodes = requests.get(f"{runtime.address}/v1/inventory", timeout=5).json()["nodes"]
     return {g["id"]: g for n in nodes for g in n["gpus"]}
-
-
-def _placed_on_while_unhealthy(audit: dict[str, Any]) -> list[str]:
-    """Allocations that started on a device during one of its unhealthy spells (what Nomad never does)."""
-    bad = []
-    for spell in audit["device_health"]:
-        end = spell["healthy_at"] if spell["healthy_at"] is not None else float("inf")
-        bad += [a["alloc_id"] for a in audit["allocations"] if spell["device_id"] in a["device_ids"]
-                and a["created_at"] is not None and spell["unhealthy_at"] <= a["created_at"] < end]
-    return bad
 
 
 @pytest.mark.e2e
@@ -76,7 +67,7 @@ def test_running_entry_is_flagged_and_left_alone_and_the_gpu_is_not_offered(tmp_
         finally:
             runtime.stop()
         audit = dc.audit()
-        assert _placed_on_while_unhealthy(audit) == [] and overlaps(audit) == 0
+        assert placed_while_unhealthy(audit) == [] and overlaps(audit) == 0
         assert audit["double_bookings_refused"] == 0
 
 
@@ -117,5 +108,5 @@ def test_admitted_entry_pinned_to_a_gpu_that_turns_unhealthy_is_placed_again(tmp
                 and ref.entry == entry["id"]]
         assert runs[-1]["client_status"] == "complete" and len(runs) == (1 if version >= "2" else 2)
         assert all(sick[0] not in r["device_ids"] for r in runs)
-        assert _placed_on_while_unhealthy(audit) == [] and overlaps(audit) == 0
+        assert placed_while_unhealthy(audit) == [] and overlaps(audit) == 0
         assert audit["double_bookings_refused"] == 0
