@@ -131,6 +131,9 @@ class Entry(Payload):
     addresses: dict[str, str] = doc("Where a running entry is reached: port name (as in its spec's `ports`) to "
                                     "`host:port`, as Nomad assigned it; `<group>.<name>` when several allocations "
                                     "have the name. Empty until Nomad reports it running.", default_factory=dict)
+    device_health: tuple[str, ...] = doc("A live entry's devices Nomad reports unhealthy, one note each "
+                                         "(`<id> unhealthy since <UTC time>: <why>`); Nomad leaves it running.",
+                                         default=())
 
 
 @dataclass(frozen=True)
@@ -219,6 +222,8 @@ class GpuView(Payload):
     nvlink_group: int | None = doc("Which of the node's `nvlink_groups` this GPU is in (null: no NVLink, or no "
                                    "topology published).", default=None)
     numa_node: int | None = doc("The NUMA node the GPU hangs off (null: not published).", default=None)
+    health: str = doc("Why the device plugin reports it unhealthy (empty: healthy).", default="")
+    unhealthy_since: float | None = doc("Unix seconds it was first seen unhealthy (null: healthy).", default=None)
 
 
 @dataclass(frozen=True)
@@ -238,6 +243,8 @@ class MigView(Payload):
                           "nomad-gpu plugin does; the stock plugin does not: null).", default=None)
     start: int | None = doc("Its first memory slice (0-7), with `gpu`; null: not published.", default=None)
     memory_slices: int | None = doc("How many memory slices it spans (a 3g.40gb 4 of 8), with `gpu`.", default=None)
+    health: str = doc("Why the device plugin reports it unhealthy (empty: healthy).", default="")
+    unhealthy_since: float | None = doc("Unix seconds it was first seen unhealthy (null: healthy).", default=None)
 
 
 @dataclass(frozen=True)

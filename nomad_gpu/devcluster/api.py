@@ -29,7 +29,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from . import gc, logs, queries, services, usage
+from . import devicehealth, gc, logs, queries, services, usage
 from . import namespaces as namespace_ops
 from .acl import TOKEN_NOT_FOUND, Acl, AclGate, TokenNotFound, token_of
 from .election import RPC_HOLD_S, LeaderGate
@@ -366,6 +366,7 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
               methods=["POST"]),
         Route("/_dev/node/{node_id}/ineligible", node_fault(lambda n: state.set_eligibility(n, False)),
               methods=["POST"]),
+        *devicehealth.routes(state),
         Route("/_dev/election", election, methods=["POST"]),
         Route("/_dev/election/end", election_end, methods=["POST"]),
     ]

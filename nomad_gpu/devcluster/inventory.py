@@ -109,15 +109,18 @@ class DeviceGroup:
             "persistence_mode": _attr(string="Enabled"),
         }
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self, unhealthy: dict[str, str] | None = None) -> dict[str, Any]:
+        """`unhealthy`: instance ID -> the plugin's description (devicehealth.py); every other instance is
+        healthy with an empty description (reference section 5)."""
+        sick = unhealthy or {}
         return {
             "Vendor": self.vendor,
             "Type": self.type,
             "Name": self.name,
             "Attributes": self.attributes(),
-            # Every instance is healthy with an empty description (reference section 5).
             "Instances": [
-                {"ID": i.id, "Healthy": True, "HealthDescription": "", "Locality": {"PciBusID": i.pci_bus_id}}
+                {"ID": i.id, "Healthy": i.id not in sick, "HealthDescription": sick.get(i.id, ""),
+                 "Locality": {"PciBusID": i.pci_bus_id}}
                 for i in self.instances
             ],
         }
@@ -154,6 +157,10 @@ class Node:
     """The node's MIG-mode GPUs and their instances as they are on the node (devcluster/miglayout.py);
     `groups` shows them as Nomad last fingerprinted them."""
     mig_fingerprint_delay_s: float | str | None = None
+    unhealthy: dict[str, str] = field(default_factory=dict)
+    """Instance ID -> HealthDescription of each instance the plugin reports unhealthy (devicehealth.py)."""
+    health_log: list[dict[str, Any]] = field(default_factory=list)
+    """Each unhealthy spell of an instance, for the audit: unhealthy_at, healthy_at (None while it lasts)."""
     version: str = NOMAD_VERSION  # the Nomad release the cluster plays
     status: str = "ready"
     eligibility: str = "eligible"
@@ -198,6 +205,9 @@ class Node:
         self.last_drain = {"StartedAt": started, "UpdatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
                            "Status": "complete", "AccessorID": "", "Meta": None}
 
+    def healthy(self, instance_id: str) -> bool:
+        return instance_id not in self.unhealthy
+
     def computed_key(self) -> str:
         return f"{self.datacenter}/{self.node_pool}/{self.node_class}/{[g.name for g in self.groups]}"
 
@@ -232,7 +242,7 @@ class Node:
                 {"Family": "ipv4", "Alias": "default", "Address": self.address, "ReservedPorts": "", "Gateway": ""}]}],
             "MinDynamicPort": 20000,
             "MaxDynamicPort": 32000,
-            "Devices": [group.to_json() for group in self.groups] or None,
+            "Devices": [group.to_json(self.unhealthy) for group in self.groups] or None,
         }
 
     def reserved_json(self) -> dict[str, Any]:

@@ -204,6 +204,8 @@ def audit(state: ClusterState) -> JSON:
             "refusals": state.ledger.refusals(),
             **state.mig_log.audit(),  # mig_changes, mig_destroyed_in_use (migjobs.py)
             "elections": state.election.snapshot(),
+            # every spell a device instance was unhealthy (devicehealth.py): nothing may start on it meanwhile
+            "device_health": [dict(spell) for node in state.nodes.values() for spell in node.health_log],
         }
 
 

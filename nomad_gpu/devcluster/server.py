@@ -19,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from . import evals, gc, hcl, nodeops, queries
+from . import devicehealth, evals, gc, hcl, nodeops, queries
 from .acl import Acl, AclToken
 from .api import build_app
 from .config import ClusterSpec, load_cluster_file, parse_cluster
@@ -226,6 +226,14 @@ class DevCluster:
 
     def set_eligibility(self, node: str, eligible: bool) -> None:
         self.state.set_eligibility(node, eligible)
+
+    def device_unhealthy(self, node: str, instance_id: str, description: str = devicehealth.DEFAULT_UNHEALTHY) -> None:
+        """The node's plugin reports one device instance unhealthy: nothing new lands on it, what runs
+        on it goes on (devicehealth.py)."""
+        devicehealth.set_health(self.state, node, instance_id, False, description)
+
+    def device_healthy(self, node: str, instance_id: str) -> None:
+        devicehealth.set_health(self.state, node, instance_id, True)
 
 
 def serve_forever(cluster_path: str | Path, host: str = "127.0.0.1", port: int = 4646, speed: float = 1.0,

@@ -46,6 +46,7 @@ from nomad_gpu.domain.errors import InvalidRequest, NomadGpuError, StateConflict
 from nomad_gpu.render.loading import MAX_SPEC_BYTES
 from nomad_gpu.service.access import TokenGate, caller_of, metrics_view, status_view
 from nomad_gpu.service.addresses import entry_addresses
+from nomad_gpu.service.devicehealth import entry_device_health
 from nomad_gpu.service.entryroutes import entry_routes
 from nomad_gpu.service.history import History
 from nomad_gpu.service.httpkit import Contained, error, read_body, status_of, visible_entry
@@ -91,7 +92,8 @@ def create_app(service: SchedulerService, token: str | None = None,
     def entry_payload(e: QueueEntry) -> Entry:
         reason = e.reason or (service.pending_reason() if e.state is EntryState.QUEUED else "")
         return replace(e.to_payload(), usage=usage.payload(e.id) if usage is not None else None,
-                       addresses=entry_addresses(service, e.id), reason=reason, position=service.position(e))
+                       addresses=entry_addresses(service, e.id), reason=reason, position=service.position(e),
+                       device_health=entry_device_health(service, e))
 
     async def submit(request: Request) -> Response:
         caller = caller_of(request.scope)

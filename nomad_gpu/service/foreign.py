@@ -39,7 +39,7 @@ class ForeignAllocs:
                            gpu_equivalents=float(len(a.device_ids)))
         self.foreign[a.id] = a
         try:
-            self.ledger.reserve(key, FOREIGN, [p])
+            self.ledger.reserve(key, FOREIGN, [p], reported=True)  # Nomad runs it, even on a sick device
         except LedgerConflict as exc:
             holders = sorted(self.ledger.entries_on(a.node_id))
             logger.error("allocation %s of job %s (%s) holds devices the ledger gave to %s: %s", a.id, a.job_id,
@@ -48,6 +48,6 @@ class ForeignAllocs:
 
     def reserve(self, entry: EntryId, team: Team, placements: Iterable[AllocPlacement]) -> None:
         try:
-            self.ledger.reserve(entry, team, placements)
+            self.ledger.reserve(entry, team, placements, reported=True)
         except LedgerConflict as exc:
             logger.error("reconcile: %s cannot be booked as Nomad reports it: %s", entry, exc)

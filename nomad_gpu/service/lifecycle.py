@@ -48,6 +48,7 @@ from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.pins import pin_mismatch
 from nomad_gpu.service.portsinuse import blocked_nodes, port_note, ports_taken, static_ports
+from nomad_gpu.service.preempted import requeue_preempted
 from nomad_gpu.service.stops import Stops
 from nomad_gpu.service.timers import STOPS_CHECK_S, Timers
 from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, NotSent, Tracked, backoff_s, compact
@@ -317,6 +318,9 @@ class Lifecycle(ForeignAllocs, Stops, Timers):
             self.end(t, EntryState.FAILED, f"timeout: Nomad ended it at max_runtime{within} (max_run_duration)",
                      durable=False)
             self.metrics.finished.labels("timeout").inc()
+            return EntryId(t.entry.id) not in self.ledger
+        if a.preempted_by:  # Nomad evicted it for a higher-priority job: queued again, no retry used
+            requeue_preempted(self, t, a)
             return EntryId(t.entry.id) not in self.ledger
         if not a.succeeded:  # one member failed, was lost or was interrupted: the attempt ends
             self._retry_or_fail(t, f"allocation {a.outcome()}", durable=False)

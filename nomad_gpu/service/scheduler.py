@@ -30,6 +30,7 @@ from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.classes import ClassBook
 from nomad_gpu.service.dependencies import DependencyGate
+from nomad_gpu.service.devicehealth import DeviceHealth
 from nomad_gpu.service.fleetcheck import NeverCache
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
@@ -89,6 +90,7 @@ class SchedulerService:
         self.steady = steady if steady is not None else (time.monotonic if clock is time.time else clock)
         self._last_beat: float | None = None
         self.ledger = Ledger()
+        self.device_health = DeviceHealth()  # unhealthy devices and since when (devicehealth.py)
         self.usage = UsageHistory()
         self.holds: dict[EntryId, frozenset[NodeId]] = {}
         self._lock = threading.RLock()
@@ -433,6 +435,7 @@ class SchedulerService:
         with self._lock:
             self.outage.reachable()
             self.reconciler.resync(nodes, allocs, first=first)
+            self.device_health.resync(nodes, self.clock())
         self.ready.set()
         self.metrics.resyncs.inc()
         self.wake()
@@ -440,11 +443,13 @@ class SchedulerService:
     def on_node(self, node: Node) -> None:
         with self._lock:
             self.ledger.set_node(node)
+            self.device_health.observe(node, self.clock())
         self.wake()
 
     def on_node_removed(self, node_id: str) -> None:
         with self._lock:
             self.ledger.remove_node(NodeId(node_id))
+            self.device_health.forget(node_id)
         self.wake()
 
     def on_alloc(self, alloc: AllocInfo) -> None:
@@ -489,7 +494,7 @@ class SchedulerService:
                     runtimes[EntryId(t.entry.id)] = runtime
             snapshot = Ledger(self.ledger.inventory)
             for r in self.ledger.reservations():
-                snapshot.reserve(r.entry, r.team, r.placements)
+                snapshot.reserve(r.entry, r.team, r.placements, reported=True)
             config = CycleConfig(policy=self.settings.policy, hol_threshold_s=self.settings.hol_threshold_s,
                                  fair=self.settings.fair)
             usage, holds = self.usage, dict(self.holds)
@@ -518,7 +523,7 @@ class SchedulerService:
     def inventory(self) -> list[dict[str, Any]]:
         with self._lock:
             relayouts = self.relayout.controller.in_flight() if self.relayout is not None else []
-            return inventory_view(self.ledger, relayouts)
+            return inventory_view(self.ledger, relayouts, self.device_health.spells())
 
     def _waited_for(self, also: Sequence[str]) -> set[str]:
         """Entry and sweep IDs that queued entries name in `after:` (and ``also``): never pruned. Asked by the
