@@ -46,6 +46,8 @@ class ErrorReply(Payload):
 
     SCHEMA_NAME: ClassVar[str] = "Error"
     error: str = doc("One line saying what was refused and why.", default="")
+    errors: tuple[str, ...] = doc("Every located message, one each (a spec with three mistakes has three); "
+                                  "`error` is them joined by \"; \".", default=())
 
 
 @dataclass(frozen=True)

@@ -30,9 +30,9 @@ from pydantic import (
 )
 
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.render.gpumemory import gpu_memory_bytes
+from nomad_gpu.render.gpumemory import UNITS, gpu_memory_bytes, mib_covering
 from nomad_gpu.render.network import Ports, ServiceSpec, check_service_port
-from nomad_gpu.render.textrules import TextRule, capped
+from nomad_gpu.render.textrules import TextRule, capped, shown
 
 __all__ = [
     "CLASSES",
@@ -230,12 +230,37 @@ class TaskSpec(_Model):
         return env
 
 
+_SIZE = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,12})?) ?([A-Za-z]{1,3})")
+
+
+def _mib(value: object) -> object:
+    """`memory: 16GB` is refused with the number to write: Nomad's `resources.memory` is a whole number of
+    MiB, and a bare number here is MiB where `gpu_memory`'s is GiB, so text with a unit is not guessed at."""
+    if not isinstance(value, str):
+        return value
+    match = _SIZE.fullmatch(capped(value, DURATION_CAP).strip())
+    if match is None or match.group(2) not in UNITS:
+        raise ValueError(f"must be a whole number of MiB, got {shown(value)}")
+    number, unit = match.groups()
+    try:
+        mib = mib_covering(gpu_memory_bytes(number + unit))
+        binary = f"{number}{unit[0].upper()}iB"
+        also = "" if unit.endswith("iB") else f" ({mib_covering(gpu_memory_bytes(binary))} for {binary})"
+    except ValueError:  # 0 or more than gpu_memory takes: no number to suggest
+        raise ValueError(f"must be a whole number of MiB, got {shown(value)}") from None
+    raise ValueError(f"memory is in MiB: write {mib} for {shown(value)}{also}")
+
+
+Mib = Annotated[StrictInt, BeforeValidator(_mib), Field(ge=1)]
+"""A whole number of MiB, as Nomad's `resources.memory` takes it."""
+
+
 class ResourcesSpec(_Model):
     """CPU (MHz) and memory (MiB) per allocation of the group, as Nomad counts them."""
 
     cpu: Annotated[StrictInt, Field(ge=1)] = 100
-    memory: Annotated[StrictInt, Field(ge=1)] = 300
-    memory_max: Annotated[StrictInt, Field(ge=1)] | None = None
+    memory: Mib = 300
+    memory_max: Mib | None = None
 
     @model_validator(mode="after")
     def _max_above_memory(self) -> ResourcesSpec:
@@ -362,7 +387,7 @@ def _reach_into_group(data: dict[str, Any]) -> dict[str, Any]:
                          "give each group its own")
     clash = [key for key in given if key in groups[0]]
     if clash:
-        raise ValueError(f"{clash[0]} is given both at the top level and in groups[0]: give it once")
+        raise ValueError(f"{clash[0]} is given both at the top level and in the one group: give it once")
     data = dict(data)
     data["groups"] = [{**groups[0], **{key: data.pop(key) for key in given}}]
     return data
@@ -450,25 +475,25 @@ class _SpecBase(_Model):
         """Every allocation of a job runs on its one node, where a static port can be held only once
         (Nomad would place the first and refuse the rest: "reserved port collision")."""
         seen: dict[int, str] = {}
-        for index, group in enumerate(self.groups):
+        for group in self.groups:
             for label, port in group.ports.items():
                 if port.static is None:
                     continue
                 if group.count > 1:
-                    raise ValueError(f"groups[{index}]: static port {port.static} ({label}) with count {group.count}: "
+                    raise ValueError(f"groups[{group.name}]: static port {port.static} ({label}) with count {group.count}: "
                                      "every allocation of a job runs on one node, where the port is free only "
                                      "once; use a dynamic port (leave out static)")
                 if port.static in seen:
-                    raise ValueError(f"groups[{index}]: static port {port.static} is also in group "
+                    raise ValueError(f"groups[{group.name}]: static port {port.static} is also in group "
                                      f"{seen[port.static]!r}: every group of a job runs on one node")
                 seen[port.static] = group.name
         return self
 
     @model_validator(mode="after")
     def _sized_groups_have_a_class(self) -> _SpecBase:
-        for index, group in enumerate(self.groups):
+        for group in self.groups:
             if group.gpu_memory is not None and group.capacity_kind is None and self.class_of(group) is None:
-                raise ValueError(f"groups[{index}]: gpu_memory needs a class ({', '.join(CLASSES)}) "
+                raise ValueError(f"groups[{group.name}]: gpu_memory needs a class ({', '.join(CLASSES)}) "
                                  "to choose whole GPU, MIG or share; or give gpu: with it")
         return self
 
@@ -627,9 +652,9 @@ class SweepSpec(_SpecBase):
                 f"name {self.name!r} is too long for {self.sweep.trial_count} trials: "
                 f"trial names like {last!r} must be at most 48 characters"
             )
-        for index, group in enumerate(self.groups):
+        for group in self.groups:
             for param in self.sweep.parameters:
                 key = f"TRIAL_{param.upper()}"
                 if key in group.task.env:
-                    raise ValueError(f"groups[{index}].task.env.{key} conflicts with sweep parameter {param!r}")
+                    raise ValueError(f"groups[{group.name}].task.env.{key} conflicts with sweep parameter {param!r}")
         return self

@@ -114,7 +114,8 @@ EXTRA: dict[str, tuple[str, str, str]] = {
     "TaskSpec.args": ("", '["train.py", "--epochs", "10"]', "Its arguments."),
     "TaskSpec.env": ("", "{EPOCHS: 10}", "Environment (NVIDIA_VISIBLE_DEVICES is set by the service)."),
     "ResourcesSpec.cpu": ("MHz", "4000", "CPU per allocation."),
-    "ResourcesSpec.memory": ("MiB", "16384", "Memory per allocation."),
+    "ResourcesSpec.memory": ("MiB", "16384", "Memory per allocation, a number of MiB (`16384` for 16 GiB; `16GB` "
+                                              "is refused with the number to write)."),
     "ResourcesSpec.memory_max": ("MiB", "32768", "Memory it may burst to (at least `memory`)."),
     "GpuSpec.count": ("GPUs", "8", "Whole GPUs per allocation, of one model, on one node."),
     "GpuSpec.models": ("", "[A100, H100]", "Allowed models, as `inventory` shows them (short or full name); "

@@ -44,7 +44,7 @@ from starlette.routing import Route
 from nomad_gpu.api import payloads
 from nomad_gpu.api.payloads import Entries, Entry, Inventory, NodeView, Payload, Status, Sweep, Teams
 from nomad_gpu.domain.errors import InvalidRequest, NomadGpuError, NotAllowed, StateConflict, TooLarge, UnknownEntry
-from nomad_gpu.render import JobSpec, SweepSpec
+from nomad_gpu.render import JobSpec, SpecError, SweepSpec
 from nomad_gpu.render.loading import MAX_SPEC_BYTES, decode_spec
 from nomad_gpu.service.access import Caller, TokenGate, caller_of, metrics_view, status_view
 from nomad_gpu.service.addresses import entry_addresses
@@ -226,7 +226,7 @@ def create_app(service: SchedulerService, token: str | None = None,
         status = status_of(exc)
         if status is None:  # in the tree but in no row of the map: a bug, answered as one
             return await crashed(request, exc)
-        return error(status, str(exc) or type(exc).__name__)
+        return error(status, str(exc) or type(exc).__name__, exc.errors if isinstance(exc, SpecError) else ())
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return error(404, f"no such endpoint: {request.method} {request.url.path}")
@@ -344,9 +344,9 @@ def check_namespace(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:
 
 
 def check_drivers(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:
-    for i, group in enumerate(spec.groups):
+    for group in spec.groups:
         if group.task.driver not in rules.allowed_drivers:
-            raise NotAllowed(f"groups[{i}].task.driver: {group.task.driver!r} is not allowed here (allowed: "
+            raise NotAllowed(f"groups[{group.name}].task.driver: {group.task.driver!r} is not allowed here (allowed: "
                                 f"{', '.join(sorted(rules.allowed_drivers))}; see allowed_drivers in the service "
                                 "config)")
 

@@ -141,7 +141,7 @@ def test_allowed_drivers(service: SchedulerService, driver: str, allowed: list[s
     r = TestClient(create_app(service, access=access)).post("/v1/jobs", content=text)
     assert r.status_code == status, r.text
     if status == 403:
-        assert r.json()["error"].startswith(f"groups[1].task.driver: {driver!r} is not allowed here")
+        assert r.json()["error"].startswith(f"groups[g].task.driver: {driver!r} is not allowed here")
 
 
 def write(tmp_path: Path, text: str) -> str:
