@@ -208,7 +208,7 @@ def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path |
                 groups.append(GroupPlacement(g.name, name, tuple(f"<device-{k}>" for k in range(n))))
             else:
                 if i == 0 and s.chooses_kind(g):  # chosen at admission, over the fleet as it then is
-                    click.echo(f"note: group {g.name!r}: its class ({s.class_of(g)}) chooses whole GPU, MIG or share "
+                    click.echo(f"note: groups[{g.name}]: its class ({s.class_of(g)}) chooses whole GPU, MIG or share "
                                "at admission; this preview has no device block", err=True)
                 groups.append(GroupPlacement(g.name, None, ()))
         placement = RenderPlacement(node, tuple(groups))

@@ -484,8 +484,8 @@ class _SpecBase(_Model):
                                      "every allocation of a job runs on one node, where the port is free only "
                                      "once; use a dynamic port (leave out static)")
                 if port.static in seen:
-                    raise ValueError(f"groups[{group.name}]: static port {port.static} is also in group "
-                                     f"{seen[port.static]!r}: every group of a job runs on one node")
+                    raise ValueError(f"groups[{group.name}]: static port {port.static} is also in "
+                                     f"groups[{seen[port.static]}]: every group of a job runs on one node")
                 seen[port.static] = group.name
         return self
 
