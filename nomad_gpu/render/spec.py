@@ -275,6 +275,13 @@ class GpuSpec(_Model):
     count: Annotated[StrictInt, Field(ge=1, le=64)] = 1
     models: list[ModelName] | None = None
     min_memory_mib: Annotated[StrictInt, Field(ge=1)] | None = None
+    nvlink: Annotated[bool, Field(strict=True)] = False
+
+    @model_validator(mode="after")
+    def _nvlink_needs_a_set(self) -> GpuSpec:
+        if self.nvlink and self.count < 2:
+            raise ValueError(f"nvlink: true needs count >= 2 (got {self.count}): one GPU has no link to another")
+        return self
 
     @field_validator("models")
     @classmethod

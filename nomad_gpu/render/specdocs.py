@@ -121,6 +121,10 @@ EXTRA: dict[str, tuple[str, str, str]] = {
     "GpuSpec.models": ("", "[A100, H100]", "Allowed models, as `inventory` shows them (short or full name); "
                        "unset: any."),
     "GpuSpec.min_memory_mib": ("MiB", "40960", "The least memory each GPU must have."),
+    "GpuSpec.nvlink": ("", "true", "Only GPUs joined by NVLink (an NVSwitch fabric or whole bridged pairs, on a node "
+                       "whose device plugin publishes its topology: docs/topology.md); the job waits for such a set "
+                       "rather than take PCIe peers, and is refused where no node could ever give one. Needs "
+                       "`count` >= 2."),
     "MigSpec.profile": ("", "3g.40gb", "The MIG profile (`<compute>g.<memory>gb`)."),
     "MigSpec.count": ("instances", "1", "Instances of it per allocation."),
     "GroupSpec.ports": ("", "{http: {to: 8000}}", ""),

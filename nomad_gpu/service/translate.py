@@ -58,7 +58,7 @@ def _whole_ask(group: GroupSpec) -> GpuAsk:
     assert group.gpu is not None
     need = group.gpu_memory_bytes  # `gpu_memory` beside `gpu:`: whole GPUs whose memory holds it
     floor = group.gpu.min_memory_mib or (-(-need // (1 << 20)) if need is not None else 0)
-    return WholeGpus(group.gpu.count, frozenset(group.gpu.models or ()), floor)
+    return WholeGpus(group.gpu.count, frozenset(group.gpu.models or ()), floor, group.gpu.nvlink)
 
 
 def _mig_ask(group: GroupSpec) -> GpuAsk:
