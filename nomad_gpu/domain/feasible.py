@@ -17,6 +17,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice, product
 
+from nomad_gpu.domain import topochoice  # noqa: F401  # installs WHOLE.choose: an NVLink ask's sets, as placed
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.requests import AllocAsk, JobRequest
 

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 SetsHook = Callable[["NodeFree", str, Sequence[InstanceId], int], Iterator[tuple[InstanceId, ...]]]
 """(node, model, its free GPUs in device order, count) -> candidate sets of `count` GPUs."""
+ChooseHook = Callable[["Topology | None", Sequence[InstanceId], int], tuple[InstanceId, ...]]
+"""(topology, GPUs in device order, count) -> the set of `count` taken (empty: too few)."""
 
 
 class WholeKind(CountedKind):
@@ -36,6 +38,9 @@ class WholeKind(CountedKind):
         """Candidate sets of a multi-GPU ask on one model; None: the first `count` free GPUs."""
         self.set_term: Callable[[NodeFree, Option], float] | None = None
         """A policy's term for a set (a topology score); None: every set scores alike."""
+        self.choose: ChooseHook | None = None
+        """The set of `count` a node's topology gives out of some of its GPUs (`topochoice.choose`); None: the
+        first `count`."""
 
     def free_keys(self, nf: NodeFree) -> Iterable[IndexKey]:
         return [("whole", m, len(ids)) for m, ids in nf.whole_free().items()]
@@ -162,8 +167,7 @@ class WholeGpus:
 
     def _linked_on(self, node: Node) -> bool:
         """Whether an empty ``node`` offers an NVLink set of ``count`` GPUs of one allowed model."""
-        from nomad_gpu.domain.topochoice import choose  # it installs the hooks of this module: imported late
-
+        choose = WHOLE.choose or (lambda topology, ids, count: tuple(ids[:count]))
         by_model: dict[str, list[InstanceId]] = {}
         for gpu in node.gpus:
             if gpu.mode is not GpuMode.SHARED and self.allows(gpu.model) and gpu.memory_mib >= self.min_memory_mib:
