@@ -18,6 +18,7 @@ from typing import Any
 from nomad_gpu.api.payloads import UsageRow
 from nomad_gpu.domain.modelnames import short_model
 from nomad_gpu.domain.units import MigProfile, parent_slices_for_model
+from nomad_gpu.render.spec import META_SWEEP, SWEEP_CLASS
 from nomad_gpu.store import QueueEntry
 
 GROUPINGS = ("team", "class", "kind", "model")
@@ -79,8 +80,10 @@ def key_of(entry: QueueEntry, by: str) -> str:
     if by == "team":
         return entry.team
     groups: Sequence[Mapping[str, Any]] = entry.spec.get("groups") or []
-    if by == "class":
-        return str(entry.spec.get("class") or next((g.get("class") for g in groups if g.get("class")), None) or NONE)
+    if by == "class":  # as the scheduler reads it (`_SpecBase.class_of`): a sweep's trials are `hpo` unless named
+        named = entry.spec.get("class") or next((g.get("class") for g in groups if g.get("class")), None)
+        sweep = entry.sweep or META_SWEEP in (entry.spec.get("meta") or {})
+        return str(named or (SWEEP_CLASS if sweep else NONE))
     if by == "kind":
         if any(p.get("share_milli") for p in entry.placements):
             return "share"
