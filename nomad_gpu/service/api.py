@@ -46,7 +46,7 @@ from nomad_gpu.api.payloads import Entries, Entry, Inventory, NodeView, Payload,
 from nomad_gpu.domain.errors import InvalidRequest, NomadGpuError, NotAllowed, StateConflict, TooLarge, UnknownEntry
 from nomad_gpu.render import JobSpec, SpecError, SweepSpec
 from nomad_gpu.render.loading import MAX_SPEC_BYTES, decode_spec
-from nomad_gpu.service.access import Caller, TokenGate, caller_of, metrics_view, status_view
+from nomad_gpu.service.access import Caller, LiveTokens, TokenGate, caller_of, metrics_view, status_view
 from nomad_gpu.service.addresses import entry_addresses
 from nomad_gpu.service.entryroutes import entry_routes
 from nomad_gpu.service.history import History
@@ -79,7 +79,8 @@ def create_app(service: SchedulerService, token: str | None = None,
                access: AccessSettings | None = None, *, nomad_address: str | None = None,
                history: History | None = None, usage: UsagePoller | None = None,
                nomad: NomadReads | None = None, templates: Collection[str] | None = None,
-               namespace_pools: Callable[[str], str | None] | None = None) -> Starlette:
+               namespace_pools: Callable[[str], str | None] | None = None,
+               live_tokens: LiveTokens | None = None) -> Starlette:
     """The API over ``service``; ``token`` (NOMAD_GPU_TOKEN) is an admin token added to ``access``.
 
     ``nomad_address`` is shown in the status (the dashboard links each job to Nomad's UI there);
@@ -87,7 +88,8 @@ def create_app(service: SchedulerService, token: str | None = None,
     entry's GPU utilisation and memory (``usage``, null while unknown) to the entry JSON; ``nomad``
     answers what is read from Nomad for one entry (allocations, registered HCL, logs); ``templates``, the
     job templates a spec may name (checked at submit when given); ``namespace_pools``, a namespace's default
-    node pool in Nomad (:class:`nomad_gpu.service.nodepools.NamespacePools`), for specs that name none.
+    node pool in Nomad (:class:`nomad_gpu.service.nodepools.NamespacePools`), for specs that name none;
+    ``live_tokens``, the tokens the gate checks, swapped by a config reload (made from ``access`` when None).
     """
     rules = (access or AccessSettings()).with_admin(token)
     quota = TeamQuota(rules.team_limits.max_entries, rules.team_limits.max_stored_bytes)
@@ -255,7 +257,7 @@ def create_app(service: SchedulerService, token: str | None = None,
         *ui_routes(),
     ]
     handlers = {NomadGpuError: refused, 404: not_found, 405: bad_method, Exception: crashed}
-    return Starlette(routes=routes, middleware=[Middleware(TokenGate, access=rules)],
+    return Starlette(routes=routes, middleware=[Middleware(TokenGate, access=rules, live=live_tokens)],
                      exception_handlers=handlers)
 
 

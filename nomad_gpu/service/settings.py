@@ -195,6 +195,8 @@ class ServiceSettings:
     """Start on a new database even though Nomad runs jobs of this service (they are left to Nomad)."""
     adopt_existing_jobs: bool = False
     """Start on a new database and book each live job of this service until it ends (never stopped)."""
+    config_path: str | None = None
+    """The `--config` file, read again on SIGHUP for its teams and tokens (service/reload.py)."""
 
     def __repr__(self) -> str:
         return f"ServiceSettings(nomad={self.nomad!r}, db_path={self.db_path!r}, listen={self.listen!r})"
