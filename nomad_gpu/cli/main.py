@@ -277,8 +277,11 @@ NOMAD_VERSION_HELP = ("Nomad release the dev cluster plays (default: the newest 
 @click.option("--speed", default=1.0, show_default=True, type=click.FloatRange(min=0.001),
               help="Time compression: a 150 s task runs 150/speed s.")
 @click.option("--nomad-version", default=None, help=NOMAD_VERSION_HELP)
+@click.option("--acl-file", type=click.Path(dir_okay=False), default=None,
+              help="YAML: ACL policies (Nomad's HCL) and tokens, as a cluster file's acl: section; turns ACLs on.")
 @friendly
-def dev_cluster(cluster_path: str, port: int, host: str, speed: float, nomad_version: str | None) -> None:
+def dev_cluster(cluster_path: str, port: int, host: str, speed: float, nomad_version: str | None,
+                acl_file: str | None) -> None:
     """Serve the embedded, Nomad-API-compatible dev cluster (a stand-in for a real Nomad)."""
     import gc
 
@@ -294,7 +297,7 @@ def dev_cluster(cluster_path: str, port: int, host: str, speed: float, nomad_ver
     gc.set_threshold(50_000, 50, 100)
     gc.freeze()
     try:
-        serve_forever(cluster_file, host=host, port=port, speed=speed, nomad_version=version,
+        serve_forever(cluster_file, host=host, port=port, speed=speed, nomad_version=version, acl_file=acl_file,
                       on_ready=lambda url: click.echo(f"dev cluster (Nomad {version}) on {url}  "
                                                       f"(export NOMAD_ADDR={url})"))
     except ClusterFileError as exc:
