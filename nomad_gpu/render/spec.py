@@ -39,6 +39,7 @@ __all__ = [
     "MAX_TRIALS",
     "MAX_TRIALS_CONTEXT",
     "META_SWEEP",
+    "META_USER",
     "META_TRIAL",
     "META_TRIAL_PREFIX",
     "RESERVED_META_PREFIX",
@@ -89,6 +90,8 @@ META_SWEEP = "nomad_gpu_sweep"
 """Job meta of a sweep trial: the sweep's name."""
 META_TRIAL = "nomad_gpu_trial"
 """Job meta of a sweep trial: the trial's index (0-based)."""
+META_USER = "nomad_gpu_user"
+"""Job meta: the person whose token submitted it (`api.tokens` `user:`); set by the service, never by a spec."""
 META_TRIAL_PREFIX = "nomad_gpu_trial_"
 """Job meta prefix of a sweep trial: one key per parameter, ``nomad_gpu_trial_<param>``."""
 
@@ -455,7 +458,7 @@ class _SpecBase(_Model):
         A trial keeps its sweep meta so that a stored trial (``model_dump``) re-parses; it
         must then be consistent: named ``<nomad_gpu_sweep>-t<nomad_gpu_trial>``.
         """
-        reserved = [key for key in meta if key.startswith(RESERVED_META_PREFIX)]
+        reserved = [key for key in meta if key.startswith(RESERVED_META_PREFIX) and key != META_USER]
         if not reserved:
             return meta
         rule = f"keys starting with {RESERVED_META_PREFIX!r} are reserved"

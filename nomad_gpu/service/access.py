@@ -46,6 +46,8 @@ class Caller:
     team: str | None = None
     grant: Grant = OPEN_GRANT
     """Where this token's submissions may go, within the service-wide lists."""
+    user: str | None = None
+    """The person the token belongs to (`api.tokens` `user:`), recorded on what it submits."""
 
     @property
     def admin(self) -> bool:
@@ -80,7 +82,7 @@ def caller_of(scope: Scope) -> Caller:
     return caller if isinstance(caller, Caller) else ADMIN
 
 
-Grants = tuple[tuple[bytes, "str | None", Grant], ...]
+Grants = tuple[tuple[bytes, "str | None", Grant, "str | None"], ...]
 
 
 class LiveTokens:
@@ -100,7 +102,7 @@ class LiveTokens:
     @staticmethod
     def _digests(access: AccessSettings) -> Grants:
         # compare digests, not tokens: equal lengths, and every token is compared on every request
-        return tuple((hashlib.sha256(t.encode()).digest(), team, access.grants.get(t, OPEN_GRANT))
+        return tuple((hashlib.sha256(t.encode()).digest(), team, access.grants.get(t, OPEN_GRANT), access.users.get(t))
                      for t, team in access.tokens.items())
 
 
@@ -143,9 +145,9 @@ class TokenGate:
             return None
         given = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         found: Caller | None = None
-        for digest, team, grant in (grants if grants is not None else self.live.state[1]):
+        for digest, team, grant, user in (grants if grants is not None else self.live.state[1]):
             if hmac.compare_digest(given, digest):
-                found = Caller(team, grant)
+                found = Caller(team, grant, user)
         return found
 
 

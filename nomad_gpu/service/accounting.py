@@ -18,10 +18,10 @@ from typing import Any
 from nomad_gpu.api.payloads import UsageRow
 from nomad_gpu.domain.modelnames import short_model
 from nomad_gpu.domain.units import MigProfile, parent_slices_for_model
-from nomad_gpu.render.spec import META_SWEEP, SWEEP_CLASS
+from nomad_gpu.render.spec import META_SWEEP, META_USER, SWEEP_CLASS
 from nomad_gpu.store import QueueEntry
 
-GROUPINGS = ("team", "class", "kind", "model")
+GROUPINGS = ("team", "class", "kind", "model", "user", "sweep")
 HOLDING = ("admitted", "running")
 FAILED = ("failed", "dependency-failed")
 NONE = "-"
@@ -76,9 +76,14 @@ def gpu_equivalents(entry: QueueEntry) -> float:
 
 
 def key_of(entry: QueueEntry, by: str) -> str:
-    """The entry's group under ``by``: its team, workload class, capacity kind or GPU model (short name)."""
+    """The entry's group under ``by``: its team, workload class, capacity kind, GPU model (short name), the
+    user whose token submitted it (`api.tokens` `user:`) or its sweep."""
     if by == "team":
         return entry.team
+    if by == "user":
+        return str((entry.spec.get("meta") or {}).get(META_USER) or NONE)
+    if by == "sweep":
+        return entry.sweep or NONE
     groups: Sequence[Mapping[str, Any]] = entry.spec.get("groups") or []
     if by == "class":  # as the scheduler reads it (`_SpecBase.class_of`): a sweep's trials are `hpo` unless named
         named = entry.spec.get("class") or next((g.get("class") for g in groups if g.get("class")), None)

@@ -46,6 +46,7 @@ from nomad_gpu.api.payloads import Entries, Entry, Inventory, NodeView, Payload,
 from nomad_gpu.domain.errors import InvalidRequest, NomadGpuError, NotAllowed, StateConflict, TooLarge, UnknownEntry
 from nomad_gpu.render import JobSpec, SpecError, SweepSpec
 from nomad_gpu.render.loading import MAX_SPEC_BYTES, decode_spec
+from nomad_gpu.render.spec import META_USER
 from nomad_gpu.service.access import Caller, LiveTokens, TokenGate, caller_of, metrics_view, status_view
 from nomad_gpu.service.addresses import entry_addresses
 from nomad_gpu.service.entryroutes import entry_routes
@@ -313,6 +314,11 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings, call
     if datacenters is not None:  # "any" given as the datacenters this service allows
         data["datacenters"] = datacenters
         validated = None  # the data is no longer what was validated
+    meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+    if caller.user is not None or META_USER in meta:  # who submitted is the token's to say, never the spec's
+        data["meta"] = {**{k: v for k, v in meta.items() if k != META_USER},
+                        **({META_USER: caller.user} if caller.user is not None else {})}
+        validated = None
     if caller.team is not None:
         if "team" in data and data["team"] != caller.team:
             raise NotAllowed(f"this token submits for team {caller.team!r}; the spec names team "

@@ -38,7 +38,7 @@ def reload_config(path: str | None, scheduler: SchedulerService, tokens: LiveTok
         logger.warning("config reload refused, the previous config stays: %s", exc)
         return False
     old = tokens.access
-    new = replace(old, tokens=access.tokens, grants=access.grants).with_admin(admin_token)
+    new = replace(old, tokens=access.tokens, grants=access.grants, users=access.users).with_admin(admin_token)
     if old.required and not new.required:
         logger.warning("config reload refused, the previous config stays: %s: api: tokens: it lists no token, "
                        "and the service started with some (a reload never opens the API)", path)
