@@ -1,8 +1,9 @@
 """`nomad-gpu report`: GPU accounting over a window, Slurm's `sreport` for the queue.
 
 GPU-hours (GPU-equivalents held x time, per attempt), jobs, attempts, mean and p95 wait and failures,
-grouped by team, workload class, capacity kind, GPU model, submitting user or sweep; `--csv` for a spreadsheet. The numbers are
-the service's (`GET /v1/usage`, :mod:`nomad_gpu.service.accounting`); a team's token reports its team.
+grouped by team, workload class, capacity kind, GPU model, submitting user or sweep; `--csv` for a
+spreadsheet. The numbers are the service's (`GET /v1/usage`, :mod:`nomad_gpu.service.accounting`); a
+team's token reports its team.
 Not an entry's live `usage` (its GPUs' utilisation now).
 """
 

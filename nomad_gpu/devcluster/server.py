@@ -235,7 +235,8 @@ class DevCluster:
 def serve_forever(cluster_path: str | Path, host: str = "127.0.0.1", port: int = 4646, speed: float = 1.0,
                   event_buffer: int = 100, heartbeat_s: float = 30.0,
                   on_ready: Callable[[str], None] | None = None,
-                  nomad_version: str | NomadVersion = DEFAULT_NOMAD_VERSION, acl_file: str | Path | None = None) -> None:
+                  nomad_version: str | NomadVersion = DEFAULT_NOMAD_VERSION,
+                  acl_file: str | Path | None = None) -> None:
     """Run a dev cluster from a cluster file until Ctrl-C (for `nomad-gpu dev-cluster`).
 
     The address is logged at INFO; `on_ready(url)` lets a CLI print it as well.

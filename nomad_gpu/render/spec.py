@@ -490,9 +490,9 @@ class _SpecBase(_Model):
                 if port.static is None:
                     continue
                 if group.count > 1:
-                    raise ValueError(f"groups[{group.name}]: static port {port.static} ({label}) with count {group.count}: "
-                                     "every allocation of a job runs on one node, where the port is free only "
-                                     "once; use a dynamic port (leave out static)")
+                    raise ValueError(f"groups[{group.name}]: static port {port.static} ({label}) with count "
+                                     f"{group.count}: every allocation of a job runs on one node, where the port "
+                                     "is free only once; use a dynamic port (leave out static)")
                 if port.static in seen:
                     raise ValueError(f"groups[{group.name}]: static port {port.static} is also in "
                                      f"groups[{seen[port.static]}]: every group of a job runs on one node")

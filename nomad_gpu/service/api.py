@@ -314,7 +314,8 @@ def check_submission(body: bytes, content_type: str, rules: AccessSettings, call
     if datacenters is not None:  # "any" given as the datacenters this service allows
         data["datacenters"] = datacenters
         validated = None  # the data is no longer what was validated
-    meta = data.get("meta") if isinstance(data.get("meta"), dict) else {}
+    written = data.get("meta")
+    meta: dict[str, Any] = written if isinstance(written, dict) else {}
     if caller.user is not None or META_USER in meta:  # who submitted is the token's to say, never the spec's
         data["meta"] = {**{k: v for k, v in meta.items() if k != META_USER},
                         **({META_USER: caller.user} if caller.user is not None else {})}

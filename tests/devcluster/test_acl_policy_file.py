@@ -14,7 +14,6 @@ import nomad
 import pytest
 import requests
 
-from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.devcluster.aclpolicy import AclPolicyError, AclSpec, load_acl_file, parse_policy, tokens_of
 from nomad_gpu.devcluster.config import ClusterFileError, load_cluster_file
 from nomad_gpu.devcluster.version import NomadVersion
@@ -117,7 +116,7 @@ def test_the_documented_policy_rehearsed_on_the_dev_cluster(make_cluster: Cluste
     other = requests.get(f"{cluster.url}/v1/jobs", params={"namespace": "ml"}, headers=svc, timeout=5)
     assert other.status_code == 403
     admin = nomad.Nomad(address=cluster.url, timeout=5, token=OPERATOR_SECRET)
-    assert len(admin.nodes.get_nodes()) == len(TWO_NODES["nodes"])  # type: ignore[arg-type]
+    assert len(admin.nodes.get_nodes()) == len(TWO_NODES["nodes"])
     assert requests.get(f"{cluster.url}/v1/nodes", headers={"X-Nomad-Token": "guess"}, timeout=5).text == \
         "ACL token not found"
 

@@ -40,7 +40,7 @@ def test_a_reload_swaps_teams_and_tokens(service: SchedulerService, tmp_path: Pa
     path.write_text(SECOND)
     assert reload_config(str(path), service, live, ROOT)
     assert (status(client, OLD), status(client, NEW), status(client, ROOT)) == (401, 200, 200)
-    teams = service.settings.fair.teams
+    teams = {str(team): policy for team, policy in service.settings.fair.teams.items()}
     assert (teams["vision"].weight, teams["vision"].quota_gpu, teams["nlp"].quota_gpu) == (2.0, 8.0, 2.0)
     rows = {r["team"]: r for r in client.get("/v1/teams", headers={"Authorization": f"Bearer {ROOT}"})
             .json()["teams"]}

@@ -46,7 +46,7 @@ def test_report_by_user_and_by_sweep() -> None:
     def submit(token: str, text: str) -> dict[str, Any]:
         r = client.post("/v1/jobs", content=text, headers={"Authorization": f"Bearer {token}"})
         assert r.status_code == 201, r.text
-        return r.json()  # type: ignore[no-any-return]
+        return r.json()
 
     job = "name: {}\ntask: {{image: b}}\ngpu: {{count: 1}}\n"
     submit(ALICE, job.format("a1"))
