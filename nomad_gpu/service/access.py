@@ -131,7 +131,8 @@ class TokenGate:
             else:
                 caller = self.resolve(token, grants)
         if caller is None:
-            body = json.dumps({"error": "missing or wrong token (set NOMAD_GPU_TOKEN)"}).encode()
+            refusal = "missing or wrong token (set NOMAD_GPU_TOKEN)"
+            body = json.dumps({"error": refusal, "errors": [refusal]}).encode()
             await send({"type": "http.response.start", "status": 401,
                         "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
                                     (b"content-length", str(len(body)).encode())]})

@@ -103,7 +103,8 @@ def test_every_route_needs_a_known_token(client: TestClient, headers: dict[str, 
                          ("GET", "/v1/inventory"), ("DELETE", "/v1/jobs/q000001")]:
         r = client.request(method, path, headers=headers, content=job("x") if method == "POST" else None)
         assert r.status_code == 401, (method, path)
-        assert r.json() == {"error": "missing or wrong token (set NOMAD_GPU_TOKEN)"}
+        assert r.json() == {"error": "missing or wrong token (set NOMAD_GPU_TOKEN)",
+                            "errors": ["missing or wrong token (set NOMAD_GPU_TOKEN)"]}
     assert client.get("/v1/status", headers={"X-Nomad-Gpu-Token": NLP}).status_code == 200
 
 
