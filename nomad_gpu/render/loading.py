@@ -17,7 +17,6 @@ from __future__ import annotations
 import difflib
 import json
 import os
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from nomad_gpu.render.locations import format_location, name_groups
 from nomad_gpu.render.spec import (
     GROUP_FIELDS,
     MAX_TRIALS_CONTEXT,
@@ -54,8 +54,6 @@ MAX_DEPTH = 32
 """Deepest nesting of mappings and lists a spec may use (a real one needs about 6)."""
 
 _MODELS = (JobSpec, SweepSpec, GroupSpec, TaskSpec, ResourcesSpec, GpuSpec, MigSpec, ShareSpec, DevSpec, SweepConfig)
-_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-"""A valid group name (spec.Label): only such a name is written into a location."""
 _KNOWN_FIELDS = sorted({name for model in _MODELS for name in model.model_fields})
 """Every field name a spec can use, for "did you mean" suggestions."""
 
@@ -317,38 +315,6 @@ def spec_error(messages: Sequence[str]) -> SpecError:
     line the CLI prints and the API's `error` carries (a user fixes every typo in one pass), and listed one
     by one in ``errors`` (the API's `errors`)."""
     return SpecError("; ".join(messages), errors=tuple(messages))
-
-
-class GroupName(str):
-    """A group's place in a location, said by its name: ``groups[main]``, not ``groups[0]``."""
-
-    __slots__ = ()
-
-
-def name_groups(loc: Sequence[int | str], data: object) -> list[int | str]:
-    """``loc`` with the index after ``groups`` replaced by that group's name, where the spec gives it a valid
-    one (an invalid or missing name keeps the index: the name itself is then what is wrong)."""
-    out = list(loc)
-    if len(out) >= 2 and out[0] == "groups" and isinstance(out[1], int) and isinstance(data, Mapping):
-        groups = data.get("groups")
-        if isinstance(groups, list) and out[1] < len(groups) and isinstance(groups[out[1]], Mapping):
-            name = groups[out[1]].get("name")
-            if isinstance(name, str) and _LABEL.fullmatch(name):
-                out[1] = GroupName(name)
-    return out
-
-
-def format_location(loc: Sequence[int | str]) -> str:
-    """``("groups", 0, "gpu", "count")`` -> ``groups[0].gpu.count``; a :class:`GroupName` -> ``groups[main]``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int | GroupName):
-            out += f"[{part}]"
-        elif part.isidentifier() and len(part) <= SHOWN:
-            out += f".{part}" if out else part
-        else:
-            out += f"[{shown(part)}]"  # a key the user wrote: quoted, and cut when long
-    return out
 
 
 def _message(error: ErrorDetails, source: str, node: yaml.Node | None, shorthand: bool, data: Mapping[str, Any]
