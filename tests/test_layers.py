@@ -29,8 +29,9 @@ ALLOWED: dict[str, set[str]] = {
     "plugin": {"domain", "nvml", "plugin"},
     "cli": {"domain", "nomad", "store", "render", "service", "sim", "devcluster", "nvml", "cli", "api"},
 }
-SHARED = {"nomad_gpu.domain.errors"}
-"""Modules any layer may import (except the dev cluster, which imports nothing of ours)."""
+SHARED = {"nomad_gpu.domain.errors", "nomad_gpu.domain.jobmeta"}
+"""Modules any layer may import (except the dev cluster, which imports nothing of ours): the error tree, and the
+job meta keys the spec models write and GPU accounting's record reads."""
 DOMAIN_FORBIDDEN = {"os", "time", "datetime", "socket", "sqlite3", "requests", "nomad", "urllib", "http", "subprocess",
                     "threading", "asyncio", "pathlib", "yaml", "jinja2", "starlette", "uvicorn"}
 

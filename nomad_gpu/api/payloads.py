@@ -46,6 +46,8 @@ class ErrorReply(Payload):
 
     SCHEMA_NAME: ClassVar[str] = "Error"
     error: str = doc("One line saying what was refused and why.", default="")
+    errors: tuple[str, ...] = doc("Every located message, one each (a spec with three mistakes has three); "
+                                  "`error` is them joined by \"; \".", default=())
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,8 @@ class Placement(Payload):
     gpu_equivalents: float = 0.0
     share_gpu: str | None = doc("The GPU a time-slice share is on.", default=None)
     link: str | None = doc("How the GPUs of a multi-GPU placement reach each other: `NVLink`, `PCIe, one switch`, "
-                           "`PCIe, one NUMA node`, `PCIe across NUMA nodes`, or `PCIe` where the node's device plugin "
-                           "publishes no topology; null for one GPU.", default=None)
+                           "`PCIe, one NUMA node`, `PCIe across NUMA nodes`, or `topology unknown` where the node's "
+                           "device plugin publishes no topology (`PCIe` before); null for one GPU.", default=None)
     choice: str | None = doc("For a group whose workload class chose the kind: what was chosen and why, e.g. "
                              "`serving -> MIG 3g.40gb on h100-mig-1: needs 14 GiB; isolated; tier 1`; null "
                              "otherwise.", default=None)
@@ -296,7 +298,7 @@ class NodeView(Payload):
     mig_gpus: tuple[MigGpu, ...] = doc("MIG instances grouped by the physical GPU they are slices of (those "
                                        "whose bus ID is reported).", default=())
     topology: bool = doc("Whether the node's device plugin publishes its GPUs' interconnect (the nomad-gpu plugin "
-                         "does, the stock NVIDIA plugin does not: its GPUs are PCIe peers).", default=False)
+                         "does, the stock NVIDIA plugin does not: how its GPUs are joined is unknown).", default=False)
     nvlink_groups: tuple[tuple[str, ...], ...] = doc("GPU IDs joined by NVLink (an NVSwitch fabric, or a bridged "
                                                      "pair), one list per group.", default=())
 

@@ -172,13 +172,13 @@ def _group_letter(k: int) -> str:
 def topology_rows(n: NodeView) -> list[tuple[Any, ...]]:
     """One row per node with whole GPUs: its NVLink groups (`a 2 GPUs, b 2 GPUs`) and its GPUs per NUMA
     node (`0: 4 GPUs, 1: 4 GPUs`); a node whose device plugin publishes no topology (the stock plugin)
-    says its GPUs are PCIe peers."""
+    says its topology is unknown (it may have NVLink; nobody said)."""
     whole = [g for g in n.gpus if g.mode == "whole"]
     if not whole:
         return []
     node = n.name or n.id
     if not n.topology:
-        return [(node, "not published: PCIe peers", "-")]
+        return [(node, "topology unknown (not published)", "-")]
     groups = ", ".join(f"{_group_letter(k)} {len(members)} GPUs" for k, members in enumerate(n.nvlink_groups))
     numa: dict[int, int] = {}
     for g in whole:

@@ -18,6 +18,8 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .aclpolicy import AclPolicyError, AclSpec, read_policy_files
+
 # A fixed namespace so that derived IDs never change between releases (changing it would change
 # every ID in every recorded trace).
 _ID_NAMESPACE = uuid.UUID("5d0f6b52-8f0e-4c52-9d1e-6a4f2c1f9e07")
@@ -174,6 +176,8 @@ class ClusterSpec(BaseModel):
     # defaults are job_gc_interval 5m and job_gc_threshold 4h (`nomad/config.go`, v2.0.5).
     job_gc_interval_s: float | None = Field(default=None, gt=0)
     job_gc_threshold_s: float = Field(default=4 * 3600.0, ge=0)
+    # ACLs on, with these policies (Nomad's HCL) and tokens (aclpolicy.py): rehearse a policy before applying it.
+    acl: AclSpec | None = None
 
     @model_validator(mode="after")
     def _check_unique(self) -> ClusterSpec:
@@ -251,6 +255,11 @@ def load_cluster_file(path: str | Path) -> ClusterSpec:
         raise ClusterFileError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, Mapping):
         raise ClusterFileError(f"{path}: a cluster file must be a mapping with `name` and `nodes`")
+    if "acl" in data:  # a policy given as a file name is read beside the cluster file
+        try:
+            data = {**data, "acl": read_policy_files(data["acl"], path.parent)}
+        except AclPolicyError as exc:
+            raise ClusterFileError(f"{path}: {exc}") from exc
     return parse_cluster(data, source=str(path))
 
 

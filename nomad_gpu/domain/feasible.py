@@ -17,6 +17,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice, product
 
+from nomad_gpu.domain import topochoice  # noqa: F401  # installs WHOLE.choose: an NVLink ask's sets, as placed
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.requests import AllocAsk, JobRequest
 
@@ -86,7 +87,7 @@ def _nearest(asks: Sequence[AllocAsk], scope: list[Node]) -> str:
     """The first thing that rules the job out, and what the fleet offers instead."""
     for ask in asks:
         if ask.gpu is not None and (why := ask.gpu.never_on(scope)):
-            return f"group {ask.group!r}: {why}"
+            return f"groups[{ask.group}]: {why}"
     cpu, mem = sum(a.cpu_mhz for a in asks), sum(a.memory_mb for a in asks)
     hosts = [n for n in scope if _holds(asks, n, resources=False)]
     if hosts:  # the GPUs are there: CPU or memory beside them is what no node has

@@ -1,7 +1,7 @@
 """Read a job spec from YAML (or a decoded JSON body) into a model, or one clear error.
 
 A user who gets a spec wrong should see where and why in one line, e.g.
-``train.yaml:14: groups[0].gpu.count: must be >= 1``, never a pydantic dump or a
+``train.yaml:14: groups[trainer].gpu.count: must be >= 1``, never a pydantic dump or a
 traceback. So YAML is composed into nodes first (to keep line numbers), duplicate
 keys are refused (PyYAML silently keeps the last one), and pydantic's errors are
 translated into short, located messages.
@@ -26,6 +26,7 @@ import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from nomad_gpu.render.locations import format_location, name_groups
 from nomad_gpu.render.spec import (
     GROUP_FIELDS,
     MAX_TRIALS_CONTEXT,
@@ -304,38 +305,29 @@ def parse_spec(
         return model.model_validate(dict(data), context=context)
     except ValidationError as exc:
         shorthand = "task" in data
-        messages = tuple(_message(error, source, node, shorthand) for error in exc.errors())
+        located = [_message(error, source, node, shorthand, data) for error in exc.errors()]
+        messages = tuple(text for _, text in sorted(located, key=lambda m: m[0]))  # as written, top to bottom
         raise spec_error(messages) from exc
 
 
 def spec_error(messages: Sequence[str]) -> SpecError:
-    """One :class:`SpecError` for several located messages (the first, then a count)."""
-    first = messages[0]
-    more = len(messages) - 1
-    return SpecError(f"{first} (and {more} more)" if more else first, errors=tuple(messages))
+    """One :class:`SpecError` for several located messages: every one of them, joined by "; " into the one
+    line the CLI prints and the API's `error` carries (a user fixes every typo in one pass), and listed one
+    by one in ``errors`` (the API's `errors`)."""
+    return SpecError("; ".join(messages), errors=tuple(messages))
 
 
-def format_location(loc: Sequence[int | str]) -> str:
-    """``("groups", 0, "gpu", "count")`` -> ``groups[0].gpu.count``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part.isidentifier() and len(part) <= SHOWN:
-            out += f".{part}" if out else part
-        else:
-            out += f"[{shown(part)}]"  # a key the user wrote: quoted, and cut when long
-    return out
-
-
-def _message(error: ErrorDetails, source: str, node: yaml.Node | None, shorthand: bool) -> str:
+def _message(error: ErrorDetails, source: str, node: yaml.Node | None, shorthand: bool, data: Mapping[str, Any]
+             ) -> tuple[int, str]:
+    """The line (0 without YAML) and the located message."""
     loc = [part for part in error["loc"] if part not in ("[key]", VALUES_TAG, RANGE_TAG)]
     if shorthand and loc[:2] == ["groups", 0] and (len(loc) == 2 or loc[2] in GROUP_FIELDS):
-        loc = loc[2:]  # the user wrote `gpu:` at the top level, so say `gpu`, not `groups[0].gpu`
-    where = _where(source, node, loc)
+        loc = loc[2:]  # the user wrote `gpu:` at the top level, so say `gpu`, not `groups[main].gpu`
+    where = _where(source, node, loc)  # the YAML nodes are found by index
     text = _describe(error)
-    location = format_location(loc)
-    return f"{where}{location}: {text}" if location else f"{where}{text}"
+    location = format_location(name_groups(loc, data))
+    line = _line_of(node, loc) if node is not None else 0
+    return line, f"{where}{location}: {text}" if location else f"{where}{text}"
 
 
 def _describe(error: ErrorDetails) -> str:

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from nomad_gpu.api.payloads import UsageRow
 from nomad_gpu.store import QueueEntry, usage
 
-GROUPINGS = ("team", "class", "kind", "model")
+GROUPINGS = ("team", "class", "kind", "model", "user", "sweep")
 FAILED = usage.FAILED
 
 
@@ -46,11 +46,12 @@ def gpu_equivalents(entry: QueueEntry) -> float:
 
 
 def key_of(entry: QueueEntry, by: str) -> str:
-    """The entry's group under ``by``: its team, workload class, capacity kind or GPU model (short name)."""
+    """The entry's group under ``by``: its team, workload class, capacity kind, GPU model (short name), the
+    user whose token submitted it (`api.tokens` `user:`) or its sweep."""
     if by == "team":
         return entry.team
-    keys = usage.keys_of(entry.spec, entry.placements)
-    return {"class": keys.job_class, "kind": keys.kind}.get(by, keys.model)
+    keys = usage.keys_of(entry.spec, entry.placements, entry.sweep)
+    return {"class": keys.job_class, "kind": keys.kind, "user": keys.user, "sweep": keys.sweep}.get(by, keys.model)
 
 
 def usage_rows(entries: Iterable[QueueEntry], window: Window, now: float, by: str) -> list[UsageRow]:

@@ -43,8 +43,9 @@ from starlette.routing import Route
 from nomad_gpu.api import payloads
 from nomad_gpu.api.payloads import Entries, Entry, Inventory, NodeView, Payload, Status, Sweep, Teams
 from nomad_gpu.domain.errors import InvalidRequest, NomadGpuError, StateConflict, UnknownEntry
+from nomad_gpu.render import SpecError
 from nomad_gpu.render.loading import MAX_SPEC_BYTES
-from nomad_gpu.service.access import TokenGate, caller_of, metrics_view, status_view
+from nomad_gpu.service.access import LiveTokens, TokenGate, caller_of, metrics_view, status_view
 from nomad_gpu.service.addresses import entry_addresses
 from nomad_gpu.service.devicehealth import entry_device_health
 from nomad_gpu.service.entryroutes import entry_routes
@@ -74,7 +75,8 @@ def create_app(service: SchedulerService, token: str | None = None,
                access: AccessSettings | None = None, *, nomad_address: str | None = None,
                history: History | None = None, usage: UsagePoller | None = None,
                nomad: NomadReads | None = None, templates: Collection[str] | None = None,
-               namespace_pools: Callable[[str], str | None] | None = None) -> Starlette:
+               namespace_pools: Callable[[str], str | None] | None = None,
+               live_tokens: LiveTokens | None = None) -> Starlette:
     """The API over ``service``; ``token`` (NOMAD_GPU_TOKEN) is an admin token added to ``access``.
 
     ``nomad_address`` is shown in the status (the dashboard links each job to Nomad's UI there);
@@ -82,7 +84,8 @@ def create_app(service: SchedulerService, token: str | None = None,
     entry's GPU utilisation and memory (``usage``, null while unknown) to the entry JSON; ``nomad``
     answers what is read from Nomad for one entry (allocations, registered HCL, logs); ``templates``, the
     job templates a spec may name (checked at submit when given); ``namespace_pools``, a namespace's default
-    node pool in Nomad (:class:`nomad_gpu.service.nodepools.NamespacePools`), for specs that name none.
+    node pool in Nomad (:class:`nomad_gpu.service.nodepools.NamespacePools`), for specs that name none;
+    ``live_tokens``, the tokens the gate checks, swapped by a config reload (made from ``access`` when None).
     """
     rules = (access or AccessSettings()).with_admin(token)
     limits = rules.team_limits
@@ -224,7 +227,7 @@ def create_app(service: SchedulerService, token: str | None = None,
         status = status_of(exc)
         if status is None:  # in the tree but in no row of the map: a bug, answered as one
             return await crashed(request, exc)
-        return error(status, str(exc) or type(exc).__name__)
+        return error(status, str(exc) or type(exc).__name__, exc.errors if isinstance(exc, SpecError) else ())
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return error(404, f"no such endpoint: {request.method} {request.url.path}")
@@ -253,7 +256,8 @@ def create_app(service: SchedulerService, token: str | None = None,
         *ui_routes(),
     ]
     handlers = {NomadGpuError: refused, 404: not_found, 405: bad_method, Exception: crashed}
-    return Starlette(routes=routes, middleware=[Middleware(Contained), Middleware(TokenGate, access=rules)],
+    return Starlette(routes=routes, middleware=[Middleware(Contained), Middleware(TokenGate, access=rules,
+                                                                                  live=live_tokens)],
                      exception_handlers=handlers)
 
 

@@ -62,9 +62,10 @@ RETRY_AFTER_S = 30
 """What a 503 asks the client to wait before trying again."""
 
 
-def error(status: int, message: str) -> JSONResponse:
+def error(status: int, message: str, errors: tuple[str, ...] = ()) -> JSONResponse:
+    """The refusal: its one line, and its messages one by one (a spec's every mistake; else the line)."""
     headers = {"Retry-After": str(RETRY_AFTER_S)} if status == 503 else None
-    return JSONResponse(ErrorReply(message).to_json(), status_code=status, headers=headers)
+    return JSONResponse(ErrorReply(message, errors or (message,)).to_json(), status_code=status, headers=headers)
 
 
 class Contained:

@@ -91,6 +91,8 @@ CREATE TABLE IF NOT EXISTS usage_jobs (
   class TEXT NOT NULL,
   kind TEXT NOT NULL,
   model TEXT NOT NULL,
+  user TEXT NOT NULL DEFAULT '-',
+  sweep TEXT NOT NULL DEFAULT '-',
   gpu_eq REAL NOT NULL DEFAULT 0,
   submitted_at REAL NOT NULL,
   finished_at REAL,
@@ -101,7 +103,8 @@ CREATE TABLE IF NOT EXISTS usage_jobs (
 );
 CREATE INDEX IF NOT EXISTS usage_jobs_team ON usage_jobs(team, finished_at);
 CREATE UNIQUE INDEX IF NOT EXISTS usage_jobs_folded
-  ON usage_jobs(team, class, kind, model, submitted_at, finished_at, failed) WHERE entry_id IS NULL AND attempts = 0;
+  ON usage_jobs(team, class, kind, model, user, sweep, submitted_at, finished_at, failed)
+  WHERE entry_id IS NULL AND attempts = 0;
 CREATE TABLE IF NOT EXISTS usage_attempts (
   job INTEGER NOT NULL,
   start_at REAL NOT NULL,

@@ -424,7 +424,7 @@ def _sweep_bases(entries: Sequence[QueueEntry]) -> dict[str, Mapping[str, Any]]:
 
 
 def _facts(e: QueueEntry) -> JobFacts:
-    return JobFacts(e.id, e.team, e.spec, e.placements, e.state.value, e.submitted_at, e.finished_at)
+    return JobFacts(e.id, e.team, e.spec, e.placements, e.state.value, e.submitted_at, e.finished_at, e.sweep)
 
 
 def _row(r: sqlite3.Row, spec: Mapping[str, Any]) -> QueueEntry:

@@ -19,6 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from nomad_gpu.domain.jobmeta import META_SWEEP, META_USER, SWEEP_CLASS
 from nomad_gpu.domain.modelnames import short_model
 from nomad_gpu.domain.units import MigProfile, parent_slices_for_model
 from nomad_gpu.store import specdiff
@@ -26,7 +27,7 @@ from nomad_gpu.store import specdiff
 HOLDING = ("admitted", "running")
 FAILED = ("failed", "dependency-failed")
 NONE = "-"
-GROUP_COLUMNS = {"team": "team", "class": "class", "kind": "kind", "model": "model"}
+GROUP_COLUMNS = {"team": "team", "class": "class", "kind": "kind", "model": "model", "user": "user", "sweep": "sweep"}
 """``by`` -> the column holding that key (a fixed map: no caller's text reaches the SQL)."""
 
 
@@ -38,15 +39,21 @@ class UsageKeys:
     kind: str
     model: str
     gpu_equivalents: float
+    user: str = NONE
+    sweep: str = NONE
 
 
-def keys_of(spec: Mapping[str, Any], placements: Sequence[Mapping[str, Any]]) -> UsageKeys:
-    """The job's class, capacity kind and GPU model (short name), and its GPU-equivalents (DESIGN 3.3): from
-    its placements once it has any, else from what its spec asks for."""
+def keys_of(spec: Mapping[str, Any], placements: Sequence[Mapping[str, Any]], sweep: str | None = None) -> UsageKeys:
+    """The job's class (a sweep's trial is `hpo` unless it names one, as the scheduler reads it), capacity
+    kind and GPU model (short name), its GPU-equivalents (DESIGN 3.3), from its placements once it has any,
+    else from what its spec asks for; the user whose token submitted it and its sweep."""
     groups: Sequence[Mapping[str, Any]] = spec.get("groups") or []
-    job_class = str(spec.get("class") or next((g.get("class") for g in groups if g.get("class")), None) or NONE)
+    meta = spec.get("meta") or {}
+    named = spec.get("class") or next((g.get("class") for g in groups if g.get("class")), None)
+    trial = bool(sweep) or META_SWEEP in meta
+    job_class = str(named or (SWEEP_CLASS if trial else NONE))
     return UsageKeys(job_class, _kind(groups, placements), _model(groups, placements),
-                     _gpu_equivalents(groups, placements))
+                     _gpu_equivalents(groups, placements), str(meta.get(META_USER) or NONE), sweep or NONE)
 
 
 def _kind(groups: Sequence[Mapping[str, Any]], placements: Sequence[Mapping[str, Any]]) -> str:
@@ -118,16 +125,17 @@ class JobFacts:
     state: str
     submitted_at: float
     finished_at: float | None
+    sweep: str | None = None
 
 
 def record_new(db: sqlite3.Connection, job: JobFacts, history: Iterable[Mapping[str, Any]] = ()) -> None:
     """A job's record, with the attempts its history shows (none for a new submission)."""
-    k = keys_of(job.spec, job.placements)
+    k = keys_of(job.spec, job.placements, job.sweep)
     attempts = held_intervals(history)
     cur = db.execute(
-        "INSERT INTO usage_jobs (entry_id, team, class, kind, model, gpu_eq, submitted_at, finished_at, failed,"
-        " first_start, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (job.entry_id, job.team, k.job_class, k.kind, k.model, k.gpu_equivalents, job.submitted_at,
+        "INSERT INTO usage_jobs (entry_id, team, class, kind, model, user, sweep, gpu_eq, submitted_at,"
+        " finished_at, failed, first_start, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (job.entry_id, job.team, k.job_class, k.kind, k.model, k.user, k.sweep, k.gpu_equivalents, job.submitted_at,
          job.finished_at, int(job.state in FAILED), attempts[0][0] if attempts else None, len(attempts)))
     if attempts:
         db.executemany("INSERT INTO usage_attempts (job, start_at, end_at) VALUES (?, ?, ?)",
@@ -142,7 +150,7 @@ def record_move(db: sqlite3.Connection, job: JobFacts, at: object) -> None:
     if row is None:  # written before this record existed, and not read into it: start it now
         record_new(db, job)
         row = db.execute("SELECT id FROM usage_jobs WHERE entry_id = ?", (job.entry_id,)).fetchone()
-    k = keys_of(job.spec, job.placements)
+    k = keys_of(job.spec, job.placements, job.sweep)
     db.execute("UPDATE usage_jobs SET class=?, kind=?, model=?, gpu_eq=?, finished_at=?, failed=? WHERE id=?",
                (k.job_class, k.kind, k.model, k.gpu_equivalents, job.finished_at, int(job.state in FAILED), row[0]))
     if isinstance(at, int | float):
@@ -174,12 +182,13 @@ def fold(db: sqlite3.Connection, entry_ids: Sequence[str]) -> None:
         chunk = list(entry_ids[start:start + 500])
         marks = ",".join("?" * len(chunk))
         db.execute(
-            "INSERT INTO usage_jobs (entry_id, team, class, kind, model, gpu_eq, submitted_at, finished_at, failed,"
-            " first_start, attempts, jobs) SELECT NULL, team, class, kind, model, 0, submitted_at, finished_at,"
-            f" failed, NULL, 0, SUM(jobs) FROM usage_jobs WHERE entry_id IN ({marks}) AND attempts = 0 AND"
-            " finished_at IS NOT NULL GROUP BY team, class, kind, model, submitted_at, finished_at, failed"
-            " ON CONFLICT (team, class, kind, model, submitted_at, finished_at, failed) WHERE entry_id IS NULL AND"
-            " attempts = 0 DO UPDATE SET jobs = jobs + excluded.jobs", chunk)
+            "INSERT INTO usage_jobs (entry_id, team, class, kind, model, user, sweep, gpu_eq, submitted_at,"
+            " finished_at, failed, first_start, attempts, jobs) SELECT NULL, team, class, kind, model, user, sweep,"
+            " 0, submitted_at, finished_at, failed, NULL, 0, SUM(jobs) FROM usage_jobs WHERE entry_id IN"
+            f" ({marks}) AND attempts = 0 AND finished_at IS NOT NULL GROUP BY team, class, kind, model, user,"
+            " sweep, submitted_at, finished_at, failed ON CONFLICT (team, class, kind, model, user, sweep,"
+            " submitted_at, finished_at, failed) WHERE entry_id IS NULL AND attempts = 0 DO UPDATE SET jobs ="
+            " jobs + excluded.jobs", chunk)
         db.execute(f"DELETE FROM usage_jobs WHERE entry_id IN ({marks}) AND attempts = 0 AND finished_at IS NOT NULL",
                    chunk)
         db.execute(f"UPDATE usage_jobs SET entry_id = NULL WHERE entry_id IN ({marks})", chunk)
@@ -188,15 +197,15 @@ def fold(db: sqlite3.Connection, entry_ids: Sequence[str]) -> None:
 def backfill(db: sqlite3.Connection) -> None:
     """The records of a database written before they existed, read once from its entries (schema v4)."""
     bases: dict[str, Any] = {}
-    for r in db.execute("SELECT id, team, spec, spec_base, placements, state, submitted_at, finished_at, history"
-                        " FROM entries ORDER BY seq").fetchall():
+    for r in db.execute("SELECT id, team, spec, spec_base, placements, state, submitted_at, finished_at, history,"
+                        " sweep FROM entries ORDER BY seq").fetchall():
         spec = json.loads(r[2])
         if r[3]:
             if r[3] not in bases:
                 found = db.execute("SELECT spec FROM spec_bases WHERE id = ?", (r[3],)).fetchone()
                 bases[r[3]] = json.loads(found[0]) if found is not None else {}
             spec = specdiff.apply(bases[r[3]], spec)
-        record_new(db, JobFacts(r[0], r[1], spec, json.loads(r[4]), r[5], r[6], r[7]), json.loads(r[8]))
+        record_new(db, JobFacts(r[0], r[1], spec, json.loads(r[4]), r[5], r[6], r[7], r[9]), json.loads(r[8]))
 
 
 @dataclass(frozen=True)
