@@ -4,6 +4,8 @@ share of all samples, inclusive (the frame or anything it called) and self (the 
     python benchmarks/profile_top.py FILE [--top 30] [--match nomad_gpu]
 
 `--match` keeps only frames whose text holds the string in the inclusive list (the project's own, say).
+`--areas` also splits the samples by where in the service they fall (the first area whose frame a stack
+holds, in the order of `AREAS`).
 """
 
 from __future__ import annotations
@@ -12,6 +14,31 @@ import argparse
 import sys
 from collections import Counter
 from pathlib import Path
+
+
+AREAS = (
+    ("submit: the durable queue (store add, quota, limits)", "SqliteStore.add"),
+    ("submit: decode and validate the spec", "check_request"),
+    ("submit: fleet check, classes, after", "check_queued"),
+    ("submit: the reply's JSON", "entry_payload"),
+    ("submit: the rest of the worker thread", "create_app.<locals>.submit"),
+    ("register: render", "Actuator.render"),
+    ("register: POST /v1/jobs/parse", "NomadClient.parse"),
+    ("register: POST /v1/jobs", "NomadClient.register"),
+    ("register: the rest (state moves in the store)", "Lifecycle._register"),
+    ("cycle: admission's store transaction", "SqliteStore.admit_many"),
+    ("cycle: the engine and the rest", "SchedulerService._loop"),
+    ("event stream (watcher and the moves it causes)", "Watcher.run"),
+    ("HTTP server event loop (uvicorn, middleware)", "uvicorn"),
+)
+
+
+def areas(stacks: list[tuple[list[str], int]]) -> Counter[str]:
+    found: Counter[str] = Counter()
+    for frames, count in stacks:
+        text = ";".join(frames)
+        found[next((name for name, frame in AREAS if frame in text), "other")] += count
+    return found
 
 
 def read(path: Path) -> list[tuple[list[str], int]]:
@@ -34,6 +61,7 @@ def main() -> int:
     parser.add_argument("profile", type=Path)
     parser.add_argument("--top", type=int, default=30)
     parser.add_argument("--match", default="")
+    parser.add_argument("--areas", action="store_true")
     args = parser.parse_args()
     stacks = read(args.profile)
     total = sum(count for _, count in stacks) or 1
@@ -45,6 +73,10 @@ def main() -> int:
             inclusive[name] += count
         own[names[-1]] += count
     print(f"{total} samples")
+    if args.areas:
+        print("by area %:")
+        for name, count in areas(stacks).most_common():
+            print(f"  {100 * count / total:5.1f}  {name}")
     print("inclusive %:")
     for name, count in [(n, c) for n, c in inclusive.most_common() if args.match in n][:args.top]:
         print(f"  {100 * count / total:5.1f}  {name}")
