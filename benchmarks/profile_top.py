@@ -15,7 +15,6 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-
 AREAS = (
     ("submit: the durable queue (store add, quota, limits)", "SqliteStore.add"),
     ("submit: decode and validate the spec", "check_request"),

@@ -7,6 +7,7 @@ from dataclasses import replace
 import pytest
 
 from nomad_gpu.domain.feasible import never_runs, shapes
+from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Node, NodeStatus
 from nomad_gpu.domain.requests import JobRequest
 from tests.domain.builders import (
@@ -105,11 +106,11 @@ def test_unknown_mig_model_offers_only_what_it_reports() -> None:
 # ---- the fleet's shapes answer as the whole fleet does -------------------------------------------
 def _twin(node: Node, name: str) -> Node:
     """``node`` under another name, its devices renamed alike (the same shape, another identity)."""
-    def rename(text: str) -> str:
-        return text.replace(str(node.id), name)
+    def rename(text: str) -> InstanceId:
+        return InstanceId(text.replace(str(node.id), name))
     gpus = tuple(replace(g, id=rename(g.id), share_ids=tuple(rename(s) for s in g.share_ids)) for g in node.gpus)
     migs = tuple(replace(m, id=rename(m.id)) for m in node.migs)
-    return replace(node, id=name, name=name, gpus=gpus, migs=migs)
+    return replace(node, id=NodeId(name), name=name, gpus=gpus, migs=migs)
 
 
 REQUESTS = [
@@ -117,7 +118,8 @@ REQUESTS = [
     job("j", mig("1g.5gb")), job("j", mig("3g.40gb", 3)), job("j", whole(1), mem=2_000_000),
     job("j", whole(1), node_pool="gpu-less"), job("j", whole(4, H100), datacenters=["dc1"]),
     gang("j", ask("a", whole(6)), ask("b", whole(6)), one_node=True), job("j", whole(8)), job("j", whole(4, H100)),
-    job("j", mig("3g.40gb", 2)), job("j", mig("1g.10gb", 7)), job("j", share(500)), gang("j", ask("a", share(700)), ask("b", share(700)), one_node=True),
+    job("j", mig("3g.40gb", 2)), job("j", mig("1g.10gb", 7)), job("j", share(500)),
+    gang("j", ask("a", share(700)), ask("b", share(700)), one_node=True),
     job("j", None, mem=2_000_000, node_pool="reserved"), job("j", whole(8), datacenters=["d*1"]),
     job("j", whole(2), cpu=100_000), job("j", whole(4, H100), node_pool="reserved"),
 ]
