@@ -31,7 +31,7 @@ from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.classes import ClassBook
 from nomad_gpu.service.dependencies import DependencyGate
 from nomad_gpu.service.devicehealth import DeviceHealth
-from nomad_gpu.service.fleetcheck import NeverCache
+from nomad_gpu.service.fleetcheck import FleetShapes, NeverCache
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
@@ -108,6 +108,7 @@ class SchedulerService:
             executor = self._pool
         self.outage = Outage(self.steady, self.metrics)  # its probes back off on the steady clock
         self.classes = ClassBook(settings.classes)
+        self._shapes = FleetShapes()  # the fleet check reads these, not every node
         self.life = Lifecycle(store, self.ledger, actuator, lock=self._lock, executor=executor, clock=clock,
                               metrics=self.metrics, outage=self.outage, wake=self.wake_now,
                               refusal_avoid_s=settings.refusal_avoid_s,
@@ -194,7 +195,7 @@ class SchedulerService:
             return None
         with self._lock:
             self.classes.observe(self.ledger.inventory)
-            return list(self.ledger.inventory)
+            return self._shapes(self.ledger.inventory)  # its distinct shapes: the check's answers are the same
 
     def cancel(self, entry_id: str) -> QueueEntry:
         """Cancel an entry. A live one keeps its capacity until Nomad confirms its job stopped and ended."""
@@ -303,7 +304,7 @@ class SchedulerService:
             self._positions = {d.entry: i for i, d in enumerate(in_order, 1)}
             self.life.admit([d for d in result.decisions if isinstance(d, Admit)], now)
             reasons: dict[str, str] = {}
-            never = NeverCache(self.ledger.inventory)
+            never = NeverCache(self._shapes(self.ledger.inventory))
             waits: dict[object, Any] = {}
             for d in result.decisions:
                 if isinstance(d, Wait):
