@@ -1,18 +1,17 @@
-"""The one home of a queue entry's life (DESIGN 11 and 16): the runner of the transition function.
+"""The one home of a queue entry's life (DESIGN 11 and 16): what happens, turned into events.
 
 Every event (an admission, a register's reply, an allocation update, an evaluation, a user's cancel, hold
 or re-queue, a timer, a stop confirmed, a dependency failed) is applied to the attempt's record by
-`service/life/machine.py` `apply`, which decides; this class performs the effects it returns, in the
-order given: the stored move (compare-and-set, with the stop intent in the same transaction), the ledger,
-what is followed in memory, then the calls to Nomad (from the executor, outside the lock). Nothing else
-moves an entry. Each event is safe to repeat (events are duplicated and replayed, and a crash can strike
-between any two steps).
+`service/life/machine.py` `apply`, which decides; `service/life/runner.py` performs the effects it
+returns, in the order given: the stored move (compare-and-set, with the stop intent in the same
+transaction), the ledger, what is followed in memory, then the calls to Nomad (from the executor,
+outside the lock). Nothing else moves an entry. Each event is safe to repeat (events are duplicated and
+replayed, and a crash can strike between any two steps).
 
 Its parts, each built with its dependencies: registers (`life/register.py`), stops (`life/stops.py`),
 time (`life/timers.py`), allocations no entry claims (`life/foreign.py`).
 
-The caller holds the service lock around every public method; Nomad is called only from the
-executor, outside the lock.
+The caller holds the service lock around every public method.
 """
 
 from __future__ import annotations
@@ -36,18 +35,19 @@ from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.classes import ClassBook
 from nomad_gpu.service.life import events as ev
 from nomad_gpu.service.life.foreign import ForeignAllocs
-from nomad_gpu.service.life.machine import Record, apply, record_of
+from nomad_gpu.service.life.machine import apply, record_of
 from nomad_gpu.service.life.register import Registrar
+from nomad_gpu.service.life.runner import Followed, Runner
 from nomad_gpu.service.life.stops import Stops
-from nomad_gpu.service.life.timers import STOPS_CHECK_S, Timers
+from nomad_gpu.service.life.timers import Timers
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
 from nomad_gpu.service.pins import pin_mismatch
 from nomad_gpu.service.portsinuse import blocked_nodes, port_note, ports_taken, static_ports
-from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, Tracked, backoff_s, compact
+from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, Tracked, compact
 from nomad_gpu.service.translate import job_request, placement_json, spec_of
 from nomad_gpu.store import EntryState, QueueEntry
-from nomad_gpu.store.contract import Admission, StopIntent, Store
+from nomad_gpu.store.contract import Admission, Store
 from nomad_gpu.store.entries import parse_job_id
 
 logger = logging.getLogger(__name__)
@@ -66,19 +66,14 @@ class Lifecycle:
         self.store, self.ledger, self.actuator = store, ledger, actuator
         self.classes = classes or ClassBook()
         """Workload classes: their policy and the fleet's facts a class entry's tiers are built over."""
-        self.refusal_avoid_s = refusal_avoid_s
         self.lock, self.executor, self.clock, self.metrics = lock, executor, clock, metrics
-        self.outage, self.wake, self.unhold = outage, wake, unhold
+        self.outage, self.wake = outage, wake
         self.instance = store.instance
-        self.entries: dict[str, Tracked] = {}
-        self.live: dict[str, Tracked] = {}
-        """The admitted and running ones among `entries`."""
-        self.waiting: dict[str, Tracked] = {}
-        """The queued ones among `entries`: what each cycle reads, without scanning the running ones."""
+        followed = Followed()
+        self.entries, self.live, self.waiting = followed.entries, followed.live, followed.waiting
+        self.draining = followed.draining
         self.port_notes: dict[str, str] = {}
         """Queued entries kept off nodes where one of their static ports is in use: why, for their reason."""
-        self.draining: dict[str, Draining] = {}
-        """Ended attempts whose capacity waits for Nomad, by job."""
         self._alloc_index: OrderedDict[str, int] = OrderedDict()
         self.inflight: set[str] = set()
         """Calls to Nomad on the executor (register, stop, settle), so that none is sent twice at once."""
@@ -88,6 +83,9 @@ class Lifecycle:
                            inflight=self.inflight, draining=self.draining.__contains__, confirmed=self._stop_confirmed)
         self.registrar = Registrar(store, ledger, actuator, lock=lock, executor=executor, outage=outage,
                                    inflight=self.inflight, entries=self.entries, reply=self._reply)
+        self.runner = Runner(store, ledger, followed, clock=clock, metrics=metrics, outage=outage, timers=self.timers,
+                             refusal_avoid_s=refusal_avoid_s, register=self.registrar.start, stop=self.stops.start,
+                             reserve=self.foreign_allocs.reserve, request=self._request, wake=wake, unhold=unhold)
 
     @property
     def foreign(self) -> dict[str, AllocInfo]:
@@ -142,7 +140,7 @@ class Lifecycle:
             reason = f"stored spec is no longer valid: {exc}"
             logger.error("entry %s: %s", e.id, reason)
             if e.state is EntryState.QUEUED:
-                self._run(e, None, record_of(e), ev.SpecInvalid(reason))
+                self.runner.run(e, None, record_of(e), ev.SpecInvalid(reason))
             else:
                 self.entries[e.id] = self.live[e.id] = Tracked(e, None, None)
 
@@ -183,142 +181,27 @@ class Lifecycle:
         return replace(job_request(t.entry, t.spec, self.classes), avoid_nodes=frozenset(t.avoid))
 
 
-    # ---- the runner ------------------------------------------------------------------------------
-    def _run(self, entry: QueueEntry, t: Tracked | None, record: Record, event: ev.Event) -> tuple[Record, QueueEntry]:
-        """Apply one event to an entry's current attempt and perform the effects, in order. The ledger's word
-        on the attempt's booking is read first (a restart books placements again at the resync)."""
-        record = replace(record, booked=EntryId(entry.id) in self.ledger, held=entry.held)
-        after, effects = apply(record, event)
-        if t is not None:
-            t.record = after
-        return after, self._perform(entry, t, after, effects)
-
-    def _perform(self, before: QueueEntry, t: Tracked | None, after: Record,
-                 effects: Sequence[ev.Effect]) -> QueueEntry:
-        """The effects of one event, in the order `apply` gave; the entry as stored afterwards."""
-        moved, now, entry_id = before, self.clock(), before.id
-        for fx in effects:
-            if isinstance(fx, ev.Move):
-                moved = self._move(before, fx, now)
-                if t is not None:
-                    t.entry = compact(moved, t.spec)[0] if moved.state is EntryState.QUEUED and t.spec else moved
-            elif isinstance(fx, ev.Unhold):
-                self.unhold(EntryId(entry_id))
-            elif isinstance(fx, ev.Reject):
-                raise InvalidRequest(fx.message)
-            elif isinstance(fx, ev.Avoid):
-                nodes = {NodeId(str(p["node"])) for p in before.placements} if fx.nodes else set()
-                for node in nodes:
-                    if t is not None:
-                        t.avoid[node] = now + self.refusal_avoid_s
-                logger.warning("entry %s: %s; re-queued%s", entry_id, _reason(effects),
-                               f" away from {', '.join(sorted(nodes))}" if nodes else "")
-            elif isinstance(fx, ev.Drain) and t is not None:
-                held = self.ledger.release(EntryId(entry_id))
-                if held is not None:
-                    d = Draining(before.nomad_job_id, before.namespace, entry_id, dict(t.allocs), after)
-                    self.draining[d.job_id] = d
-                    self.reserve(d.key, held.team, held.placements)
-            elif isinstance(fx, ev.Release):
-                self.ledger.release(EntryId(entry_id))
-            elif isinstance(fx, ev.Requeued) and t is not None and t.spec is not None:
-                t.entry, t.allocs = compact(moved, t.spec)[0], {}
-                t.record = record_of(t.entry)
-                t.request = self._request(t)
-                self.waiting[entry_id] = t
-                self.live.pop(entry_id, None)
-            elif isinstance(fx, (ev.Requeued, ev.Forget)):
-                self.entries.pop(entry_id, None)
-                self.waiting.pop(entry_id, None)
-                self.live.pop(entry_id, None)
-            elif isinstance(fx, ev.Stop):
-                self.start_stop(before.nomad_job_id, before.namespace)
-            elif isinstance(fx, ev.Wake):
-                self.wake()
-            elif isinstance(fx, ev.Count):
-                self.metrics.finished.labels(fx.label).inc()
-            elif t is not None:
-                self._perform_live(t, fx, now)
-        return moved
-
-    def _perform_live(self, t: Tracked, fx: ev.Effect, now: float) -> None:
-        """The effects that only a followed, live attempt has."""
-        if isinstance(fx, ev.Register):
-            self.registrar.start(t)
-        elif isinstance(fx, ev.MarkRegistered):
-            self.outage.reachable()
-            self.metrics.registered.inc()
-            if self.store.mark_registered(t.entry.id, t.entry.attempts, now):
-                t.entry = self.store.get(t.entry.id)
-        elif isinstance(fx, ev.WatchDeadline):
-            self.timers.watch_deadline(t)
-        elif isinstance(fx, ev.RetryRegister):
-            t.retry_at = now + (STOPS_CHECK_S if fx.soon else backoff_s(fx.failures))
-            self.timers.schedule(t.retry_at, t.entry.id)
-            if not fx.soon:
-                logger.debug("register %s failed; retry in %.1f s with the same pins", t.entry.nomad_job_id,
-                             t.retry_at - now)
-        elif isinstance(fx, ev.Unreachable):
-            self.outage.unreachable(fx.reason, "forbidden" if fx.forbidden else "unavailable")
-        elif isinstance(fx, ev.Started):
-            t.running_since = now
-            self.timers.watch_runtime(t)
-            if EntryId(t.entry.id) in self.ledger:
-                self.ledger.confirm(EntryId(t.entry.id))
-
-    def _move(self, e: QueueEntry, fx: ev.Move, now: float) -> QueueEntry:
-        """A compare-and-set store write; an end carries its stop intent in the same transaction."""
-        fields: dict[str, Any] = {"at": now}
-        if fx.reason is not None:
-            fields["reason"] = fx.reason
-        if fx.held is not None:
-            fields["held"] = fx.held
-        if fx.requeue:
-            fields.update(attempts=e.attempts + 1, placements=(), registered_at=None,
-                          refusals=e.refusals + (1 if fx.refused else 0))
-        elif fx.to.is_terminal():
-            fields["finished_at"] = now
-        stop = StopIntent(e.nomad_job_id, e.namespace, fx.reason or fx.to.value, now, 0, now) if fx.stop else None
-        # an end that an allocation event told us is re-derived from Nomad's listing after a power loss:
-        # it need not wait for the disk (and the service lock is held meanwhile)
-        return self.store.transition(e.id, fx.to, expect=fx.expect, stop=stop, durable=fx.durable, **fields)
-
-    def _drain_event(self, d: Draining, event: ev.Event) -> bool:
-        """Apply an event to a draining attempt; True when its capacity went back to the ledger."""
-        d.record, effects = apply(d.record, event)
-        freed = False
-        for fx in effects:
-            if isinstance(fx, ev.Stop):
-                self.start_stop(d.job_id, d.namespace)
-            elif isinstance(fx, ev.StopDone):
-                self.store.stop_done(d.job_id, d.namespace)
-            elif isinstance(fx, ev.ReleaseDrained):
-                del self.draining[d.job_id]
-                if self.ledger.release(d.key) is not None:
-                    self.wake()
-                    freed = True
-        return freed
-
+    # ---- what the executor and Nomad hand back ------------------------------------------------
     def _reply(self, attempt: QueueEntry, event: ev.Event) -> None:
         """A register's outcome (under the lock): to the draining attempt if it ended meanwhile."""
         self.registrar.done(attempt.id)
         d = self.draining.get(attempt.nomad_job_id)
         if d is not None:  # cancelled (or ended) while the register was in flight
-            self._drain_event(d, event)
+            self.runner.drain_event(d, event)
             return
         t = self.entries.get(attempt.id)
         if t is None or t.entry.state not in LIVE or t.entry.attempts != attempt.attempts:
             return
         if isinstance(event, ev.RegisterRefused) and event.reason:
             logger.warning("register %s refused: %s", attempt.nomad_job_id, event.reason)
-        self._run(t.entry, t, t.attempt, event)
+        self.runner.run(t.entry, t, t.attempt, event)
 
     def _stop_confirmed(self, job_id: str, allocs: tuple[AllocInfo, ...]) -> None:
         d = self.draining.get(job_id)
         if d is not None:
             for a in allocs:
                 d.allocs.setdefault(a.id, a)
-            self._drain_event(d, ev.StopConfirmed(tuple((a.id, a.is_terminal) for a in allocs)))
+            self.runner.drain_event(d, ev.StopConfirmed(tuple((a.id, a.is_terminal) for a in allocs)))
 
     # ---- admit -------------------------------------------------------------------------------
     def admit(self, admits: Iterable[Admit], now: float) -> int:
@@ -341,7 +224,7 @@ class Lifecycle:
             t.record, effects = apply(replace(t.attempt, held=False), ev.Admit(len(e.placements)))
             self.metrics.admitted.inc()
             self.metrics.observe_wait(now - e.submitted_at)  # after the commit: a rolled-back cycle waits on
-            self._perform(e, t, t.record, [fx for fx in effects if not isinstance(fx, ev.Move)])
+            self.runner.perform(e, t, t.record, [fx for fx in effects if not isinstance(fx, ev.Move)])
         return len(moved)
 
     def _placements_json(self, a: Admit) -> tuple[dict[str, Any], ...]:
@@ -353,7 +236,7 @@ class Lifecycle:
     def start_register(self, t: Tracked) -> None:
         """A resync found the attempt's register never acknowledged: send it again (create-only)."""
         if t.spec is not None:
-            self._run(t.entry, t, t.attempt, ev.Resume())
+            self.runner.run(t.entry, t, t.attempt, ev.Resume())
 
     # ---- Nomad's allocations -----------------------------------------------------------------
     def on_alloc(self, a: AllocInfo, *, force: bool = False) -> bool:
@@ -368,7 +251,7 @@ class Lifecycle:
         d = self.draining.get(a.job_id)
         if d is not None:
             d.allocs[a.id] = a
-            return self._drain_event(d, _update(a))
+            return self.runner.drain_event(d, _update(a))
         ref = parse_job_id(a.job_id)
         t = self.entries.get(ref.entry) if ref is not None and ref.instance in ("", self.instance) else None
         if t is None or t.entry.nomad_job_id != a.job_id or t.entry.state not in LIVE:
@@ -386,7 +269,7 @@ class Lifecycle:
         if a.max_run_exceeded:  # Nomad (2.0.3+) ended it at max_runtime itself: the timer's outcome, no retry
             limit = t.spec.max_runtime if t.spec is not None else None
             timeout = f"timeout: Nomad ended it at max_runtime{f' ({limit:g} s)' if limit else ''} (max_run_duration)"
-        after, _ = self._run(t.entry, t, t.attempt, _update(a, timeout, short or ""))
+        after, _ = self.runner.run(t.entry, t, t.attempt, _update(a, timeout, short or ""))
         return not after.phase.live and EntryId(after.entry) not in self.ledger
 
     # ---- Nomad's evaluations ---------------------------------------------------------------
@@ -403,7 +286,7 @@ class Lifecycle:
         if t is None or t.entry.nomad_job_id != e.job_id or not e.refused:
             return
         # a failed evaluation is the scheduler giving up, not the node refusing: that node stays a candidate
-        self._run(t.entry, t, t.attempt, ev.EvalRefused(e.failures or e.status, avoid=e.status != "failed"))
+        self.runner.run(t.entry, t, t.attempt, ev.EvalRefused(e.failures or e.status, avoid=e.status != "failed"))
 
     # ---- a user's requests ---------------------------------------------------------------------
     def _request_event(self, entry_id: str, event: ev.Event) -> QueueEntry:
@@ -414,34 +297,14 @@ class Lifecycle:
         record = t.attempt if t is not None else record_of(entry)
         if record.state is not entry.state or record.attempt != entry.attempts:  # the store has the last word
             record = replace(record_of(entry), registering=record.registering, failures=record.failures)
-        return self._run(entry, t, record, event)[1]
+        return self.runner.run(entry, t, record, event)[1]
 
     def cancel(self, entry_id: str) -> QueueEntry:
         return self._request_event(entry_id, ev.Cancel())
 
     def cancel_queued(self, entry_ids: Sequence[str], reason: str = "cancelled by user") -> set[str]:
-        """Cancel those of ``entry_ids`` still queued, in one store commit (a sweep's thousands of trials):
-        each through the transition function, the batch's moves written together by the store."""
-        planned: dict[str, tuple[Record, tuple[ev.Effect, ...]]] = {}
-        for entry_id in entry_ids:
-            t = self.entries.get(entry_id)
-            record = t.attempt if t is not None else Record(entry_id)
-            after, effects = apply(record, ev.Cancel())
-            if any(isinstance(fx, ev.Move) and fx.to is EntryState.CANCELLED for fx in effects):
-                planned[entry_id] = after, effects
-        moved = self.store.cancel_queued(list(planned), self.clock(), reason)
-        for entry_id in moved:
-            after, effects = planned[entry_id]
-            t = self.entries.get(entry_id)
-            if t is not None:
-                t.record = after
-            for fx in effects:
-                if isinstance(fx, ev.Unhold):
-                    self.unhold(EntryId(entry_id))
-                elif isinstance(fx, ev.Forget):
-                    self.entries.pop(entry_id, None)
-                    self.waiting.pop(entry_id, None)
-        return moved
+        """Cancel those of ``entry_ids`` still queued, in one store commit (a sweep's thousands of trials)."""
+        return self.runner.cancel_queued(entry_ids, reason)
 
     def dependency_failed(self, entry_id: str, reason: str) -> QueueEntry:
         """A queued entry whose `after:` dependency ended badly ends without running (`dependencies.py`)."""
@@ -475,16 +338,16 @@ class Lifecycle:
     # ---- what a resync or a timer tells -------------------------------------------------------
     def on_job_gone(self, t: Tracked) -> None:
         """A live attempt's job was deregistered by someone else before any allocation."""
-        self._run(t.entry, t, t.attempt, ev.JobDeregistered())
+        self.runner.run(t.entry, t, t.attempt, ev.JobDeregistered())
 
     def settle(self, t: Tracked, event: ev.JobGone | ev.JobDead) -> None:
         """A live attempt Nomad's listing does not show: its job is gone, or dead without allocations."""
-        self._run(t.entry, t, t.attempt, event)
+        self.runner.run(t.entry, t, t.attempt, event)
 
     def allocs_gone(self, d: Draining) -> None:
         """A resync lists nothing of a draining attempt's stopped job: every allocation of it is gone."""
         d.allocs.clear()
-        self._drain_event(d, ev.AllocsGone())
+        self.runner.drain_event(d, ev.AllocsGone())
 
     def tick(self, now: float) -> None:
         """Retry what is due: registers whose reply failed (same pins), stops not yet confirmed; re-queue
@@ -495,7 +358,7 @@ class Lifecycle:
             t = self.live.get(entry_id)
             fired = self.timers.fired(t, now) if t is not None else None
             if t is not None and fired is not None:
-                self._run(t.entry, t, t.attempt, fired)
+                self.runner.run(t.entry, t, t.attempt, fired)
         unstepped = self.timers.stops_due(now)
         if unstepped is not None:
             for s in self.store.stops(due_by=unstepped):
@@ -507,6 +370,3 @@ def _update(a: AllocInfo, timeout: str = "", pin_short: str = "") -> ev.AllocUpd
                           complete=a.client_status is AllocStatus.COMPLETE,
                           outcome=a.outcome() if a.is_terminal else "", timeout=timeout, pin_short=pin_short)
 
-
-def _reason(effects: Sequence[ev.Effect]) -> str:
-    return next((fx.reason or "" for fx in effects if isinstance(fx, ev.Move)), "")
