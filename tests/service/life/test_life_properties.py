@@ -219,7 +219,8 @@ class World:
         assert all(h.startswith("e:") for h in self.ledger.values()), self.ledger
 
 
-USER = {"cancel": ev.Cancel(), "requeue": ev.Requeue(), "hold": ev.Hold(True), "release": ev.Hold(False),
+USER: dict[str, ev.Event] = {
+        "cancel": ev.Cancel(), "requeue": ev.Requeue(), "hold": ev.Hold(True), "release": ev.Hold(False),
         "deadline": ev.TimerFired(ev.Timer.DEADLINE, "late"), "runtime": ev.TimerFired(ev.Timer.RUNTIME, "t"),
         "retry": ev.TimerFired(ev.Timer.RETRY), "resume": ev.Resume(), "preempt": ev.Preempt(),
         "reclaim": ev.Reclaim(), "dependency": ev.DependencyFailed("dep")}
