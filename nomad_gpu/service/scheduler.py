@@ -112,7 +112,8 @@ class SchedulerService:
         self.life = Lifecycle(store, self.ledger, actuator, lock=self._lock, executor=executor, clock=clock,
                               metrics=self.metrics, outage=self.outage, wake=self.wake_now,
                               refusal_avoid_s=settings.refusal_avoid_s,
-                              admission_deadline_s=settings.admission_deadline_s, classes=self.classes)
+                              admission_deadline_s=settings.admission_deadline_s, classes=self.classes,
+                              unhold=self._unhold)
         self.reconciler = Reconciler(self.life, self.ledger)
         self.relayout: RelayoutLoop | None = None
         """MIG re-layouts (service/relayoutloop.py), set by the runtime when the operator enables them."""
@@ -129,8 +130,7 @@ class SchedulerService:
         self.last_cycle_error: str | None = None
         self._status_seen: tuple[dict[str, Any], dict[str, str]] | None = None
         with self._lock:
-            self.life.steady, self.life.started_at, self.life.started_steady = self.steady, clock(), self.steady()
-            self.life.wall_step = self._wall_step_while_down()
+            self.life.set_clocks(self.steady, clock(), self.steady(), self._wall_step_while_down())
             self.life.load()
         raw = self.store.get_meta("sweep_limits")
         if raw:
@@ -151,6 +151,10 @@ class SchedulerService:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def _unhold(self, entry: EntryId) -> None:
+        """The cycle's head-of-line hold for an entry that ended or is held: dropped (the life cycle says when)."""
+        self.holds.pop(entry, None)
 
     def wake_now(self) -> None:
         """Wake the cycle without the coalescing gap (capacity was freed or an entry re-queued)."""
@@ -200,7 +204,6 @@ class SchedulerService:
     def cancel(self, entry_id: str) -> QueueEntry:
         """Cancel an entry. A live one keeps its capacity until Nomad confirms its job stopped and ended."""
         with self._lock:
-            self.holds.pop(EntryId(entry_id), None)
             moved = self.life.cancel(entry_id)
         self.wake()
         return moved
@@ -208,7 +211,6 @@ class SchedulerService:
     def hold(self, entry_id: str) -> QueueEntry:
         """Keep a queued entry's place but admit nothing for it until `release`."""
         with self._lock:
-            self.holds.pop(EntryId(entry_id), None)
             return self.life.hold(entry_id, True)
 
     def release(self, entry_id: str) -> QueueEntry:
@@ -233,18 +235,11 @@ class SchedulerService:
         queued = [entry_id for entry_id, state in trials if state is EntryState.QUEUED]
         moved: set[str] = set()
         for start in range(0, len(queued), CANCEL_BATCH):  # the lock is let go between batches
-            with self._lock:
-                # what Lifecycle.cancel does for a queued entry, for a batch in one commit
-                batch = self.store.cancel_queued(queued[start:start + CANCEL_BATCH], self.clock(), "cancelled by user")
-                for entry_id in batch:
-                    self.holds.pop(EntryId(entry_id), None)
-                    self.life.entries.pop(entry_id, None)
-                    self.life.waiting.pop(entry_id, None)
-                moved |= batch
+            with self._lock:  # each through the life cycle, the batch in one commit
+                moved |= self.life.cancel_queued(queued[start:start + CANCEL_BATCH])
         with self._lock:  # the live ones (a sweep's parallelism of them), and any that moved on meanwhile
             for entry_id, state in trials:
                 if entry_id not in moved and not state.is_terminal():
-                    self.holds.pop(EntryId(entry_id), None)
                     self.life.cancel(entry_id)
         self.wake()
         return self.store.list(sweep=sweep_id, team=team)

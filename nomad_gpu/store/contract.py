@@ -149,7 +149,8 @@ class Store(Protocol):
     def cancel_queued(self, entry_ids: Sequence[str], at: float, reason: str) -> set[str]:
         """Cancel those of ``entry_ids`` still queued, in one durable transaction; the IDs moved. Others
         (live, ended, unknown) are left alone. Each moved entry gets ``finished_at`` = ``at``, ``reason``
-        and its history event, as `transition` would write them."""
+        and its history event, as `transition` would write them; the move is checked against `TRANSITIONS`
+        like every other (StaleTransition if the table forbids it)."""
         ...
 
     def mark_registered(self, entry_id: str, attempt: int, at: float) -> bool:

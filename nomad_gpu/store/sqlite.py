@@ -245,6 +245,8 @@ class SqliteStore:
     def cancel_queued(self, entry_ids: Sequence[str], at: float, reason: str) -> set[str]:
         """Cancel those of ``entry_ids`` still queued, in one durable commit; the IDs moved. Reads only the
         history of each (never its spec): a sweep's 10,000 trials cost one commit, not 10,000."""
+        if EntryState.CANCELLED not in TRANSITIONS[EntryState.QUEUED]:  # the same table as every other move
+            raise StaleTransition("queued -> cancelled is not allowed")
         moved: set[str] = set()
         queued, cancelled = EntryState.QUEUED.value, EntryState.CANCELLED.value
         event = {"from": queued, "to": cancelled, "at": at, "reason": reason}

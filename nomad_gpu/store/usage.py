@@ -47,8 +47,11 @@ def keys_of(spec: Mapping[str, Any], placements: Sequence[Mapping[str, Any]], sw
     """The job's class (a sweep's trial is `hpo` unless it names one, as the scheduler reads it), capacity
     kind and GPU model (short name), its GPU-equivalents (DESIGN 3.3), from its placements once it has any,
     else from what its spec asks for; the user whose token submitted it and its sweep."""
-    groups: Sequence[Mapping[str, Any]] = spec.get("groups") or []
-    meta = spec.get("meta") or {}
+    # a stored spec a newer validator rejects is still recorded: read what has the expected shape, nothing else
+    raw = spec.get("groups")
+    groups: Sequence[Mapping[str, Any]] = [g for g in raw if isinstance(g, Mapping)] if isinstance(raw, list) else []
+    written = spec.get("meta")
+    meta: Mapping[str, Any] = written if isinstance(written, Mapping) else {}
     named = spec.get("class") or next((g.get("class") for g in groups if g.get("class")), None)
     trial = bool(sweep) or META_SWEEP in meta
     job_class = str(named or (SWEEP_CLASS if trial else NONE))
