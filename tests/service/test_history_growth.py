@@ -52,6 +52,12 @@ class Reads:
         self.rows = self.steps = 0
 
 
+def sqlite_of(s: SchedulerService) -> SqliteStore:
+    """The service's store as the SQLite one these tests built (the service holds it by the contract)."""
+    assert isinstance(s.store, SqliteStore)
+    return s.store
+
+
 def sweep(name: str, team: str, n: int) -> dict[str, object]:
     return {"kind": "sweep", "name": name, "team": team, "task": {"image": "b"}, "gpu": {"count": 1},
             "sweep": {"parameters": {"lr": [0.001 * (i + 1) for i in range(n)]}}}
@@ -87,7 +93,7 @@ def test_another_team_s_history_costs_a_team_s_sweeps_and_usage_nothing(
     s, clock, ex = svc
     vision_history(s, clock, ex)
     client = TestClient(create_app(s, ADMIN, ACCESS))
-    reads = Reads(s.store)
+    reads = Reads(sqlite_of(s))
     before: dict[str, tuple[Any, int]] = {}
     for path in ("/v1/sweeps", "/v1/usage?since=1d"):
         reads.reset()
@@ -111,7 +117,7 @@ def test_usage_and_sweeps_decode_no_spec_even_for_the_admin(
     big = s.submit(sweep("big", "nlp", 200))
     s.cancel_sweep(big[0].sweep or "")
     client = TestClient(create_app(s, ADMIN, ACCESS))
-    reads = Reads(s.store)
+    reads = Reads(sqlite_of(s))
     usage = read(client, "/v1/usage?since=1d", ADMIN)
     sweeps = read(client, "/v1/sweeps", ADMIN)
     assert reads.rows == 0
@@ -130,12 +136,12 @@ def test_status_answers_while_the_scheduler_is_busy_and_never_reads_entries(
     s.holds = {EntryId(queued.id): frozenset({NodeId("n1")})}
     client = TestClient(create_app(s, ADMIN, ACCESS))
     assert read(client, "/v1/status", ADMIN)["queued"] == 4
-    reads = Reads(s.store)
+    reads = Reads(sqlite_of(s))
     answers: dict[str, dict[str, Any]] = {}
     busy, done = threading.Event(), threading.Event()
 
     def hold_locks() -> None:
-        with s._lock, s.store._lock:  # a long cycle waiting on a long store read
+        with s._lock, sqlite_of(s)._lock:  # a long cycle waiting on a long store read
             busy.set()
             done.wait(30)
 
@@ -178,7 +184,7 @@ def test_over_a_socket_another_team_s_cancelled_sweeps_cost_a_team_s_views_nothi
             with urllib.request.urlopen(req, timeout=60) as r:
                 return json.loads(r.read())
 
-        reads = Reads(s.store)
+        reads = Reads(sqlite_of(s))
         before = {}
         for path in ("/v1/sweeps", "/v1/usage?since=1d"):
             reads.reset()
