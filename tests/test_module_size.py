@@ -20,7 +20,6 @@ CEILINGS: dict[str, int] = {
     "cli/main.py": 423,
     "devcluster/inventory.py": 419,
     "devcluster/state.py": 472,
-    "domain/fragmentation.py": 456,
     "nomad/client.py": 491,
     "nomad/decode.py": 403,
     "nvml/fake.py": 461,
