@@ -21,7 +21,6 @@ CEILINGS: dict[str, int] = {
     "devcluster/state.py": 472,
     "nomad/client.py": 491,
     "nomad/decode.py": 403,
-    "nvml/fake.py": 461,
     "render/loading.py": 428,
     "render/spec.py": 660,
     "service/lifecycle.py": 473,
