@@ -15,7 +15,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "nomad_gpu"
 LIMIT = 400
 
 CEILINGS: dict[str, int] = {
-    # path under nomad_gpu/: its line count when it was listed (remove the entry once under LIMIT)
+    # The goal is an empty table. Path under nomad_gpu/: its line count when it was listed; lower a
+    # ceiling when its file shrinks, and remove the entry once the file is within LIMIT.
     "api/payloads.py": 406,
     "cli/main.py": 423,
     "devcluster/state.py": 472,
@@ -29,7 +30,7 @@ CEILINGS: dict[str, int] = {
 
 
 def line_counts(root: Path) -> dict[str, int]:
-    """`wc -l` of every of our Python files under `root` (newlines counted, as `wc -l` does)."""
+    """`wc -l` of each of our Python files under `root` (newlines counted, as `wc -l` does)."""
     return {path.relative_to(root).as_posix(): path.read_bytes().count(b"\n")
             for path in sorted(root.rglob("*.py")) if "_pb2" not in path.name}
 
