@@ -57,8 +57,8 @@ def source_imports(source: str, module: str, is_package: bool = False, *, skip_t
     """Every module `source` (the text of `module`) imports, wherever the import sits: at the top, in a
     function or a class body (an import inside a function is still a dependency); relative imports are
     resolved to the module they name. `from package import name` yields `package.name` when that is one
-    of the `known` modules, else `package`. With `skip_type_checking`, imports under `if TYPE_CHECKING:` are left out
-    (they never run)."""
+    of the `known` modules, else `package`. With `skip_type_checking`, imports under `if TYPE_CHECKING:`
+    are left out (they never run)."""
     known = known or set()
     out: set[str] = set()
 
