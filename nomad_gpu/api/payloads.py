@@ -17,7 +17,8 @@ from nomad_gpu.api.codec import UNSET, Unset, doc, from_json, to_json
 __all__ = [
     "UNSET", "Allocation", "Allocations", "Entries", "Entry", "ErrorReply", "GpuView", "Hcl", "History", "Holder",
     "Inventory", "MigGpu", "MigRelayoutView", "MigView", "Minute", "NodeView", "Patch", "Payload", "Placement",
-    "Status", "Sweep", "SweepRow", "Sweeps", "TeamRow", "Teams", "Unset", "Usage", "UsageReport", "UsageRow", "read",
+    "Status", "Sweep", "SweepRow", "Sweeps", "TeamRow", "Teams", "Unset", "Usage", "UsageReport", "UsageRow", "Whoami",
+    "read",
 ]
 
 P = TypeVar("P", bound="Payload")
@@ -292,6 +293,9 @@ class NodeView(Payload):
                          "does, the stock NVIDIA plugin does not: its GPUs are PCIe peers).", default=False)
     nvlink_groups: tuple[tuple[str, ...], ...] = doc("GPU IDs joined by NVLink (an NVSwitch fabric, or a bridged "
                                                      "pair), one list per group.", default=())
+    gpu_util_pct: float | None = doc("Mean GPU utilisation of the node's devices that running entries hold, as "
+                                     "their device plugin reports it (null: none reports one).", default=None)
+    gpu_util_devices: int = doc("How many devices `gpu_util_pct` is the mean of.", default=0)
 
 
 @dataclass(frozen=True)
@@ -404,3 +408,11 @@ class UsageReport(Payload):
     until: float = 0.0
     by: str = "team"
     rows: tuple[UsageRow, ...] = ()
+
+
+@dataclass(frozen=True)
+class Whoami(Payload):
+    """Who the caller's token makes it, so a page can say whose view it shows."""
+
+    team: str | None = doc("The token's team; null: an admin token (or no token needed).", default=None)
+    admin: bool = False
