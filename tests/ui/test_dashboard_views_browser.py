@@ -263,6 +263,10 @@ def test_a_sweep_is_cancelled_in_one_action_after_a_confirm(tab: tuple[Any, Any,
         ask = js(browser, f"return document.querySelector(\"{base} .confirm\").textContent")
         assert "Cancel 4 unfinished trials" in ask
         assert js(browser, "return document.activeElement.dataset.confirm") == "yes"  # the keyboard is on it
+        js(browser, f"document.querySelector(\"{base}\").dataset.seen = '1'")  # ...and stays there when the
+        wait_until(lambda: js(browser, f"return !document.querySelector(\"{base}\").dataset.seen"),  # row is redrawn
+                   "the sweep's row drawn again")
+        assert js(browser, "return document.activeElement.dataset.confirm") == "yes"
         js(browser, f"document.querySelector(\"{base} [data-confirm=no]\").click()")  # changed their mind
         assert api(runtime, f"/v1/sweeps/{sweep}")["states"] == {"queued": 4}
         js(browser, f"document.querySelector(\"{base} button.cancel-sweep\").click()")

@@ -43,6 +43,11 @@ function focusKey(node) {
   if (!node || node === document.body) return null;
   if (node.dataset && node.dataset.device) return `[data-device="${CSS.escape(node.dataset.device)}"]`;
   if (node.tagName === "A") return `a[href="${CSS.escape(node.getAttribute("href"))}"]`;
+  const sweepRow = node.closest && node.closest("tr[data-sweep]");
+  if (sweepRow && node.tagName === "BUTTON") {  // a sweep's cancel, or its confirm step's answers
+    const part = node.dataset.confirm ? `[data-confirm="${CSS.escape(node.dataset.confirm)}"]` : "button.cancel-sweep";
+    return `tr[data-sweep="${CSS.escape(sweepRow.dataset.sweep)}"] ${part}`;
+  }
   if (node.tagName === "SUMMARY") return `tr[data-sweep="${CSS.escape(node.closest("tr").dataset.sweep)}"] summary`;
   if (node.id) return `#${CSS.escape(node.id)}`;
   return null;

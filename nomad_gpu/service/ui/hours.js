@@ -18,7 +18,8 @@
       bar.firstChild.style.setProperty("width", `${most > 0 ? (100 * r.gpu_hours) / most : 0}%`);
       return h.el("tr", { dataset: { key: r.key, hours: String(r.gpu_hours) } },
         h.el("th", { scope: "row", "data-label": label }, r.key || "–"),
-        h.el("td", { "data-label": "GPU-hours", class: "num gpu-hours" }, h.el("span", {}, hours(r.gpu_hours)), bar),
+        h.el("td", { "data-label": "GPU-hours", class: "num gpu-hours" },
+          h.el("span", { class: "hcell" }, h.el("span", {}, hours(r.gpu_hours)), bar)),
         h.el("td", { "data-label": "Jobs", class: "num" }, r.jobs),
         h.el("td", { "data-label": "Failures", class: "num" }, r.failures),
         h.el("td", { "data-label": "Mean wait", class: "num" },
