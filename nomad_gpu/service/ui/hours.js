@@ -5,8 +5,9 @@
 
 (function () {
   function hours(value) {
-    const v = Number(value) || 0;
-    return v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
+    const v = Number(value) || 0;  // two significant figures below 0.01: a short day's use is not "0.00"
+    if (v === 0) return "0";
+    return v < 0.01 ? v.toPrecision(2) : v >= 100 ? v.toFixed(0) : v >= 10 ? v.toFixed(1) : v.toFixed(2);
   }
 
   // one table body from one report; `h` is the page's helpers: el(tag, attrs, ...children), duration(s)
@@ -17,7 +18,7 @@
       const bar = h.el("span", { class: "bar", "aria-hidden": "true" }, h.el("span", { class: "in" }));
       bar.firstChild.style.setProperty("width", `${most > 0 ? (100 * r.gpu_hours) / most : 0}%`);
       return h.el("tr", { dataset: { key: r.key, hours: String(r.gpu_hours) } },
-        h.el("th", { scope: "row", "data-label": label }, r.key || "–"),
+        h.el("th", { scope: "row", "data-label": label }, r.key === "-" ? `no ${label.toLowerCase()}` : r.key || "–"),
         h.el("td", { "data-label": "GPU-hours", class: "num gpu-hours" },
           h.el("span", { class: "hcell" }, h.el("span", {}, hours(r.gpu_hours)), bar)),
         h.el("td", { "data-label": "Jobs", class: "num" }, r.jobs),
@@ -26,7 +27,8 @@
           r.mean_wait_s === null || r.mean_wait_s === undefined ? "–" : h.duration(r.mean_wait_s)));
     });
     if (!out.length) {
-      out.push(h.el("tr", { class: "none" }, h.el("td", { colspan: 5, "data-label": label }, "no GPU time in this window")));
+      out.push(h.el("tr", { class: "none" },
+        h.el("td", { colspan: 5, "data-label": label }, "no GPU time in this window")));
     }
     tbody.replaceChildren(...out);
   }
