@@ -272,3 +272,24 @@ def _object_schema(cls: type, components: JSON, ref: str) -> JSON:
     if required:
         out["required"] = required
     return out
+
+
+# ---- the base of every payload -------------------------------------------------------------------
+P = TypeVar("P", bound="Payload")
+
+
+class Payload:
+    """What every payload can do: become JSON, and be read back from it."""
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = to_json(self)
+        return out
+
+    @classmethod
+    def from_json(cls: type[P], data: Any) -> P:
+        return from_json(cls, data)
+
+
+def read(cls: type[P], data: Any) -> P:
+    """``cls.from_json(data)``, for callers that hold the class in a variable."""
+    return cls.from_json(data)

@@ -10,35 +10,28 @@ field gets a default, so a reader of this release can read an older service's an
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
-from nomad_gpu.api.codec import UNSET, Unset, doc, from_json, to_json
+from nomad_gpu.api.codec import UNSET, Payload, Unset, doc, read
+from nomad_gpu.api.reports import (
+    History,
+    Minute,
+    Status,
+    SweepRow,
+    Sweeps,
+    TeamRow,
+    Teams,
+    UsageReport,
+    UsageRow,
+    Whoami,
+)
 
 __all__ = [
     "UNSET", "Allocation", "Allocations", "Entries", "Entry", "ErrorReply", "GpuView", "Hcl", "History", "Holder",
     "Inventory", "MigGpu", "MigRelayoutView", "MigView", "Minute", "NodeView", "Patch", "Payload", "Placement",
-    "Status", "Sweep", "SweepRow", "Sweeps", "TeamRow", "Teams", "Unset", "Usage", "UsageReport", "UsageRow", "read",
+    "Status", "Sweep", "SweepRow", "Sweeps", "TeamRow", "Teams", "Unset", "Usage", "UsageReport", "UsageRow", "Whoami",
+    "read",
 ]
-
-P = TypeVar("P", bound="Payload")
-
-
-class Payload:
-    """What every payload can do: become JSON, and be read back from it."""
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = to_json(self)
-        return out
-
-    @classmethod
-    def from_json(cls: type[P], data: Any) -> P:
-        return from_json(cls, data)
-
-
-def read(cls: type[P], data: Any) -> P:
-    """``cls.from_json(data)``, for callers that hold the class in a variable."""
-    return cls.from_json(data)
-
 
 @dataclass(frozen=True)
 class ErrorReply(Payload):
@@ -301,115 +294,11 @@ class NodeView(Payload):
                          "does, the stock NVIDIA plugin does not: how its GPUs are joined is unknown).", default=False)
     nvlink_groups: tuple[tuple[str, ...], ...] = doc("GPU IDs joined by NVLink (an NVSwitch fabric, or a bridged "
                                                      "pair), one list per group.", default=())
+    gpu_util_pct: float | None = doc("Mean GPU utilisation of the node's devices that running entries hold, as "
+                                     "their device plugin reports it (null: none reports one).", default=None)
+    gpu_util_devices: int = doc("How many devices `gpu_util_pct` is the mean of.", default=0)
 
 
 @dataclass(frozen=True)
 class Inventory(Payload):
     nodes: tuple[NodeView, ...] = ()
-
-
-@dataclass(frozen=True)
-class Status(Payload):
-    """The service's health and counts."""
-
-    ready: bool = False
-    cycles: int = 0
-    queued: int = 0
-    live: int = 0
-    nodes: int = 0
-    gpus: int = 0
-    team_usage_gpu: dict[str, float] = field(default_factory=dict)
-    holds: dict[str, list[str]] = doc("Entries with nodes held for them (head of line), by node ID.",
-                                      default_factory=dict)
-    nomad_reachable: bool = True
-    draining: int = 0
-    instance: str = ""
-    event_stream: str = doc("The watcher's state: connecting, following, or forbidden (Nomad refuses the "
-                            "token the event stream: see docs/nomad-acl.md).", default="")
-    nomad_address: str | Unset = doc("Nomad's address, when the service knows it.", default=UNSET)
-    mig_relayouts: dict[str, Any] | None = doc(
-        "MIG re-layouts: `in_flight` and recent `failed` ones (node, gpu, layout, phase, reason) and "
-        "`counts` (started, done, failed); null where re-layouts are off (docs/mig-relayout.md).", default=None)
-    cycle_failures: int = doc("Scheduling cycles that failed since the service started (see the service log).",
-                              default=0)
-    last_cycle_error: str | None = doc("The last failed cycle's error (admin callers only); null: none.",
-                                       default=None)
-
-
-@dataclass(frozen=True)
-class TeamRow(Payload):
-    """A team's GPU-equivalents in use, quota, weight and fair share, and its entries waiting or live."""
-
-    team: str = ""
-    in_use_gpu: float = 0.0
-    quota_gpu: float | None = None
-    weight: float | None = None
-    fair_share_gpu: float = 0.0
-    queued: int = 0
-    live: int = 0
-
-
-@dataclass(frozen=True)
-class Teams(Payload):
-    capacity_gpu: float = 0.0
-    teams: tuple[TeamRow, ...] = ()
-
-
-@dataclass(frozen=True)
-class Minute(Payload):
-    t: int = doc("The minute's first second (Unix seconds).", default=0)
-    gpus_in_use: float = 0.0
-    queued: int = 0
-    admitted: int = 0
-
-
-@dataclass(frozen=True)
-class History(Payload):
-    """GPUs in use, queue depth and admissions per minute."""
-
-    step_s: int = 60
-    window_s: int = 86400
-    now: float = 0.0
-    minutes: tuple[Minute, ...] = ()
-
-
-@dataclass(frozen=True)
-class SweepRow(Payload):
-    """One sweep in a list: whose, how many trials, how far along."""
-
-    id: str = ""
-    name: str = ""
-    team: str = ""
-    trials: int = 0
-    states: dict[str, int] = doc("Trials per state.", default_factory=dict)
-    submitted_at: float = 0.0
-
-
-@dataclass(frozen=True)
-class Sweeps(Payload):
-    sweeps: tuple[SweepRow, ...] = ()
-
-
-@dataclass(frozen=True)
-class UsageRow(Payload):
-    """What one group (a team, class, kind or model) used over the report's window."""
-
-    key: str = ""
-    gpu_hours: float = doc("GPU-equivalents held x hours, summed over every attempt's time in the window.",
-                           default=0.0)
-    jobs: int = doc("Entries with any part of their life in the window.", default=0)
-    attempts: int = 0
-    mean_wait_s: float | None = doc("Mean time from submission to first admission (null: none admitted).",
-                                    default=None)
-    p95_wait_s: float | None = None
-    failures: int = doc("Entries that ended failed (or dependency-failed) in the window.", default=0)
-
-
-@dataclass(frozen=True)
-class UsageReport(Payload):
-    """GPU accounting over a window (`nomad-gpu report`), by one key; not an entry's live `usage`."""
-
-    since: float = 0.0
-    until: float = 0.0
-    by: str = "team"
-    rows: tuple[UsageRow, ...] = ()

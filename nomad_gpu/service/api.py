@@ -14,6 +14,7 @@
     GET    /v1/status          service health and counts
     GET    /v1/teams           GPU-equivalents in use, quota and fair share per team
     GET    /v1/history         GPUs in use, queue depth and admissions per minute over 24 h
+    GET    /v1/whoami          the caller's team (null: admin), so the dashboard can say whose view it shows
     GET    /metrics            Prometheus
     GET    /openapi.json       this API described (OpenAPI 3.1; :mod:`nomad_gpu.service.openapi`)
     GET    /ui                 the dashboard (static files; its data comes from the routes above)
@@ -41,7 +42,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from nomad_gpu.api import payloads
-from nomad_gpu.api.payloads import Entries, Entry, Inventory, NodeView, Payload, Status, Sweep, Teams
+from nomad_gpu.api.payloads import Entries, Entry, Inventory, NodeView, Payload, Status, Sweep, Teams, Whoami
 from nomad_gpu.domain.errors import InvalidRequest, NomadGpuError, StateConflict, UnknownEntry
 from nomad_gpu.render import SpecError
 from nomad_gpu.render.loading import MAX_SPEC_BYTES
@@ -60,7 +61,7 @@ from nomad_gpu.service.submission import Request as SubmitRequest
 from nomad_gpu.service.submission import check_request
 from nomad_gpu.service.ui import ui_routes
 from nomad_gpu.service.usage import UsagePoller
-from nomad_gpu.service.views import capacity_gpu, inventory_for, teams_for, teams_view
+from nomad_gpu.service.views import capacity_gpu, inventory_for, teams_for, teams_view, with_utilisation
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.contract import TeamQuota
 
@@ -69,6 +70,8 @@ logger = logging.getLogger(__name__)
 MAX_BODY = MAX_SPEC_BYTES
 FILTER_MAX = 200
 """A `team` or `name` filter of GET /v1/jobs, at most (team and job names are far shorter)."""
+SORTS = ("submitted", "position")
+"""GET /v1/jobs `sort`: submission order (the default), or the order the scheduler decides in."""
 
 
 def create_app(service: SchedulerService, token: str | None = None,
@@ -140,11 +143,21 @@ def create_app(service: SchedulerService, token: str | None = None,
         nothing = caller.team is not None and team != caller.team
 
         with_eta = request.query_params.get("eta") in ("1", "true")
+        sort = request.query_params.get("sort") or "submitted"
+        if sort not in SORTS:
+            raise InvalidRequest(f"sort must be one of {', '.join(SORTS)}, not {sort[:40]!r}")
 
         def read() -> Response:  # a long list takes a while to encode too: not on the event loop
             # a team's view is filtered in SQL: other teams' rows are never read for it
-            entries = [] if nothing else service.store.list(states, sweep=sweep, limit=n, offset=skip, team=team,
-                                                             name_glob=name_glob)
+            if nothing:
+                entries = []
+            elif sort == "position":  # the positions live in memory: sorted here, then the page cut
+                found = sorted(service.store.list(states, sweep=sweep, team=team, name_glob=name_glob),
+                               key=lambda e: by_position(e, service.position(e)))
+                entries = found[skip:None if n is None else skip + n]
+            else:
+                entries = service.store.list(states, sweep=sweep, limit=n, offset=skip, team=team,
+                                             name_glob=name_glob)
             out = [entry_payload(e) for e in entries]
             if with_eta:  # the forecast runs the cycle forward: only when asked (`?eta=true`)
                 etas = service.etas()
@@ -182,6 +195,8 @@ def create_app(service: SchedulerService, token: str | None = None,
     async def inventory(request: Request) -> Response:
         def read() -> Response:
             nodes = [NodeView.from_json(n) for n in service.inventory()]
+            if usage is not None:
+                nodes = with_utilisation(nodes, usage.utilisation())
             return answer(Inventory(tuple(inventory_for(nodes, caller_of(request.scope)))))
 
         return await run_in_threadpool(read)
@@ -212,6 +227,10 @@ def create_app(service: SchedulerService, token: str | None = None,
     async def recent(request: Request) -> Response:
         data = await run_in_threadpool(past.to_json, time.time())
         return answer(payloads.History.from_json(data))
+
+    async def whoami(request: Request) -> Response:
+        caller = caller_of(request.scope)
+        return answer(Whoami(team=caller.team, admin=caller.admin, user=caller.user))
 
     async def metrics(request: Request) -> Response:
         text = await run_in_threadpool(lambda: metrics_view(service.metrics.registry, caller_of(request.scope),
@@ -249,6 +268,7 @@ def create_app(service: SchedulerService, token: str | None = None,
         Route("/v1/status", status, methods=["GET"]),
         Route("/v1/teams", teams, methods=["GET"]),
         Route("/v1/history", recent, methods=["GET"]),
+        Route("/v1/whoami", whoami, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         *entry_routes(service, entry_payload, nomad=nomad, nomad_address=nomad_address),
@@ -263,6 +283,15 @@ def create_app(service: SchedulerService, token: str | None = None,
 
 def answer(payload: Payload, status: int = 200) -> JSONResponse:
     return JSONResponse(payload.to_json(), status_code=status)
+
+
+def by_position(entry: QueueEntry, position: int | None) -> tuple[int, int]:
+    """`sort=position`: queued entries in the order the scheduler decides in, then the queued ones it does
+    not consider (held, waiting for `after:`, beyond max_parallel), then admitted and running, then the
+    ended; each group in submission order (the store's, kept by a stable sort)."""
+    if entry.state is EntryState.QUEUED:
+        return (0, position) if position is not None else (1, 0)
+    return (2 if entry.state.holds_capacity() else 3, 0)
 
 
 def sweep_payload(sweep_id: str, trials: list[Entry]) -> Sweep:

@@ -61,7 +61,8 @@ OPERATIONS: tuple[Operation, ...] = (
               (Param("Idempotency-Key", "header", "Submitting again with the same key returns the first submission."),),
               body=("application/yaml", "application/json"), body_schema="Spec", tags=("jobs",)),
     Operation("get", "/v1/jobs", "List entries (a team's token sees its own team's).",
-              {200: "Entries in queue order.", 400: "An unknown state, a bad limit/offset or filter."}, "Entries",
+              {200: "Entries in queue order.", 400: "An unknown state or sort, a bad limit/offset or filter."},
+              "Entries",
               (Param("state", "query", "Comma-separated states: queued,admitted,running,complete,failed,cancelled,"
                                       "dependency-failed."),
                Param("sweep", "query", "Only the trials of this sweep."),
@@ -71,7 +72,11 @@ OPERATIONS: tuple[Operation, ...] = (
                Param("limit", "query", "At most this many entries (default: all).", "integer"),
                Param("offset", "query", "Skip this many entries first.", "integer"),
                Param("eta", "query", "`true` adds each queued entry's expected start (`eta`; null: unknown), from "
-                                     "the runtime estimates.")), tags=("jobs",)),
+                                     "the runtime estimates."),
+               Param("sort", "query", "`submitted` (default: submission order) or `position`: queued entries in the "
+                                      "order the scheduler decides in, then queued ones it does not consider (held, "
+                                      "after:, beyond max_parallel), then admitted and running, then ended; "
+                                      "`limit`/`offset` cut pages of that order.")), tags=("jobs",)),
     Operation("get", "/v1/jobs/{id}", "One entry, with its wait reason, placements and GPU usage.",
               {200: "The entry.", **ENTRY_ERRORS}, "Entry", (ID,), tags=("jobs",)),
     Operation("delete", "/v1/jobs/{id}", "Cancel an entry; a live one's Nomad job is stopped.",
@@ -129,6 +134,8 @@ OPERATIONS: tuple[Operation, ...] = (
               tags=("cluster",)),
     Operation("get", "/v1/history", "GPUs in use, queue depth and admissions per minute over 24 hours.",
               {200: "Per-minute history."}, "History", tags=("cluster",)),
+    Operation("get", "/v1/whoami", "The caller's team (null: an admin token), as the dashboard's header shows it.",
+              {200: "The caller."}, "Whoami", tags=("operations",)),
     Operation("get", "/metrics", "Prometheus metrics (text exposition format). A team token sees its own team's "
               "series and the others summed as `another team`; with `metrics_open`, a scrape without a token sees "
               "every team summed as `_all` (`metrics_open_teams: true` shows them).", {200: "Metrics."}, "text",
@@ -148,7 +155,7 @@ _S = {"type": "string"}
 PAYLOADS: tuple[type[payloads.Payload], ...] = (
     payloads.ErrorReply, payloads.Patch, payloads.Entry, payloads.Entries, payloads.Allocations, payloads.Hcl,
     payloads.Sweep, payloads.Inventory, payloads.Status, payloads.Teams, payloads.History, payloads.Sweeps,
-    payloads.UsageReport,
+    payloads.UsageReport, payloads.Whoami,
 )
 """The answers' (and the PATCH body's) schemas come from their payload types: one definition of each shape."""
 

@@ -87,6 +87,7 @@ class UsageBook:
         self._below: dict[str, float] = {}  # device -> since when it has been below its threshold
         self._devices: dict[str, set[str]] = {}  # entry -> its devices
         self._entries: dict[str, EntryUsage] = {}
+        self._figures: dict[str, dict[str, DeviceUsage]] = {}  # entry -> its devices' last figures
 
     def get(self, entry_id: str) -> EntryUsage | None:
         return self._entries.get(entry_id)
@@ -112,6 +113,7 @@ class UsageBook:
         for gone in self._devices.get(entry_id, set()) - set(seen):
             self._below.pop(gone, None)
         self._devices[entry_id] = set(seen)
+        self._figures[entry_id] = seen
         utils = [u.utilisation_pct for u in seen.values() if u.utilisation_pct is not None]
         used = [u.memory_used_mib for u in seen.values() if u.memory_used_mib is not None]
         total = [u.memory_total_mib for u in seen.values() if u.memory_total_mib is not None]
@@ -131,6 +133,13 @@ class UsageBook:
             for device in self._devices.pop(entry_id, set()):
                 self._below.pop(device, None)
             self._entries.pop(entry_id, None)
+            self._figures.pop(entry_id, None)
+
+    def utilisation(self) -> dict[str, float]:
+        """Device -> its last utilisation, for the devices of running entries that report one (a shared GPU
+        under its GPU's ID, once)."""
+        return {key: u.utilisation_pct for seen in self._figures.values() for key, u in seen.items()
+                if u.utilisation_pct is not None}
 
     def idle_counts(self) -> dict[str, int]:
         out = dict.fromkeys(IDLE_KINDS, 0)
@@ -174,6 +183,11 @@ class UsagePoller:
         """What the entry's `usage` is: None (null) until its allocations have been read."""
         usage = self.usage(entry_id)
         return usage.to_payload() if usage is not None else None
+
+    def utilisation(self) -> dict[str, float]:
+        """Each reporting device's utilisation: what a node's `gpu_util_pct` is the mean of."""
+        with self._lock:
+            return self.book.utilisation()
 
     def fields(self, entry_id: str) -> dict[str, Any]:
         """What the entry JSON gains: `usage`, null until its allocations have been read."""

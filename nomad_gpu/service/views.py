@@ -137,6 +137,17 @@ def relayout_view(r: Record, has: Iterable[str] = ()) -> MigRelayoutView:
                            r.started_at)
 
 
+def with_utilisation(nodes: list[NodeView], utilisation: Mapping[str, float]) -> list[NodeView]:
+    """Each node with the mean utilisation of its devices that report one (``utilisation``: device -> %,
+    a shared GPU under its own ID); a device no running entry holds reports nothing and is not counted."""
+    out = []
+    for n in nodes:
+        found = [utilisation[d] for d in [*(g.id for g in n.gpus), *(m.id for m in n.migs)] if d in utilisation]
+        out.append(replace(n, gpu_util_pct=round(sum(found) / len(found), 1), gpu_util_devices=len(found))
+                   if found else n)
+    return out
+
+
 def inventory_for(nodes: list[NodeView], caller: Caller) -> list[NodeView]:
     """The inventory as ``caller`` may see it: another team's holder is named neither by entry nor team."""
     if caller.admin:

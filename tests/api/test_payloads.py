@@ -39,6 +39,7 @@ from nomad_gpu.api.payloads import (
     Usage,
     UsageReport,
     UsageRow,
+    Whoami,
 )
 from nomad_gpu.domain.errors import UnreadableReply
 
@@ -70,6 +71,8 @@ SAMPLES: list[Payload] = [
     MigRelayoutView(("3g.40gb@0", "3g.40gb@4"), ("3g.40gb@4",), ("MIG-b",), "applying", 900.0),
     dataclasses.replace(NODE.mig_gpus[0], uuid="GPU-9", relayout=MigRelayoutView(("7g.80gb@0",))),
     dataclasses.replace(MIG, gpu="GPU-9", start=0, memory_slices=4),
+    Whoami("vision", False),
+    dataclasses.replace(NODE, gpu_util_pct=64.0, gpu_util_devices=2),
 ]
 
 

@@ -14,7 +14,8 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 FILES = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
-         "charts.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
+         "charts.js": "text/javascript; charset=utf-8", "hours.js": "text/javascript; charset=utf-8",
+         "cluster.js": "text/javascript; charset=utf-8", "style.css": "text/css; charset=utf-8"}
 PREFIX = "/ui"
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "

@@ -10,11 +10,15 @@ const SWEEPS_EVERY_MS = Math.max(5 * POLL_MS, 2500);
 const TRIALS_LISTED = 50;
 const $ = (id) => document.getElementById(id);
 
-const QUEUE_ROWS = 20;
-const view = { entries: [], nodes: [], status: {}, teams: [], sweeps: new Map(), selected: null, allRows: false,
-  openSweeps: new Set(), openDevices: new Set(), job: null };
+const PAGE_ROWS = 20;
+const HOURS_EVERY_MS = 30000;
+// entries: the queue page shown; live: every admitted or running entry (their names label the GPU cells)
+const view = { entries: [], live: [], names: new Map(), more: false, page: 0, nodes: [], status: {}, teams: [],
+  sweeps: new Map(), sweepList: [], confirmSweep: null, selected: null, openSweeps: new Set(),
+  openDevices: new Set(), job: null };
 let lastHistory = 0;
 let lastSweeps = 0;
+let lastHours = 0;
 let timer = null;
 
 function el(tag, attrs, ...children) {
@@ -39,6 +43,11 @@ function focusKey(node) {
   if (!node || node === document.body) return null;
   if (node.dataset && node.dataset.device) return `[data-device="${CSS.escape(node.dataset.device)}"]`;
   if (node.tagName === "A") return `a[href="${CSS.escape(node.getAttribute("href"))}"]`;
+  const sweepRow = node.closest && node.closest("tr[data-sweep]");
+  if (sweepRow && node.tagName === "BUTTON") {  // a sweep's cancel, or its confirm step's answers
+    const part = node.dataset.confirm ? `[data-confirm="${CSS.escape(node.dataset.confirm)}"]` : "button.cancel-sweep";
+    return `tr[data-sweep="${CSS.escape(sweepRow.dataset.sweep)}"] ${part}`;
+  }
   if (node.tagName === "SUMMARY") return `tr[data-sweep="${CSS.escape(node.closest("tr").dataset.sweep)}"] summary`;
   if (node.id) return `#${CSS.escape(node.id)}`;
   return null;
@@ -156,15 +165,64 @@ function fillSelect(select, values, keep) {
   select.value = wanted.includes(current) || fixed.some((o) => o.value === current) ? current : "";
 }
 
+// One page of the queue in the order the scheduler decides in (`sort=position`: queued entries by their
+// place, then those it does not consider, then running), cut by the API's limit and offset; one entry
+// more than a page tells whether a next page exists. The filters are the API's own.
+function queueQuery() {
+  const team = $("f-team").value, state = $("f-state").value, sweep = $("f-sweep").value;
+  const q = new URLSearchParams({ state: state === "live" ? "admitted,running" : state || "queued,admitted,running",
+    eta: "true", sort: "position" });
+  if (team) q.set("team", team);
+  if (sweep && sweep !== "-") q.set("sweep", sweep);
+  if (sweep !== "-") { q.set("limit", String(PAGE_ROWS + 1)); q.set("offset", String(view.page * PAGE_ROWS)); }
+  return `/v1/jobs?${q}`;
+}
+
+async function refreshQueue() {
+  for (;;) {
+    const query = queueQuery();
+    let got = (await api(query)).entries;
+    if (query !== queueQuery()) return;  // a filter or the page changed meanwhile: the next refresh reads it
+    if ($("f-sweep").value === "-") {  // "not in a sweep" is no API filter: that list is paged here
+      got = got.filter((e) => !e.sweep).slice(view.page * PAGE_ROWS, (view.page + 1) * PAGE_ROWS + 1);
+    }
+    if (got.length || view.page === 0) {
+      view.more = got.length > PAGE_ROWS;
+      view.entries = got.slice(0, PAGE_ROWS);
+      return;
+    }
+    view.page -= 1;  // the page shown emptied (its entries ran or ended): show the last one left
+  }
+}
+
+// A filter changed: the first page, at once from what this tab holds (the running entries are all here),
+// then as the API answers.
+function filtered() {
+  const team = $("f-team").value, state = $("f-state").value, sweep = $("f-sweep").value;
+  view.page = 0;
+  view.entries = (state === "live" ? view.live : view.entries).filter((e) => (!team || e.team === team)
+    && (!state || (state === "live" ? isLive(e) : e.state === state))
+    && (!sweep || (sweep === "-" ? !e.sweep : e.sweep === sweep))).slice(0, PAGE_ROWS);
+  renderQueue();
+  tick();
+}
+
+function renderPager() {
+  const first = view.page * PAGE_ROWS + 1, last = view.page * PAGE_ROWS + view.entries.length;
+  const total = view.status.queued + view.status.live;
+  const filtered = $("f-team").value || $("f-state").value || $("f-sweep").value;
+  $("queue-count").textContent = !view.entries.length ? ""
+    : `Entries ${first}–${last}${!filtered && view.who && view.who.admin && total >= last ? ` of ${total}` : ""}`
+      + (view.page > 0 || view.more ? `, page ${view.page + 1}` : "");
+  $("queue-prev").disabled = view.page === 0;
+  $("queue-next").disabled = !view.more;
+}
+
 function renderQueue() {
   const now = Date.now() / 1000;
-  fillSelect($("f-team"), view.entries.map((e) => e.team), 1);
-  fillSelect($("f-sweep"), view.entries.filter((e) => e.sweep).map((e) => e.sweep), 2);
-  const team = $("f-team").value, state = $("f-state").value, sweep = $("f-sweep").value;
-  const shown = view.entries.filter((e) => (!team || e.team === team)
-    && (!state || (state === "live" ? isLive(e) : e.state === state))
-    && (!sweep || (sweep === "-" ? !e.sweep : e.sweep === sweep)));
-  const rows = shown.slice(0, view.allRows ? shown.length : QUEUE_ROWS).map((e) => {
+  fillSelect($("f-team"), view.teams.map((t) => t.team).filter((t) => t !== "another team"), 1);
+  fillSelect($("f-sweep"), view.sweepList.map((s) => s.id), 2);
+  const rows = view.entries.map((e) => {
     const waited = (e.admitted_at || now) - e.submitted_at;
     let where;
     if (isLive(e)) {
@@ -232,10 +290,7 @@ function renderQueue() {
   });
   redraw($("queue-rows"), rows);
   $("queue-empty").hidden = rows.length > 0;
-  $("queue-count").textContent = shown.length ? `Showing ${rows.length} of ${shown.length}.` : "";
-  const more = $("queue-more");
-  more.hidden = shown.length <= QUEUE_ROWS;
-  more.textContent = view.allRows ? `Show the first ${QUEUE_ROWS}` : `Show all ${shown.length}`;
+  renderPager();
 }
 
 // ---- one job ---------------------------------------------------------------------------------------
@@ -312,148 +367,6 @@ async function refreshJob() {
     : String(log).split("\n").slice(-LOG_LINES - 1).join("\n") || "(empty)";
 }
 
-// ---- cluster -----------------------------------------------------------------------------------
-function holderText(holders) {
-  return holders.map((h) => (h.milli && h.milli < 1000 ? `${h.entry} (${h.team}, ${h.milli}m)` : `${h.entry} (${h.team})`))
-    .join(", ");
-}
-
-function describe(node, device, kind, holders, state) {
-  const who = holders.length ? `held by ${holderText(holders)}` : "free";
-  return `${node.name || node.id}, ${kind} ${device.id}: ${state === "unhealthy" ? `${unhealthyText(device)}, ` : ""}`
-    + `${state === "draining" ? "node draining or down, " : ""}${who}`;
-}
-
-// why the device plugin says a device is unhealthy, and since when the service has seen it so
-function unhealthyText(device) {
-  const since = device.unhealthy_since ? ` since ${new Date(device.unhealthy_since * 1000).toLocaleString()}` : "";
-  return `unhealthy${since}${device.health ? ` (${device.health})` : ""}`;
-}
-
-function select(text, id) {
-  view.selected = id;
-  $("cell-detail").textContent = text;
-}
-
-function gpuCell(node, gpu, index, off, why) {
-  const holders = gpu.holders || [];
-  const shared = gpu.mode !== "whole";
-  const usedMilli = shared ? Math.max(0, 1000 - Number(gpu.free_milli || 0)) : 0;
-  let state = holders.length ? (shared ? "share" : "used") : "free";
-  if (!gpu.healthy) state = "unhealthy";
-  else if (off && !holders.length) state = "draining";
-  const label = state === "unhealthy" ? "unhealthy" : state === "draining" ? why
-    : state === "free" ? (shared ? "0m shared" : "free")
-    : shared ? `${usedMilli}m of 1000m` : holders.map((h) => h.entry).join(" ");
-  const text = describe(node, gpu, shared ? "shared GPU" : "GPU", holders, state);
-  if (view.selected === gpu.id) $("cell-detail").textContent = text; // the selection follows its device
-  const cls = `cell ${state}${shared && state === "free" ? " share" : ""}`;
-  const button = el("button", { type: "button", class: cls, title: text, "aria-pressed": String(view.selected === gpu.id),
-    dataset: { device: gpu.id, state, entry: holders.map((h) => h.entry).join(" ") },
-    onclick: (ev) => { select(text, gpu.id); markPressed(ev.currentTarget); } },
-  el("span", { class: "idx" }, `GPU ${index}`), el("span", { class: "what" }, label),
-  el("span", { class: "sr" }, text));
-  if (shared && usedMilli > 0) {
-    const fill = el("span", { class: "fill", "aria-hidden": "true" });
-    fill.style.setProperty("height", `${Math.min(100, usedMilli / 10)}%`);
-    button.prepend(fill);
-  }
-  return el("li", {}, button);
-}
-
-function markPressed(target) {
-  for (const b of document.querySelectorAll("#nodes [aria-pressed]")) b.setAttribute("aria-pressed", String(b === target));
-}
-
-function migButton(node, m, off, where, relaying) {
-  const holders = m.holders || [];
-  const state = relaying ? "relaying" : !m.healthy ? "unhealthy" : holders.length ? "used" : off ? "draining" : "free";
-  const text = relaying ? `${node.name || node.id}, MIG ${m.profile} ${m.id}${where || ""}: idle, being re-laid`
-    : describe(node, m, `MIG ${m.profile}${where || ""}`, holders, state);
-  if (view.selected === m.id) $("cell-detail").textContent = text;
-  return el("button", { type: "button", class: `slice ${state}`, title: text,
-    "aria-pressed": String(view.selected === m.id), dataset: { device: m.id, state, entry: holders.map((h) => h.entry).join(" ") },
-    onclick: (ev) => { select(text, m.id); markPressed(ev.currentTarget); } },
-  relaying ? `${m.profile} ↻` : holders.length ? `${m.profile} ✓` : m.healthy ? m.profile : `${m.profile} ✕`,
-  el("span", { class: "sr" }, text));
-}
-
-// MIG instances whose placements are not published (the stock plugin): grouped by model, layout unknown.
-function migCell(node, model, slices, off) {
-  const items = slices.map((m) => el("li", {}, migButton(node, m, off)));
-  const used = slices.filter((m) => (m.holders || []).length).length;
-  return el("li", { class: "cell mig" }, el("span", { class: "idx" }, `${shortModel(model)} MIG: ${used}/${slices.length} in use`),
-    el("ul", { class: "slices" }, items),
-    el("span", { class: "layout-note" }, "layout not known: the node's device plugin publishes no placements"));
-}
-
-// One physical MIG GPU by placement: its memory slices as 8 grid columns, each instance spanning its own.
-function migGpuCell(node, gpu, off) {
-  const byId = new Map(node.migs.map((m) => [m.id, m]));
-  const members = gpu.instances.map((id) => byId.get(id)).filter((m) => m && Number.isInteger(m.start));
-  const width = Number(gpu.memory_slices) || 8;
-  const covered = new Set();
-  const relaid = new Set((gpu.relayout && gpu.relayout.destroys) || []); // idle instances the re-layout replaces
-  const items = members.map((m) => {
-    const size = Math.max(1, Number(m.memory_slices) || 1);
-    for (let k = m.start; k < m.start + size; k++) covered.add(k);
-    const li = el("li", { dataset: { start: String(m.start), size: String(size) } },
-      migButton(node, m, off, ` at slices ${m.start}-${m.start + size - 1}`, relaid.has(m.id)));
-    li.style.setProperty("grid-column", `${m.start + 1} / span ${size}`);
-    return li;
-  });
-  for (let k = 0; k < width; k++) {
-    if (covered.has(k)) continue;
-    const li = el("li", { class: "uncovered", dataset: { start: String(k) } }, el("span", { class: "sr" }, `slice ${k}: no instance`));
-    li.style.setProperty("grid-column", `${k + 1} / span 1`);
-    items.push(li);
-  }
-  const used = members.filter((m) => (m.holders || []).length).length;
-  const r = gpu.relayout;
-  const label = `${shortModel(gpu.model)} ${String(gpu.uuid).slice(0, 12)}`;
-  return el("li", { class: "cell mig", dataset: { gpu: gpu.uuid } },
-    el("span", { class: "idx" }, `${label}: ${used}/${members.length} in use`),
-    el("ul", { class: "layout", "aria-label": `${label} by placement, slices 0 to ${width - 1}` }, items),
-    r && el("span", { class: "relayout", role: "status" },
-      `re-layout in progress: ${(r.creates && r.creates.length ? r.creates : r.layout || []).join(", ")}`
-      + (r.phase ? ` (${r.phase})` : "")));
-}
-
-let drawnCluster = "";
-
-function renderCluster() {
-  const key = JSON.stringify([view.nodes, view.selected]);
-  if (key === drawnCluster) return; // unchanged: keep the elements (and whatever the user is on)
-  drawnCluster = key;
-  const byName = [...view.nodes].sort((a, b) => (a.name || a.id).localeCompare(b.name || b.id));
-  const tiles = byName.map((node) => {
-    const off = !node.schedulable;
-    const why = node.draining ? "draining" : node.status !== "ready" ? node.status : !node.eligible ? "ineligible"
-      : off ? "unschedulable" : "";
-    const cells = node.gpus.map((g, i) => gpuCell(node, g, i, off, why));
-    const placed = (node.mig_gpus || []).filter((g) => g.uuid); // per physical GPU, by placement
-    const onPlaced = new Set(placed.flatMap((g) => g.instances)
-      .filter((id) => node.migs.some((m) => m.id === id && Number.isInteger(m.start))));
-    for (const g of placed) cells.push(migGpuCell(node, g, off));
-    const byModel = new Map();
-    for (const m of node.migs.filter((x) => !onPlaced.has(x.id))) {
-      byModel.set(m.device.split(" MIG ")[0], [...(byModel.get(m.device.split(" MIG ")[0]) || []), m]);
-    }
-    for (const [model, slices] of byModel) cells.push(migCell(node, model, slices, off));
-    const models = [...new Set(node.gpus.map((g) => shortModel(g.model)))].join(", ");
-    const free = node.gpus.filter((g) => g.healthy && !(g.holders || []).length).length;
-    const freeMig = node.migs.filter((m) => m.healthy && !(m.holders || []).length).length;
-    return el("article", { class: `node${off ? " off" : ""}`, "aria-labelledby": `node-${node.id}`, dataset: { node: node.id } },
-      el("h3", { id: `node-${node.id}` }, node.name || node.id),
-      el("p", { class: "meta" }, [node.datacenter, node.node_pool, models,
-        node.gpus.length && `${free}/${node.gpus.length} GPUs free`,
-        node.migs.length && `${freeMig}/${node.migs.length} MIG instances free`,
-        !node.gpus.length && !node.migs.length && "no GPU", why && `⚠ ${why}`].filter(Boolean).join(" · ")),
-      el("ul", { class: "cells", "aria-label": `Devices of ${node.name || node.id}` }, cells));
-  });
-  redraw($("nodes"), tiles);
-}
-
 // ---- teams, sweeps, history ------------------------------------------------------------------------
 function bar(value, quota, fair, scale) {
   const b = el("div", { class: "bar", "aria-hidden": "true" }, el("span", { class: "in" }));
@@ -484,7 +397,48 @@ async function refreshSweeps() {
   const open = await Promise.all(listed.filter((s) => view.openSweeps.has(s.id))
     .map((s) => api(`/v1/sweeps/${encodeURIComponent(s.id)}`).catch(() => null)));
   for (const detail of open) if (detail) view.sweeps.set(detail.sweep, detail);
-  const rows = listed.map((s) => {
+  view.sweepList = listed;
+  renderSweeps();
+}
+
+// A sweep's unfinished trials cancelled in one action (DELETE /v1/sweeps/ID), after a confirm step in its row.
+function cancelCell(s) {
+  const st = s.states || {}, unfinished = (st.queued || 0) + (st.admitted || 0) + (st.running || 0);
+  if (!unfinished) return "–";
+  const trials = `${unfinished} unfinished trial${unfinished === 1 ? "" : "s"}`;
+  if (view.confirmSweep !== s.id) {
+    return el("button", { type: "button", class: "cancel-sweep", "aria-label": `Cancel sweep ${s.name} (${s.id})…`,
+      onclick: () => { view.confirmSweep = s.id; renderSweeps(); focusIn(s.id, "[data-confirm=yes]"); } },
+    "Cancel sweep…");
+  }
+  return el("div", { class: "confirm", role: "group", "aria-label": `Cancel sweep ${s.name}?` },
+    el("span", {}, `Cancel ${trials} of ${s.name}? Running ones are stopped.`),
+    el("button", { type: "button", class: "danger", dataset: { confirm: "yes" }, onclick: () => cancelSweep(s.id) },
+      "Yes, cancel the sweep"),
+    el("button", { type: "button", dataset: { confirm: "no" },
+      onclick: () => { view.confirmSweep = null; renderSweeps(); focusIn(s.id, "button.cancel-sweep"); } }, "Keep it"));
+}
+
+function focusIn(sweep, css) {
+  const target = document.querySelector(`#sweep-rows tr[data-sweep="${CSS.escape(sweep)}"] ${css}`);
+  if (target) target.focus();
+}
+
+async function cancelSweep(id) {
+  view.confirmSweep = null;
+  try {
+    await api(`/v1/sweeps/${encodeURIComponent(id)}`, "DELETE");
+    $("sweeps-alert").hidden = true;
+  } catch (err) {
+    $("sweeps-alert").textContent = `cancel ${id}: ${err.message}`;
+    $("sweeps-alert").hidden = false;
+  }
+  lastSweeps = 0;
+  await tick();
+}
+
+function renderSweeps() {
+  const rows = view.sweepList.map((s) => {
     const st = s.states || {}, id = s.id;
     const done = st.complete || 0, ended = (st.failed || 0) + (st.cancelled || 0) + (st["dependency-failed"] || 0);
     const detail = view.openSweeps.has(id) ? view.sweeps.get(id) : null;
@@ -504,11 +458,21 @@ async function refreshSweeps() {
       el("td", { class: "num", "data-label": "Queued" }, st.queued || 0),
       el("td", { class: "num", "data-label": "Failed or cancelled" }, ended),
       el("td", { "data-label": "Progress" }, el("progress", { max: s.trials, value: done + ended,
-        "aria-label": `${id}: ${done + ended} of ${s.trials} trials ended` })));
+        "aria-label": `${id}: ${done + ended} of ${s.trials} trials ended` })),
+      el("td", { "data-label": "Cancel", class: "cancel" }, cancelCell(s)));
   });
   redraw($("sweep-rows"), rows);
   $("sweeps-empty").hidden = rows.length > 0;
   document.querySelector("table.sweeps").hidden = rows.length === 0;
+}
+
+async function refreshHours() {
+  const since = $("hours-since").value;
+  const [byTeam, byClass] = await Promise.all([api(`/v1/usage?by=team&since=${encodeURIComponent(since)}`),
+    api(`/v1/usage?by=class&since=${encodeURIComponent(since)}`)]);
+  const helpers = { el, duration };
+  window.NomadGpuHours.draw($("hours-team").tBodies[0], byTeam, "Team", helpers);
+  window.NomadGpuHours.draw($("hours-class").tBodies[0], byClass, "Class", helpers);
 }
 
 async function refreshHistory() {
@@ -531,17 +495,31 @@ function showAlert(text) {
 }
 
 function clearData() {
-  view.entries = []; view.nodes = []; view.teams = []; view.sweeps.clear();
+  view.entries = []; view.live = []; view.names = new Map(); view.nodes = []; view.teams = []; view.sweeps.clear();
+  view.sweepList = []; view.who = null; view.page = 0;
   drawnCluster = "";
   for (const id of ["queue-rows", "nodes", "team-rows", "sweep-rows"]) $(id).replaceChildren();
+  for (const t of ["hours-team", "hours-class"]) $(t).tBodies[0].replaceChildren();
+  $("who").hidden = true;
+}
+
+// Whose view this is: the token's team, or an admin's (every team).
+function renderWho(who) {
+  view.who = who;
+  $("who").textContent = (who.user ? `${who.user}, ` : "") + (who.admin ? "admin: every team" : `team ${who.team}`);
+  $("who").dataset.team = who.admin ? "" : who.team;
+  $("who").hidden = false;
 }
 
 async function refresh() {
-  const [status, jobs, inventory, teams] = await Promise.all([api("/v1/status"),
-    api("/v1/jobs?state=queued,admitted,running&eta=true"), api("/v1/inventory"), api("/v1/teams")]);
-  Object.assign(view, { status, entries: jobs.entries, nodes: inventory.nodes, teams: teams.teams });
+  const [status, live, inventory, teams, who] = await Promise.all([api("/v1/status"),
+    api("/v1/jobs?state=admitted,running"), api("/v1/inventory"), api("/v1/teams"), api("/v1/whoami"),
+    refreshQueue()]);
+  Object.assign(view, { status, live: live.entries, nodes: inventory.nodes, teams: teams.teams });
+  view.names = new Map([...view.live, ...view.entries].map((e) => [e.id, e.name]));
+  renderWho(who);
   let newSweep = false;  // a sweep not listed yet: read the list now, not at the next sweep read
-  for (const e of view.entries) {
+  for (const e of [...view.live, ...view.entries]) {
     if (e.sweep && !view.sweeps.has(e.sweep)) { view.sweeps.set(e.sweep, null); newSweep = true; }
   }
   $("s-queued").textContent = status.queued;
@@ -557,11 +535,25 @@ async function refresh() {
   const now = Date.now();
   if (newSweep || now - lastSweeps >= SWEEPS_EVERY_MS) { lastSweeps = now; await refreshSweeps(); }
   if (now - lastHistory >= HISTORY_EVERY_MS) { lastHistory = now; await refreshHistory(); }
+  if (now - lastHours >= HOURS_EVERY_MS) { lastHours = now; await refreshHours(); }
 }
 
 let delay = POLL_MS;
 
-async function tick() {
+// One refresh at a time: a refresh asked for while one runs (a filter, a page, a cancel) follows it.
+let inFlight = null;
+let again = false;
+
+function tick() {
+  if (inFlight) { again = true; return inFlight; }
+  inFlight = refreshOnce().finally(() => {
+    inFlight = null;
+    if (again) { again = false; tick(); }
+  });
+  return inFlight;
+}
+
+async function refreshOnce() {
   clearTimeout(timer);
   const started = performance.now();
   try {
@@ -594,13 +586,16 @@ function start() {
     const value = $("token").value.trim();
     if (value) sessionStorage.setItem(TOKEN_KEY, value); else sessionStorage.removeItem(TOKEN_KEY);
     $("token").value = "";
-    lastHistory = 0; lastSweeps = 0;
+    lastHistory = 0; lastSweeps = 0; lastHours = 0;
     tick();
   });
   $("forget").addEventListener("click", () => { sessionStorage.removeItem(TOKEN_KEY); clearData(); tick(); });
-  for (const id of ["f-team", "f-state", "f-sweep"]) $(id).addEventListener("change", renderQueue);
+  for (const id of ["f-team", "f-state", "f-sweep"]) $(id).addEventListener("change", filtered);
   $("filters").addEventListener("submit", (ev) => ev.preventDefault());
-  $("queue-more").addEventListener("click", () => { view.allRows = !view.allRows; renderQueue(); });
+  $("queue-prev").addEventListener("click", () => { view.page = Math.max(0, view.page - 1); tick(); });
+  $("queue-next").addEventListener("click", () => { view.page += 1; tick(); });
+  $("hours-since").addEventListener("change", () => { lastHours = 0; tick(); });
+  $("hours-form").addEventListener("submit", (ev) => ev.preventDefault());
   $("job-close").addEventListener("click", closeJob);
   tick();
 }
