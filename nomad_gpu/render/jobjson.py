@@ -108,7 +108,8 @@ def _task(group: Mapping[str, Any]) -> JSON:
 
 
 def _network(network: Mapping[str, Any]) -> JSON:
-    reserved, dynamic = [], []
+    reserved: list[JSON] = []
+    dynamic: list[JSON] = []
     for port in network["ports"]:
         static = port["static"]
         entry = {"Label": port["label"], "Value": static or 0, "To": port["to"] or 0, "HostNetwork": "",
