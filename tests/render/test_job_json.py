@@ -59,9 +59,9 @@ def _specs() -> Iterator[tuple[str, JobSpec]]:
         for i, spec in enumerate(expand_sweep(loaded) if not isinstance(loaded, JobSpec) else [loaded]):
             yield f"{path.stem}#{i}", spec
     for name, text in INLINE.items():
-        spec = load_spec(text)
-        assert isinstance(spec, JobSpec)
-        yield name, spec
+        inline = load_spec(text)
+        assert isinstance(inline, JobSpec)
+        yield name, inline
 
 
 def _cases() -> Iterator[tuple[str, JobSpec, RenderPlacement]]:
@@ -121,7 +121,7 @@ def test_a_template_or_value_outside_the_proof_is_not_built() -> None:
     assert isinstance(spec, JobSpec)
     _, built = JobRenderer().render_job_json(spec, job_id="t-1", placement=placement_for(spec))
     assert built is not None
-    context = {"job": {}, "groups": []}
+    context: dict[str, Any] = {"job": {}, "groups": []}
     assert job_json("custom", context, max_run_duration_field=True) is None
     odd = {"job": {"namespace": "default", "id": "x", "priority": 50, "datacenters": ["*"], "node_pool": None,
                    "node_id": NODE, "meta": {}, "max_run_duration": "1e-05s"}, "groups": []}

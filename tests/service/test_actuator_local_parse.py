@@ -62,7 +62,7 @@ def _placement(spec: JobSpec) -> RenderPlacement:
         if g.gpu is not None else GroupPlacement(g.name, None, ()) for g in spec.groups))
 
 
-SPECS = {
+SPECS: dict[str, str | Path] = {
     "train": REPO / "jobspecs" / "train.yaml",
     "gang": REPO / "jobspecs" / "gang.yaml",
     "max-runtime": "name: mr\ntask: {image: i}\nmax_runtime: 90\ngpu: {count: 1}\n",
