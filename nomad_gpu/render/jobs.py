@@ -28,6 +28,7 @@ from nomad_gpu.render.devices import (
     adapter_for,
 )
 from nomad_gpu.render.hcl import RenderError, hcl_ident, make_environment
+from nomad_gpu.render.jobjson import job_json
 from nomad_gpu.render.network import network_context, service_context
 from nomad_gpu.render.placement import RenderPlacement, check_placement
 from nomad_gpu.render.servicejob import ServiceJobSettings, service_job_context
@@ -78,6 +79,8 @@ class JobRenderer:
 
     def __init__(self, templates_dir: Path = DEFAULT_TEMPLATES_DIR) -> None:
         self.templates_dir = Path(templates_dir)
+        self.bundled = self.templates_dir.resolve() == DEFAULT_TEMPLATES_DIR.resolve()
+        """Whether the templates are the bundled ones, whose Job JSON jobjson.py builds (proven by test)."""
         self._env = make_environment(self.templates_dir)
         # Each template is read and compiled once per renderer: checking every file's mtime on every
         # render (Jinja's default) cost a few stat calls per job; a changed template takes a restart.
@@ -115,13 +118,36 @@ class JobRenderer:
         """The HCL2 jobspec of ``spec`` pinned to ``placement``, from ``spec.template``.
         ``max_run_duration``: every Nomad agent has the group field (2.0.3 and later), so a batch
         template also hands ``max_runtime`` to Nomad's client; the service's timer stays either way."""
+        context = self._job_context(spec, job_id, placement, extra_meta, max_run_duration)
+        return self.render_template(spec.template, context)
+
+    def render_job_json(
+        self,
+        spec: JobSpec,
+        *,
+        job_id: str,
+        placement: RenderPlacement,
+        extra_meta: Mapping[str, str] = _NO_META,
+        max_run_duration: bool = False,
+        max_run_duration_field: bool = False,
+    ) -> tuple[str, dict[str, Any] | None]:
+        """The HCL of :meth:`render_job` and, from the same context, the Job JSON Nomad's parse returns
+        for it: None unless the template is a bundled one whose JSON is proven (render/jobjson.py).
+        ``max_run_duration_field``: the Nomad that registers it has the group field (2.0.3 on)."""
+        context = self._job_context(spec, job_id, placement, extra_meta, max_run_duration)
+        hcl = self.render_template(spec.template, context)
+        if not self.bundled:
+            return hcl, None
+        return hcl, job_json(spec.template, context, max_run_duration_field=max_run_duration_field)
+
+    def _job_context(self, spec: JobSpec, job_id: str, placement: RenderPlacement, extra_meta: Mapping[str, str],
+                     max_run_duration: bool) -> dict[str, Any]:
         if isinstance(spec, SweepSpec):
             raise RenderError("a sweep renders one job per trial: expand it with expand_sweep() first")
         if spec.template == SERVICE_TEMPLATE or spec.template.startswith("_"):
             raise RenderError(f"template {spec.template!r} is not a job template")
-        context = build_job_context(spec, job_id=job_id, placement=placement, extra_meta=extra_meta,
-                                    max_run_duration=max_run_duration)
-        return self.render_template(spec.template, context)
+        return build_job_context(spec, job_id=job_id, placement=placement, extra_meta=extra_meta,
+                                 max_run_duration=max_run_duration)
 
     def render_service_job(self, settings: ServiceJobSettings) -> str:
         """The Nomad job that runs nomad-gpu itself (``templates/nomad-gpu.hcl.j2``)."""

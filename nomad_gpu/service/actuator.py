@@ -1,4 +1,8 @@
-"""Tells Nomad what the cycle decided: render HCL -> `/v1/jobs/parse` -> register with the source.
+"""Tells Nomad what the cycle decided: render HCL and its Job JSON -> register with the source.
+
+A bundled template's Job JSON is built from the context its HCL is rendered from (render/jobjson.py,
+proven equal to Nomad's parse by tests/render/test_job_json.py), saving one request per job; a
+user's own templates directory, or `nomad: {local_parse: false}`, asks `/v1/jobs/parse` as before.
 
 The Nomad job ID comes from the queue entry (its database's prefix, the entry and the attempt), and
 the register is create-only: a register repeated after a lost reply or a crash finds its own job
@@ -54,9 +58,11 @@ over minutes; a stale answer only means a job keeps the service's timer alone, o
 
 class Actuator:
     def __init__(self, client: NomadClient, templates_dir: Path | None = None, service_name: str = "nomad-gpu",
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, *, local_parse: bool = True) -> None:
         self.client = client
         self.service_name = service_name
+        self.local_parse = local_parse
+        """Build the Job JSON of bundled templates here instead of asking Nomad's parse."""
         self.renderer = JobRenderer(templates_dir) if templates_dir is not None else JobRenderer()
         self._clock = clock
         self._max_run_duration: tuple[float, bool] | None = None  # (read at, every agent has it)
@@ -83,10 +89,22 @@ class Actuator:
                                         extra_meta={**_meta(entry), META_SERVICE: self.service_name},
                                         max_run_duration=limit)
 
+    def render_with_job(self, entry: QueueEntry, spec: JobSpec,
+                        placement: RenderPlacement) -> tuple[str, dict[str, Any] | None]:
+        """The HCL and, where proven for its template, the Job JSON Nomad's parse would return (else None)."""
+        if not (self.local_parse and self.renderer.bundled):
+            return self.render(entry, spec, placement), None
+        field = self.max_run_duration()  # whether the agents have `MaxRunDuration` (the parse's key)
+        return self.renderer.render_job_json(spec, job_id=entry.nomad_job_id, placement=placement,
+                                             extra_meta={**_meta(entry), META_SERVICE: self.service_name},
+                                             max_run_duration=spec.max_runtime is not None and field,
+                                             max_run_duration_field=field)
+
     def submit(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str:
         """Register the pinned job, create-only; returns the HCL. Raises NomadError / RenderError."""
-        hcl = self.render(entry, spec, placement)
-        job = self.client.parse(hcl)
+        hcl, job = self.render_with_job(entry, spec, placement)
+        if job is None:
+            job = self.client.parse(hcl)
         try:
             self.client.register(job, hcl, create_only=True, namespace=entry.namespace)
         except NomadJobExists:

@@ -44,7 +44,8 @@ class ServiceRuntime:
         self.metrics = Metrics()
         self.store = open_store(settings.db_path, exclusive=True)  # one service per database
         self.client = NomadClient(settings.nomad)
-        self.actuator = Actuator(self.client, settings.templates_dir, settings.scheduling.service_name)
+        self.actuator = Actuator(self.client, settings.templates_dir, settings.scheduling.service_name,
+                                 local_parse=settings.scheduling.local_parse)
         self.scheduler = SchedulerService(self.store, self.actuator, settings.scheduling, self.metrics)
         self.scheduler.relayout = build_loop(  # MIG re-layouts, when the operator turned them on
             settings.scheduling.mig_relayout, self.client, executor=self.scheduler.life.executor,

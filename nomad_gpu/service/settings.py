@@ -93,6 +93,9 @@ class SchedulingSettings:
     """Queue-driven MIG re-layouts (`mig_relayout:`, service/relayoutconfig.py); off by default."""
     runtime_defaults: RuntimeDefaults = field(default_factory=RuntimeDefaults)
     """Run times an ETA assumes for a spec without `runtime:`, by class then template (service/runtimes.py)."""
+    local_parse: bool = True
+    """`nomad: {local_parse: ...}`: a bundled template's Job JSON is built by the service (render/jobjson.py,
+    proven equal to Nomad's parse) instead of asked of `/v1/jobs/parse`; false asks Nomad for every job."""
     service_name: str = "nomad-gpu"
     """Written into every job's meta (`nomad_gpu_service`): two services on one cluster tell their jobs
     apart by it (the job-ID prefix is random per database)."""
@@ -322,7 +325,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
     known = {"policy", "hol_threshold_s", "tick_s", "half_life_s", "teams", "default_team", "sharing",
              "actuator_workers", "model_weights", "api", "refusal_avoid_s", "admission_deadline_s",
              "retention_s", "usage", "min_cycle_interval_s", "classes", "mig_relayout", "service_name",
-             "runtime_defaults"}
+             "runtime_defaults", "nomad"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -355,9 +358,19 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             classes=classes_from_mapping(raw.get("classes")),
             mig_relayout=mig_relayout_from_mapping(raw.get("mig_relayout"), f"{where}: mig_relayout"),
             runtime_defaults=runtime_defaults_from_mapping(raw.get("runtime_defaults"), f"{where}: runtime_defaults"),
+            local_parse=_local_parse(raw.get("nomad"), f"{where}: nomad"),
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from exc
+
+
+def _local_parse(raw: Any, where: str) -> bool:
+    """``nomad: {local_parse: true|false}`` (default true)."""
+    if raw is None:
+        return True
+    if not isinstance(raw, Mapping) or set(raw) - {"local_parse"} or not isinstance(raw.get("local_parse", True), bool):
+        raise InvalidRequest(f"{where}: must be a mapping with only local_parse: true or false")
+    return bool(raw.get("local_parse", True))
 
 
 def _service_name(value: Any, where: str) -> str:

@@ -38,7 +38,7 @@ class ExistingJob:
 
 def actuator(meta: dict[str, str]) -> Actuator:
     act = Actuator(ExistingJob(meta))  # type: ignore[arg-type]
-    act.render = lambda entry, spec, placement: "hcl"  # type: ignore[method-assign]
+    act.render_with_job = lambda entry, spec, placement: ("hcl", None)  # type: ignore[method-assign]
     return act
 
 
