@@ -48,7 +48,7 @@ from nomad_gpu.service.fleetcheck import check_fleet
 from nomad_gpu.service.nodepools import allowed_pool
 from nomad_gpu.service.settings import AccessSettings
 from nomad_gpu.service.translate import check_supported
-from nomad_gpu.store.sqlite import SqliteStore
+from nomad_gpu.store.contract import Store
 
 STEPS = ("body", "parse", "drivers", "namespace", "node_pool", "datacenters", "template", "spec_size", "sweep_size",
          "team", "class", "after", "class_fleet", "models", "fleet", "supported", "limits")
@@ -122,7 +122,7 @@ def check_request(req: Request) -> Checked:
     return Checked(data, parse_spec(data) if bound else spec)
 
 
-def check_queued(spec: JobSpec | SweepSpec, *, classes: ClassBook, store: SqliteStore,
+def check_queued(spec: JobSpec | SweepSpec, *, classes: ClassBook, store: Store,
                  fleet: Callable[[], Sequence[Node] | None], new_sweep_id: Callable[[str], str]) -> Queued:
     """Steps class to supported. ``fleet``: the fleet as last seen, None before it is known (then nothing is
     checked against it: the queue takes submissions while Nomad is away); ``new_sweep_id`` names a sweep."""
