@@ -40,7 +40,8 @@ def checked_dsn(location: str) -> str:
     try:
         parts = conninfo.conninfo_to_dict(location)
     except psycopg.ProgrammingError as exc:
-        raise StoreRefused(f"{redacted(location)}: not a PostgreSQL URL ({_first_line(exc)}); write "
+        said = _first_line(exc).replace(location, redacted(location))  # libpq quotes the whole URL
+        raise StoreRefused(f"{redacted(location)}: not a PostgreSQL URL ({said}); write "
                            "postgresql://user@host:5432/dbname") from None
     for port in str(parts.get("port", "5432")).split(","):
         if not port.isdigit() or not 0 < int(port) < 65536:

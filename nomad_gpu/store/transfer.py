@@ -11,6 +11,7 @@ never merges two queues.
 
 from __future__ import annotations
 
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -22,6 +23,7 @@ from nomad_gpu.store.pgrows import TABLES
 from nomad_gpu.store.postgres import PostgresStore
 from nomad_gpu.store.sqlite import SqliteStore
 
+MEMORY = ":memory:"
 Tables = Iterator[tuple[str, list[str], list[Sequence[Any]]]]
 
 
@@ -33,6 +35,28 @@ class DestinationNotEmpty(InvalidRequest):
 class Copied:
     entries: int
     stops: int
+
+
+def copy_between(src_location: str, dst_location: str) -> Copied:
+    """Open both ends through the factory (as the service does: a SQLite file it serves is locked) and copy.
+    A SQLite source must exist (opening it would make an empty one); nothing is written on any refusal."""
+    from nomad_gpu.store.factory import is_postgres, open_store, redacted, sqlite_path
+
+    if src_location == dst_location:
+        raise InvalidRequest(f"{redacted(src_location)}: the source and the destination are the same database")
+    if not is_postgres(src_location):
+        path = sqlite_path(src_location)
+        if path == MEMORY or not os.path.isfile(path):
+            raise InvalidRequest(f"{src_location}: no such queue database file")
+    src = open_store(src_location, exclusive=True)
+    try:
+        dst = open_store(dst_location, exclusive=True)
+        try:
+            return copy(src, dst, redacted(dst_location))
+        finally:
+            dst.close()
+    finally:
+        src.close()
 
 
 def copy(src: Store, dst: Store, dst_name: str) -> Copied:
