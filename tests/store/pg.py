@@ -11,6 +11,7 @@ installs Debian's `postgresql`, whose programs live in /usr/lib/postgresql/<vers
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import itertools
 import os
@@ -69,11 +70,17 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-@pytest.fixture(scope="session")
-def pg_server() -> Iterator[PgServer]:
+class NoServer(Exception):
+    """PostgreSQL's server programs are not installed here."""
+
+
+@contextlib.contextmanager
+def throwaway_server(*, durable: bool = False) -> Iterator[tuple[PgServer, Path]]:
+    """A new cluster on a free loopback port, removed on exit; with its data directory (where the
+    postmaster's pid is). ``durable=False`` (tests): no fsync. NoServer when initdb is not installed."""
     bin_dir = bindir()
     if bin_dir is None:
-        pytest.skip("PostgreSQL's initdb is not installed (Debian: apt-get install postgresql); .ci/run installs it")
+        raise NoServer("PostgreSQL's initdb is not installed (Debian: apt-get install postgresql); .ci/run installs it")
     as_root = os.geteuid() == 0
     root = Path(tempfile.mkdtemp(prefix="nomad-gpu-pg-", dir="/tmp" if as_root else None))
     run_as = ["runuser", "-u", _UNPRIVILEGED, "--"] if as_root else []
@@ -82,21 +89,29 @@ def pg_server() -> Iterator[PgServer]:
         shutil.chown(root, _UNPRIVILEGED)
         shutil.chown(root / "pw", _UNPRIVILEGED)
     data, port = root / "data", _free_port()
+    fast = "" if durable else " -c fsync=off -c full_page_writes=off -c synchronous_commit=off"
     try:
         subprocess.run([*run_as, str(bin_dir / "initdb"), "-D", str(data), "-U", "postgres", "--auth=scram-sha-256",
                         f"--pwfile={root / 'pw'}", "-E", "UTF8", "--no-locale", "--no-sync"],
                        check=True, capture_output=True, timeout=120)
         subprocess.run([*run_as, str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(root / "log"), "-w", "-t", "60",
-                        "-o", f"-h 127.0.0.1 -p {port} -k {root} -c fsync=off -c full_page_writes=off"
-                              " -c synchronous_commit=off", "start"],
+                        "-o", f"-h 127.0.0.1 -p {port} -k {root}{fast}", "start"],
                        check=True, capture_output=True, timeout=90)
-        yield PgServer(port)
+        yield PgServer(port), data
     except subprocess.CalledProcessError as exc:
         log = (root / "log").read_text(errors="replace")[-2000:] if (root / "log").exists() else ""
-        pytest.fail(f"PostgreSQL did not start: {exc.stderr.decode(errors='replace')[-2000:]}{log}", pytrace=False)
+        raise NoServer(f"PostgreSQL did not start: {exc.stderr.decode(errors='replace')[-2000:]}{log}") from exc
     finally:
         _stop(data)
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    if bindir() is None:
+        pytest.skip("PostgreSQL's initdb is not installed (Debian: apt-get install postgresql); .ci/run installs it")
+    with throwaway_server() as (server, _):
+        yield server
 
 
 def _stop(data: Path) -> None:

@@ -4,6 +4,7 @@ nothing written). Every test here uses the throwaway server of tests/store/pg.py
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import threading
 from collections.abc import Callable, Iterator
@@ -18,6 +19,7 @@ from nomad_gpu.cli.main import main
 from nomad_gpu.domain.errors import OverLimit
 from nomad_gpu.store import EntryState, Store, open_store
 from nomad_gpu.store.contract import StaleTransition, StoreUnavailable, TeamQuota
+from nomad_gpu.store.pgglob import glob_regex
 from nomad_gpu.store.postgres import PostgresStore
 from tests.store.contract.conftest import entry
 from tests.store.pg import PgServer
@@ -196,3 +198,16 @@ def test_the_store_is_the_postgresql_one(pg_dsn: str) -> None:
     again = open_store(pg_dsn)
     assert not again.created  # the instance prefix was made once
     again.close()
+
+
+def test_the_server_matches_each_glob_as_fnmatch_does(pg_dsn: str) -> None:
+    from tests.store.test_postgres_pure import NAMES
+
+    patterns = ["train-*", "*-[!ab]", "*-[^ab]", "eval-?", "a[]]b", "a[-]b", "a[.+]b", "[[]x]", "a[!-.]b", "[a-f]*",
+                "*[!a-z]*", "x\\y", "a^b", "a[!!]b", "é-?", ""]
+    with psycopg.connect(pg_dsn) as db:
+        for pattern in patterns:
+            regex = glob_regex(pattern)
+            got = [n for n in NAMES if db.execute("SELECT %s ~ %s", (n, regex)).fetchone() == (True,)]
+            want = [n for n in NAMES if fnmatch.fnmatchcase(n, pattern.replace("[^", "[!"))]
+            assert got == want, pattern
