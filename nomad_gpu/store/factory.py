@@ -64,13 +64,13 @@ def open_store(location: str, *, exclusive: bool = False) -> Store:
     service) holds the database for this process: a second service on it fails with StoreLocked before
     anything is read. StoreDamaged when the database fails its check; UnsupportedStore (one line) for a
     location this release cannot open; for PostgreSQL, StoreRefused (one line) for a DSN that cannot work
-    and StoreUnavailable for a server that cannot be reached now. ``exclusive`` means nothing to
-    PostgreSQL, where several services share one database."""
+    and StoreUnavailable for a server that cannot be reached now. On PostgreSQL ``exclusive`` holds an
+    advisory lock of the database's (store/pgconnect.py `hold_service_lock`) instead of a lock file."""
     store: Store  # mypy proves at each assignment that the implementation keeps the contract
     if is_postgres(location):
         from nomad_gpu.store.postgres import PostgresStore  # psycopg is loaded only for this store
 
-        store = PostgresStore(_libpq(location))
+        store = PostgresStore(_libpq(location), exclusive=exclusive)
         return store
     store = SqliteStore(sqlite_path(location), exclusive=exclusive)
     return store

@@ -63,6 +63,24 @@ def connect(location: str) -> psycopg.Connection[tuple[Any, ...]]:
         raise StoreUnavailable(f"the queue database {redacted(location)} cannot be reached: {said}") from None
 
 
+def hold_service_lock(location: str) -> psycopg.Connection[tuple[Any, ...]]:
+    """A connection of its own holding the database's service lock (`pgschema.SERVICE_LOCK`) for as long
+    as it is open: a second service on the database (or `store copy` while one serves it) is refused
+    with StoreLocked before anything is read. The server drops the lock when the session ends, a
+    killed service's included. A connection lost later lets the lock go: the leader lease of high
+    availability is what holds a service to it through outages."""
+    from nomad_gpu.store.lock import StoreLocked
+    from nomad_gpu.store.pgschema import SERVICE_LOCK
+
+    holder = connect(location)
+    row = holder.execute("SELECT pg_try_advisory_lock(%s)", (SERVICE_LOCK,)).fetchone()
+    if not row or not row[0]:
+        holder.close()
+        raise StoreLocked(f"the queue database {redacted(location)} is in use by another nomad-gpu service; "
+                          "run one service per database")
+    return holder
+
+
 def _first_line(exc: BaseException) -> str:
     return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
 

@@ -7,8 +7,8 @@ table written in the transaction that moves a trial (counters kept in one proces
 another replica's writes). Every version's statements run in one transaction under a transaction-level
 advisory lock, so two services started at once on an empty database migrate it once.
 
-Room for high availability: the leader lease (a row with an increasing epoch, and a session-level advisory
-lock on `LEASE_LOCK`) is one more migration here, and its lock key is reserved below.
+Room for high availability: the leader lease (a row with an increasing epoch beside the session-level
+advisory lock on `SERVICE_LOCK` that a service holds today) is one more migration here.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from nomad_gpu.store.schema import SchemaTooNew
 
 MIGRATE_LOCK = 0x6E67_7075_0001
 """pg_advisory_xact_lock key held while the schema is brought forward ("ngpu" 1)."""
-LEASE_LOCK = 0x6E67_7075_0002
-"""Reserved: the session-level advisory lock the leader will hold (issue 36, high availability)."""
+SERVICE_LOCK = 0x6E67_7075_0002
+"""The session-level advisory lock a service holds on its database (one service per database, as the
+SQLite file's lock), on a connection of its own. The leader lease of high availability replaces it: the
+same lock, held by the leader only, plus a lease row with an increasing epoch."""
 
 _V1 = """
 CREATE SEQUENCE entry_seq;

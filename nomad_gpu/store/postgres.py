@@ -33,7 +33,7 @@ from nomad_gpu.store import pgcounts, specdiff
 from nomad_gpu.store.contract import Admission, StaleTransition, StopIntent
 from nomad_gpu.store.counts import SweepCount
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps
-from nomad_gpu.store.pgconnect import PgSpace, checked_dsn, connect, translated
+from nomad_gpu.store.pgconnect import PgSpace, checked_dsn, connect, hold_service_lock, translated
 from nomad_gpu.store.pgglob import glob_regex
 from nomad_gpu.store.pgrows import Transfer, entry_of
 from nomad_gpu.store.pgschema import migrate
@@ -54,8 +54,9 @@ _INSERT = (
 class PostgresStore(Transfer):
     """Thread-safe (one connection, one lock); several stores, in several processes, share one database."""
 
-    def __init__(self, location: str) -> None:
+    def __init__(self, location: str, *, exclusive: bool = False) -> None:
         self.location = checked_dsn(location)
+        self._holder: psycopg.Connection[tuple[Any, ...]] | None = None
         self._lock = threading.RLock()
         self.space = PgSpace()
         self._bases: dict[str, Any] = {}
@@ -63,10 +64,14 @@ class PostgresStore(Transfer):
         self._db = connect(self.location)
         try:
             with translated(self.location):
+                if exclusive:
+                    self._holder = hold_service_lock(self.location)
                 migrate(self._db)
                 self.instance = self._instance()
         except BaseException:
             self._db.close()
+            if self._holder is not None:
+                self._holder.close()
             raise
 
     def _instance(self) -> str:
@@ -102,6 +107,8 @@ class PostgresStore(Transfer):
     def close(self) -> None:
         with self._lock:
             self._db.close()
+            if self._holder is not None:
+                self._holder.close()  # the server drops the session's advisory lock
 
     def checkpoint(self) -> None:
         """Nothing to do: PostgreSQL checkpoints and vacuums on its own."""

@@ -211,3 +211,16 @@ def test_the_server_matches_each_glob_as_fnmatch_does(pg_dsn: str) -> None:
             got = [n for n in NAMES if db.execute("SELECT %s ~ %s", (n, regex)).fetchone() == (True,)]
             want = [n for n in NAMES if fnmatch.fnmatchcase(n, pattern.replace("[^", "[!"))]
             assert got == want, pattern
+
+
+def test_one_service_per_database(pg_dsn: str, tmp_path: Path) -> None:
+    from nomad_gpu.store.lock import StoreLocked
+
+    serving = open_store(pg_dsn, exclusive=True)
+    with pytest.raises(StoreLocked, match="in use by another nomad-gpu service"):
+        open_store(pg_dsn, exclusive=True)
+    code = CliRunner().invoke(main, ["store", "copy", pg_dsn, str(tmp_path / "b.db")])
+    assert code.exit_code == 2 and "in use" in code.output and not (tmp_path / "b.db").exists(), code.output
+    open_store(pg_dsn).close()  # a reader (the CLI's tools) is not a service
+    serving.close()
+    open_store(pg_dsn, exclusive=True).close()  # the lock went with the session
