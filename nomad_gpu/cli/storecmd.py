@@ -29,7 +29,7 @@ def copy(src: str, dst: str, as_json: bool) -> None:
 
     Stop the service first (a SQLite file it serves is refused by its lock). The instance prefix is
     copied too: the jobs Nomad runs keep their owner. Serve DST afterwards, never both."""
-    from nomad_gpu.store.factory import redacted
+    from nomad_gpu.store.location import redacted
     from nomad_gpu.store.transfer import copy_between
 
     copied = copy_between(src, dst)

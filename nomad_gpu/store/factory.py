@@ -14,19 +14,13 @@ import re
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.store.contract import Store
+from nomad_gpu.store.location import redacted
 from nomad_gpu.store.sqlite import SqliteStore
 
 MEMORY = ":memory:"
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
 _POSTGRES = ("postgres", "postgresql")
 """libpq's own schemes (`postgresql+psycopg://`, SQLAlchemy's, is not a URL libpq reads)."""
-
-
-def redacted(location: str) -> str:
-    """The location without a password (`postgresql://user:secret@host/db` -> `postgresql://user:***@host/db`,
-    `...?password=secret` -> `...?password=***`): what a message or a log may show."""
-    out = re.sub(r"^([^:/]+://[^:/@]*):[^@/]*@", r"\1:***@", location)
-    return re.sub(r"(?i)(password=)[^&\s]*", r"\1***", out)
 
 
 class UnsupportedStore(InvalidRequest):

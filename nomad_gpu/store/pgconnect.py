@@ -19,7 +19,7 @@ from psycopg import conninfo
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.store.contract import StoreFull, StoreUnavailable
-from nomad_gpu.store.factory import redacted
+from nomad_gpu.store.location import redacted
 
 logger = logging.getLogger(__name__)
 

@@ -40,7 +40,8 @@ class Copied:
 def copy_between(src_location: str, dst_location: str) -> Copied:
     """Open both ends through the factory (as the service does: a SQLite file it serves is locked) and copy.
     A SQLite source must exist (opening it would make an empty one); nothing is written on any refusal."""
-    from nomad_gpu.store.factory import is_postgres, open_store, redacted, sqlite_path
+    from nomad_gpu.store.factory import is_postgres, open_store, sqlite_path
+    from nomad_gpu.store.location import redacted
 
     if src_location == dst_location:
         raise InvalidRequest(f"{redacted(src_location)}: the source and the destination are the same database")

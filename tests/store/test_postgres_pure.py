@@ -11,7 +11,7 @@ import pytest
 
 from nomad_gpu.domain.errors import Unavailable
 from nomad_gpu.store.contract import StoreFull, StoreUnavailable
-from nomad_gpu.store.factory import redacted
+from nomad_gpu.store.location import redacted
 from nomad_gpu.store.pgconnect import PgSpace, StoreRefused, checked_dsn, translated
 from nomad_gpu.store.pgglob import glob_regex
 
