@@ -3,7 +3,8 @@
 What the operator typed wrong (a malformed DSN, a wrong password, a database or role that does not exist)
 is refused in one line (`StoreRefused`, bad input: exit 2); a server that cannot be reached now, or a
 connection lost under a query, is `StoreUnavailable` (503 with Retry-After from the API; the next call
-connects again); a write the server's disk cannot hold (SQLSTATE class 53100, disk_full) is `StoreFull`.
+connects again); a write the server's disk cannot hold (SQLSTATE 53100, disk_full) is `StoreFull`; data the server finds
+damaged (XX001, XX002) is `StoreDamaged`.
 The password never appears in a message (`redacted`).
 """
 
@@ -18,7 +19,7 @@ import psycopg
 from psycopg import conninfo
 
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.store.contract import StoreFull, StoreUnavailable
+from nomad_gpu.store.contract import StoreDamaged, StoreFull, StoreUnavailable
 from nomad_gpu.store.location import redacted
 
 logger = logging.getLogger(__name__)
@@ -29,6 +30,8 @@ _REFUSED = ("password authentication failed", "no password supplied", "does not 
             "authentication failed", "not permitted to log in", "pg_hba.conf")
 """libpq's words for a connection the operator's DSN cannot make, whatever is retried (it gives no SQLSTATE)."""
 DISK_FULL = "53100"
+DAMAGED = ("XX001", "XX002")
+"""data_corrupted, index_corrupted: what the server says of a damaged table or index."""
 
 
 class StoreRefused(InvalidRequest):
@@ -120,6 +123,9 @@ def translated(location: str, space: PgSpace | None = None) -> Iterator[None]:
                 space.failed()
             raise StoreFull("the queue database's disk is full: nothing was stored; free space on it and "
                             "retry") from exc
+        if exc.sqlstate in DAMAGED:
+            raise StoreDamaged(f"the queue database {redacted(location)} reports damaged data ({_first_line(exc)}): "
+                               "restore it from a backup (pg_dump) or repair it") from exc
         if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, psycopg.errors.QueryCanceled):
             raise StoreUnavailable(f"the queue database {redacted(location)} is unavailable: "
                                    f"{_first_line(exc)}") from exc

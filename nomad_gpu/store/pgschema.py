@@ -15,7 +15,13 @@ from __future__ import annotations
 
 import psycopg
 
+from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.store.schema import SchemaTooNew
+
+
+class ForeignDatabase(InvalidRequest):
+    """The database holds another application's tables under the names the store would make."""
+
 
 MIGRATE_LOCK = 0x6E67_7075_0001
 """pg_advisory_xact_lock key held while the schema is brought forward ("ngpu" 1)."""
@@ -90,6 +96,12 @@ def migrate(db: psycopg.Connection[tuple[object, ...]]) -> int:
         db.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         row = db.execute("SELECT version FROM schema_version").fetchone()
         found = 0 if row is None else int(str(row[0]))
+        if row is None:
+            taken = [t for t in ("entries", "kv", "stops", "spec_bases")
+                     if db.execute("SELECT to_regclass(%s)", (t,)).fetchone() != (None,)]
+            if taken:  # rolled back with the rest: nothing written
+                raise ForeignDatabase(f"the queue database holds tables nomad-gpu did not make ({', '.join(taken)}): "
+                                      "give nomad-gpu a database of its own")
         if found > VERSION:
             raise SchemaTooNew(f"the queue database has schema version {found}; this nomad-gpu knows up to "
                                f"{VERSION}")

@@ -224,3 +224,11 @@ def test_one_service_per_database(pg_dsn: str, tmp_path: Path) -> None:
     open_store(pg_dsn).close()  # a reader (the CLI's tools) is not a service
     serving.close()
     open_store(pg_dsn, exclusive=True).close()  # the lock went with the session
+
+
+def test_a_database_with_another_applications_tables_is_refused(tmp_path: Path, pg_dsn: str) -> None:
+    with psycopg.connect(pg_dsn) as db:
+        db.execute("CREATE TABLE entries (id INTEGER)")
+    one_line_exit_2(serve(tmp_path, pg_dsn), "tables nomad-gpu did not make (entries)")
+    with psycopg.connect(pg_dsn) as db:
+        assert db.execute("SELECT tablename FROM pg_tables WHERE schemaname = 'public'").fetchall() == [("entries",)]

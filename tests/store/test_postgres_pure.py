@@ -72,3 +72,10 @@ def test_a_lost_server_is_unavailable(error: psycopg.Error) -> None:
 def test_any_other_database_error_stays_the_drivers() -> None:
     with pytest.raises(psycopg.errors.UniqueViolation), translated("postgresql://u:pw@h/q"):
         raise psycopg.errors.UniqueViolation("duplicate key")
+
+
+def test_damaged_data_is_store_damaged() -> None:
+    from nomad_gpu.store.contract import StoreDamaged
+
+    with pytest.raises(StoreDamaged, match="damaged"), translated("postgresql://u:pw@h/q"):
+        raise psycopg.errors.DataCorrupted("invalid page in block 0")
