@@ -17,14 +17,14 @@ __all__ = ["pg_dsn", "pg_server"]  # the throwaway PostgreSQL server's fixtures 
 
 
 def test_the_service_runs_its_queue_on_postgresql(seed: DevCluster, pg_dsn: str, tmp_path: Path) -> None:
-    service = start_service(seed.url, pg_dsn)  # type: ignore[arg-type]  (a DSN where a path is usual)
+    service = start_service(seed.url, pg_dsn)
     try:
         first = submit(service, spec("on-pg-a", duration_s=1.0)) + submit(service, spec("on-pg-b", duration_s=1.0))
         wait_for(lambda: {e["state"] for e in entries(service)} == {"complete"}, 60, "both complete")
         instances = {e["nomad_job_id"].split("-")[1] for e in entries(service)}  # ngpu-<instance>-q000001-1
     finally:
         service.stop()
-    again = start_service(seed.url, pg_dsn)  # type: ignore[arg-type]
+    again = start_service(seed.url, pg_dsn)
     try:
         after = entries(again)
         assert [e["id"] for e in after] == [e["id"] for e in first]
