@@ -150,16 +150,20 @@ class PostgresStore(Transfer):
             with db.cursor() as cur:
                 cur.executemany("INSERT INTO spec_bases (id, spec) VALUES (%s, %s)",
                                 [(s, bases[s]) for s in sorted({p.base_id for p in fresh if p.base_id})])
-                cur.executemany(_INSERT, [
-                    (p.entry.id or None, p.entry.name, p.entry.team, p.entry.priority, p.stored, p.entry.submitted_at,
-                     p.entry.state.value, p.entry.attempts, p.entry.max_retries, p.entry.reason,
-                     dumps(list(p.entry.placements)), p.entry.sweep, p.entry.idempotency_key,
-                     dumps(list(p.entry.history)), p.entry.job_prefix or (self.instance if not p.entry.id else ""),
-                     p.entry.namespace, p.base_id) for p in fresh], returning=True)
+                params = [(p.entry.id or None, p.entry.name, p.entry.team, p.entry.priority, p.stored,
+                           p.entry.submitted_at, p.entry.state.value, p.entry.attempts, p.entry.max_retries,
+                           p.entry.reason, dumps(list(p.entry.placements)), p.entry.sweep, p.entry.idempotency_key,
+                           dumps(list(p.entry.history)),
+                           p.entry.job_prefix or (self.instance if not p.entry.id else ""), p.entry.namespace,
+                           p.base_id) for p in fresh]
                 stored_as: list[tuple[str, str] | None] = []
-                for _ in fresh:
-                    stored_as.append(cast("tuple[str, str] | None", cur.fetchone()))
-                    cur.nextset()
+                if len(params) == 1:  # the usual submission: one statement, without pipeline mode's set-up
+                    stored_as.append(cast("tuple[str, str] | None", cur.execute(_INSERT, params[0]).fetchone()))
+                elif params:  # a sweep: its rows sent together (pipeline mode), each one's ID read back
+                    cur.executemany(_INSERT, params, returning=True)
+                    for _ in fresh:
+                        stored_as.append(cast("tuple[str, str] | None", cur.fetchone()))
+                        cur.nextset()
             out: list[QueueEntry] = []
             changes: list[pgcounts.Change] = []
             rows = iter(stored_as)
