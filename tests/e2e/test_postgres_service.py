@@ -7,10 +7,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import requests
 from harness import entries, spec, start_service, submit, wait_for
 
 from nomad_gpu.devcluster import DevCluster
-from tests.store.pg import pg_dsn, pg_server
+from tests.store.pg import PgServer, pg_dsn, pg_server
 
 pytestmark = pytest.mark.e2e
 __all__ = ["pg_dsn", "pg_server"]  # the throwaway PostgreSQL server's fixtures (tests/store/pg.py)
@@ -34,3 +35,23 @@ def test_the_service_runs_its_queue_on_postgresql(seed: DevCluster, pg_dsn: str,
         wait_for(lambda: {e["id"]: e["state"] for e in entries(again)}[third["id"]] == "complete", 60, "third done")
     finally:
         again.stop()
+
+
+def test_a_database_outage_is_503_with_retry_after_and_the_service_carries_on(
+        seed: DevCluster, pg_server: PgServer, pg_dsn: str) -> None:
+    service = start_service(seed.url, pg_dsn)
+    dbname = pg_dsn.rsplit("/", 1)[1]
+    try:
+        with pg_server.admin() as admin:  # the database goes away: no new session, the service's ended
+            admin.execute(f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS false".encode())
+            admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s", (dbname,))
+        refused = requests.post(f"{service.address}/v1/jobs", data=spec("during-outage").encode(),
+                                headers={"Content-Type": "application/yaml"}, timeout=10)
+        assert refused.status_code == 503 and refused.headers.get("Retry-After"), refused.text
+        with pg_server.admin() as admin:
+            admin.execute(f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS true".encode())
+        (entry,) = submit(service, spec("after-outage", duration_s=0.5))
+        wait_for(lambda: {e["id"]: e["state"] for e in entries(service)}[entry["id"]] == "complete", 60, "done")
+        assert [e["name"] for e in entries(service)] == ["after-outage"]  # nothing of the refused one stored
+    finally:
+        service.stop()
