@@ -161,6 +161,7 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
         svc_rss, dev_rss = PeakRss(), PeakRss()
         svc_cpu0, dev_cpu0 = cpu_s(svc), cpu_s(dev)
         svc_sys0 = svc.cpu_times().system
+        profiler = start_profile(args.profile, svc.pid, workdir)
         cycles0 = service.http.get(f"{service.addr}/v1/status", timeout=30).json()["cycles"]
         session = service.http
         first_submit = time.time()
@@ -189,6 +190,7 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
 
         wait_until(all_running, args.timeout_s)
         svc_cpu, dev_cpu = cpu_s(svc) - svc_cpu0, cpu_s(dev) - dev_cpu0
+        stop_profile(profiler)
         svc_sys = svc.cpu_times().system - svc_sys0
         cycles = service.http.get(f"{service.addr}/v1/status", timeout=30).json()["cycles"] - cycles0
         audit = requests.get(f"{nomad_url}/_dev/audit", timeout=120).json()
@@ -232,6 +234,25 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
         service.stop()
         nomad.terminate()
         nomad.wait(30)
+
+
+def start_profile(out: Path | None, pid: int, workdir: Path) -> subprocess.Popen[bytes] | None:
+    """With `--profile`, py-spy (installed apart: it is no dependency of the project) samples every thread
+    of the service from the first post until all are running, into collapsed stacks (`--profile` FILE)."""
+    if out is None:
+        return None
+    spy = Path(sys.executable).with_name("py-spy")
+    proc = subprocess.Popen([str(spy), "record", "--pid", str(pid), "--rate", "250", "--format", "raw",
+                             "--nonblocking", "--gil", "-o", str(out)], stdout=open(workdir / "py-spy.log", "ab"),  # noqa: SIM115
+                            stderr=subprocess.STDOUT)
+    time.sleep(1.0)  # attached before the first post
+    return proc
+
+
+def stop_profile(proc: subprocess.Popen[bytes] | None) -> None:
+    if proc is not None:
+        proc.send_signal(signal.SIGINT)
+        proc.wait(60)
 
 
 def bare_template(nomad_url: str, allocs: list[dict[str, Any]]) -> str:
@@ -302,6 +323,8 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=1, help="threads posting the jobs at once")
     parser.add_argument("--against-bare", action="store_true",
                         help="also run benchmarks/bare_loop.py on the same fleet and print the ratio")
+    parser.add_argument("--profile", type=Path, default=None,
+                        help="sample the service with py-spy (pip install py-spy) into this file: collapsed stacks")
     args = parser.parse_args()
     if args.jobs + args.trials > args.nodes * 8:
         print(f"{args.jobs + args.trials} jobs do not fit on {args.nodes * 8} GPUs at once", file=sys.stderr)

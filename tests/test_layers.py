@@ -29,23 +29,76 @@ ALLOWED: dict[str, set[str]] = {
     "plugin": {"domain", "nvml", "plugin"},
     "cli": {"domain", "nomad", "store", "render", "service", "sim", "devcluster", "nvml", "cli", "api"},
 }
-SHARED = {"nomad_gpu.domain.errors"}
-"""Modules any layer may import (except the dev cluster, which imports nothing of ours)."""
+SHARED = {"nomad_gpu.domain.errors", "nomad_gpu.domain.jobmeta"}
+"""Modules any layer may import (except the dev cluster, which imports nothing of ours): the error tree, and the
+job meta keys the spec models write and GPU accounting's record reads."""
 DOMAIN_FORBIDDEN = {"os", "time", "datetime", "socket", "sqlite3", "requests", "nomad", "urllib", "http", "subprocess",
                     "threading", "asyncio", "pathlib", "yaml", "jinja2", "starlette", "uvicorn"}
 
 
-def imports(path: Path) -> set[str]:
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+def module_name(path: Path) -> str:
+    """`nomad_gpu/devcluster/gc.py` -> `nomad_gpu.devcluster.gc`; a package's `__init__.py` is the package."""
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
+    """The absolute module a `from ... import` names: `from ..service import metrics` in
+    `nomad_gpu.domain.fairshare` is `nomad_gpu.service` (Python's own rule: a module's package is its
+    name less the last part, a package's is itself; each dot past the first climbs one package)."""
+    if node.level == 0:
+        return node.module or ""
+    package = module.split(".") if is_package else module.split(".")[:-1]
+    base = package[:len(package) - (node.level - 1)] if node.level > 1 else package
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def source_imports(source: str, module: str, is_package: bool = False, *, skip_type_checking: bool = False,
+                   known: set[str] | None = None) -> set[str]:
+    """Every module `source` (the text of `module`) imports, wherever the import sits: at the top, in a
+    function or a class body (an import inside a function is still a dependency); relative imports are
+    resolved to the module they name. `from package import name` yields `package.name` when that is one
+    of the `known` modules, else `package`. With `skip_type_checking`, imports under `if TYPE_CHECKING:`
+    are left out (they never run)."""
+    known = known or set()
     out: set[str] = set()
-    for node in ast.walk(tree):
+
+    def visit(node: ast.AST) -> None:
+        for child in ast.iter_child_nodes(node):
+            if skip_type_checking and isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
+                for other in child.orelse:
+                    visit_one(other)
+                continue
+            visit_one(child)
+
+    def visit_one(node: ast.AST) -> None:
         if isinstance(node, ast.Import):
             out.update(alias.name for alias in node.names)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            out.add(node.module)
-        elif isinstance(node, ast.ImportFrom) and node.level > 0:
-            out.add("nomad_gpu." + path.relative_to(PACKAGE).parts[0])  # relative: same layer
+        elif isinstance(node, ast.ImportFrom):
+            base = resolve(module, is_package, node)
+            out.update(f"{base}.{a.name}" if f"{base}.{a.name}" in known else base for a in node.names)
+        visit(node)
+
+    visit(ast.parse(source))
     return out
+
+
+def imports(path: Path) -> set[str]:
+    return source_imports(path.read_text(encoding="utf-8"), module_name(path), path.name == "__init__.py")
+
+
+def layer_violations(layer: str, imported: dict[str, set[str]]) -> list[str]:
+    """`module imports name` for each import (`imported`: module -> the modules it imports) that a module
+    of `layer` may not make."""
+    bad = []
+    for module, names in sorted(imported.items()):
+        for name in sorted(names):
+            parts = name.split(".")
+            if name in SHARED and layer != "devcluster":
+                continue
+            if parts[0] == "nomad_gpu" and len(parts) > 1 and parts[1] in ALLOWED and parts[1] not in ALLOWED[layer]:
+                bad.append(f"{module} imports {name}")
+    return bad
 
 
 def modules(layer: str) -> list[Path]:
@@ -54,14 +107,7 @@ def modules(layer: str) -> list[Path]:
 
 @pytest.mark.parametrize("layer", sorted(ALLOWED))
 def test_layers_point_one_way(layer: str) -> None:
-    bad = []
-    for path in modules(layer):
-        for name in imports(path):
-            parts = name.split(".")
-            if name in SHARED and layer != "devcluster":
-                continue
-            if parts[0] == "nomad_gpu" and len(parts) > 1 and parts[1] in ALLOWED and parts[1] not in ALLOWED[layer]:
-                bad.append(f"{path.relative_to(PACKAGE)} imports {name}")
+    bad = layer_violations(layer, {module_name(path): imports(path) for path in modules(layer)})
     assert not bad, "\n".join(bad)
 
 
@@ -77,47 +123,26 @@ def test_the_domain_does_no_io() -> None:
 
 
 # ---- no import circle between the files of one package ----------------------------------------------
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
-    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
-
-
-def _runtime_imports(path: Path, known: set[str]) -> set[str]:
-    """Our modules `path` imports when it runs, wherever the import sits (a function-level import
-    still ties the files together); imports only for type checkers (`if TYPE_CHECKING:`) are left out.
-    `from package import name` ties to `package.name` when that is a module, else to the package."""
-    found: set[str] = set()
-
-    def visit(node: ast.AST) -> None:
-        for child in ast.iter_child_nodes(node):
-            if isinstance(child, ast.If) and "TYPE_CHECKING" in ast.unparse(child.test):
-                for other in child.orelse:
-                    visit_one(other)
-                continue
-            visit_one(child)
-
-    def visit_one(node: ast.AST) -> None:
-        if isinstance(node, ast.Import):
-            found.update(alias.name for alias in node.names if alias.name in known)
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module in known:
-            for alias in node.names:
-                sub = f"{node.module}.{alias.name}"
-                found.add(sub if sub in known else node.module)
-        visit(node)
-
-    visit(ast.parse(path.read_text(encoding="utf-8")))
-    return found
-
-
-def _circles() -> list[list[str]]:
-    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py") if "proto" not in p.parts}
+def import_graph() -> dict[str, set[str]]:
+    """Our modules -> our modules each imports when it runs, relative and function-level imports
+    included; imports only for type checkers (`if TYPE_CHECKING:`) are left out."""
+    paths = {module_name(p): p for p in PACKAGE.rglob("*.py") if "proto" not in p.parts}
     known = set(paths)
-    graph = {name: _runtime_imports(path, known) - {name} for name, path in paths.items()}
+    graph = {}
+    for name, path in paths.items():
+        found = source_imports(path.read_text(encoding="utf-8"), name, path.name == "__init__.py",
+                               skip_type_checking=True, known=known)
+        graph[name] = {other for other in found if other in known} - {name}
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import circles of `graph` whose modules share one layer (`nomad_gpu.<layer>...`): Tarjan's
+    strongly connected components of more than one module."""
 
     def layer(name: str) -> str:
         return name.split(".")[1] if name.count(".") else name
 
-    # Tarjan's strongly connected components over the edges inside one package
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -128,7 +153,7 @@ def _circles() -> list[list[str]]:
         index[v] = low[v] = len(index)
         stack.append(v)
         on_stack.add(v)
-        for w in sorted(graph[v]):
+        for w in sorted(graph.get(v, set())):
             if layer(w) != layer(v):
                 continue
             if w not in index:
@@ -156,7 +181,8 @@ def _circles() -> list[list[str]]:
 def test_no_import_circle_inside_a_package() -> None:
     """Files of one package import each other one way (kopf's import-linter `layers` inside a package):
     a circle means a module is half-initialised when the other reads it, and that order decides."""
-    assert not _circles(), "\n".join(" <-> ".join(c) for c in _circles())
+    found = circles(import_graph())
+    assert not found, "\n".join(" <-> ".join(c) for c in found)
 
 
 # ---- no isinstance over kinds outside domain/kinds/ ----------------------------------------------------
@@ -199,3 +225,48 @@ def test_no_isinstance_over_kinds_outside_the_kind_modules() -> None:
     bad = [hit for path in sorted(PACKAGE.rglob("*.py")) if KINDS not in path.parents
            for hit in _kind_checks(path, classes)]
     assert not bad, "\n".join(bad)
+
+
+# ---- the guards above catch what they guard (planted violations) --------------------------------------
+@pytest.mark.parametrize(("module", "is_package", "source", "expected"), [
+    pytest.param("nomad_gpu.domain.fairshare", False, "from ..service import metrics", "nomad_gpu.service",
+                 id="two-dots-climb-one-package"),
+    pytest.param("nomad_gpu.devcluster.gc", False, "from .jobs import JSON", "nomad_gpu.devcluster.jobs",
+                 id="one-dot-is-the-own-package"),
+    pytest.param("nomad_gpu.devcluster", True, "from .config import parse_cluster", "nomad_gpu.devcluster.config",
+                 id="a-package-init-is-its-own-package"),
+    pytest.param("nomad_gpu.service.http.routes", False, "from ...domain import fit", "nomad_gpu.domain",
+                 id="three-dots-from-a-subpackage"),
+    pytest.param("nomad_gpu.store.sqlite", False, "from nomad_gpu.api import payloads", "nomad_gpu.api",
+                 id="absolute"),
+])
+def test_relative_imports_resolve_to_the_module_they_name(module: str, is_package: bool, source: str,
+                                                          expected: str) -> None:
+    assert source_imports(source, module, is_package) == {expected}
+
+
+def test_a_planted_relative_import_across_layers_is_caught() -> None:
+    """The hole this test once had: `from ..service import metrics` in the domain passed as "relative,
+    so the same layer"."""
+    planted = "def f():\n    from ..service import metrics\n    return metrics\n"
+    imported = {"nomad_gpu.domain.fairshare": source_imports(planted, "nomad_gpu.domain.fairshare")}
+    assert layer_violations("domain", imported) == ["nomad_gpu.domain.fairshare imports nomad_gpu.service"]
+    assert layer_violations("service", {"nomad_gpu.service.x": source_imports(
+        "from ..domain import fit", "nomad_gpu.service.x")}) == []
+
+
+def test_a_planted_circle_through_a_function_level_relative_import_is_caught() -> None:
+    """`state` imports `gc` at the top and `gc` imports `state` inside a function: still a circle (the
+    import order decides which one is half-initialised); a type checker's import is not."""
+    known = {"nomad_gpu.dc", "nomad_gpu.dc.state", "nomad_gpu.dc.gc", "nomad_gpu.dc.jobs"}
+    sources = {
+        "nomad_gpu.dc.state": "from . import gc\nfrom .jobs import JSON\n",
+        "nomad_gpu.dc.gc": "def collect():\n    from .state import ClusterState\n    return ClusterState\n",
+        "nomad_gpu.dc.jobs": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .state import X\n",
+    }
+    graph = {name: source_imports(text, name, skip_type_checking=True, known=known) & known
+             for name, text in sources.items()}
+    assert graph["nomad_gpu.dc.state"] == {"nomad_gpu.dc.gc", "nomad_gpu.dc.jobs"}
+    assert circles(graph) == [["nomad_gpu.dc.gc", "nomad_gpu.dc.state"]]
+    graph["nomad_gpu.dc.gc"] = set()
+    assert circles(graph) == []

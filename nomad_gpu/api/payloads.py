@@ -46,6 +46,8 @@ class ErrorReply(Payload):
 
     SCHEMA_NAME: ClassVar[str] = "Error"
     error: str = doc("One line saying what was refused and why.", default="")
+    errors: tuple[str, ...] = doc("Every located message, one each (a spec with three mistakes has three); "
+                                  "`error` is them joined by \"; \".", default=())
 
 
 @dataclass(frozen=True)
@@ -72,8 +74,8 @@ class Placement(Payload):
     gpu_equivalents: float = 0.0
     share_gpu: str | None = doc("The GPU a time-slice share is on.", default=None)
     link: str | None = doc("How the GPUs of a multi-GPU placement reach each other: `NVLink`, `PCIe, one switch`, "
-                           "`PCIe, one NUMA node`, `PCIe across NUMA nodes`, or `PCIe` where the node's device plugin "
-                           "publishes no topology; null for one GPU.", default=None)
+                           "`PCIe, one NUMA node`, `PCIe across NUMA nodes`, or `topology unknown` where the node's "
+                           "device plugin publishes no topology (`PCIe` before); null for one GPU.", default=None)
     choice: str | None = doc("For a group whose workload class chose the kind: what was chosen and why, e.g. "
                              "`serving -> MIG 3g.40gb on h100-mig-1: needs 14 GiB; isolated; tier 1`; null "
                              "otherwise.", default=None)
@@ -131,6 +133,9 @@ class Entry(Payload):
     addresses: dict[str, str] = doc("Where a running entry is reached: port name (as in its spec's `ports`) to "
                                     "`host:port`, as Nomad assigned it; `<group>.<name>` when several allocations "
                                     "have the name. Empty until Nomad reports it running.", default_factory=dict)
+    device_health: tuple[str, ...] = doc("A live entry's devices Nomad reports unhealthy, one note each "
+                                         "(`<id> unhealthy since <UTC time>: <why>`); Nomad leaves it running.",
+                                         default=())
 
 
 @dataclass(frozen=True)
@@ -219,6 +224,8 @@ class GpuView(Payload):
     nvlink_group: int | None = doc("Which of the node's `nvlink_groups` this GPU is in (null: no NVLink, or no "
                                    "topology published).", default=None)
     numa_node: int | None = doc("The NUMA node the GPU hangs off (null: not published).", default=None)
+    health: str = doc("Why the device plugin reports it unhealthy (empty: healthy).", default="")
+    unhealthy_since: float | None = doc("Unix seconds it was first seen unhealthy (null: healthy).", default=None)
 
 
 @dataclass(frozen=True)
@@ -238,6 +245,8 @@ class MigView(Payload):
                           "nomad-gpu plugin does; the stock plugin does not: null).", default=None)
     start: int | None = doc("Its first memory slice (0-7), with `gpu`; null: not published.", default=None)
     memory_slices: int | None = doc("How many memory slices it spans (a 3g.40gb 4 of 8), with `gpu`.", default=None)
+    health: str = doc("Why the device plugin reports it unhealthy (empty: healthy).", default="")
+    unhealthy_since: float | None = doc("Unix seconds it was first seen unhealthy (null: healthy).", default=None)
 
 
 @dataclass(frozen=True)
@@ -289,7 +298,7 @@ class NodeView(Payload):
     mig_gpus: tuple[MigGpu, ...] = doc("MIG instances grouped by the physical GPU they are slices of (those "
                                        "whose bus ID is reported).", default=())
     topology: bool = doc("Whether the node's device plugin publishes its GPUs' interconnect (the nomad-gpu plugin "
-                         "does, the stock NVIDIA plugin does not: its GPUs are PCIe peers).", default=False)
+                         "does, the stock NVIDIA plugin does not: how its GPUs are joined is unknown).", default=False)
     nvlink_groups: tuple[tuple[str, ...], ...] = doc("GPU IDs joined by NVLink (an NVSwitch fabric, or a bridged "
                                                      "pair), one list per group.", default=())
 

@@ -74,6 +74,7 @@ def status_lines(entry: Entry, nomad: Allocations | None, nomad_error: str | Non
             lines.append(("choice", p.choice))
         if p.link:
             lines.append(("gpus", gpu_set_line(p, node)))
+    lines += [("unhealthy", text) for text in entry.device_health]  # Nomad leaves it running on them
     return lines
 
 

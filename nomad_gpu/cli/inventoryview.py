@@ -14,6 +14,7 @@ partitioned. Instances whose bus ID Nomad did not report are listed one by one, 
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -120,7 +121,7 @@ def device_rows(n: NodeView) -> list[tuple[Any, ...]]:
     rows: list[tuple[Any, ...]] = []
     for g in n.gpus:
         if not g.healthy:
-            use = "unhealthy"
+            use = unhealthy_text(g.unhealthy_since)
         elif g.mode == "whole":
             use = "free" if g.free_milli >= 1000 else "used"
         else:
@@ -140,8 +141,13 @@ def device_rows(n: NodeView) -> list[tuple[Any, ...]]:
 def _mig_row(node: str, m: MigView) -> tuple[Any, ...]:
     slices = _slices(m)
     bar = "#" * slices + "." * (7 - slices)
-    use = "unhealthy" if not m.healthy else ("free" if m.free else "used")
+    use = unhealthy_text(m.unhealthy_since) if not m.healthy else ("free" if m.free else "used")
     return (node, m.id, f"mig {m.profile} {bar}", short_model(m.device.split(" MIG ")[0]), use, _held_by(m.holders))
+
+
+def unhealthy_text(since: float | None) -> str:
+    """`unhealthy`, with the UTC time the service first saw it so where known: `unhealthy since 07:01Z`."""
+    return "unhealthy" if since is None else time.strftime("unhealthy since %H:%MZ", time.gmtime(since))
 
 
 def _gpu_kind(n: NodeView, g: GpuView) -> str:
@@ -166,13 +172,13 @@ def _group_letter(k: int) -> str:
 def topology_rows(n: NodeView) -> list[tuple[Any, ...]]:
     """One row per node with whole GPUs: its NVLink groups (`a 2 GPUs, b 2 GPUs`) and its GPUs per NUMA
     node (`0: 4 GPUs, 1: 4 GPUs`); a node whose device plugin publishes no topology (the stock plugin)
-    says its GPUs are PCIe peers."""
+    says its topology is unknown (it may have NVLink; nobody said)."""
     whole = [g for g in n.gpus if g.mode == "whole"]
     if not whole:
         return []
     node = n.name or n.id
     if not n.topology:
-        return [(node, "not published: PCIe peers", "-")]
+        return [(node, "topology unknown (not published)", "-")]
     groups = ", ".join(f"{_group_letter(k)} {len(members)} GPUs" for k, members in enumerate(n.nvlink_groups))
     numa: dict[int, int] = {}
     for g in whole:

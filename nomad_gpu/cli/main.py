@@ -10,9 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import sys
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -208,7 +206,7 @@ def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path |
                 groups.append(GroupPlacement(g.name, name, tuple(f"<device-{k}>" for k in range(n))))
             else:
                 if i == 0 and s.chooses_kind(g):  # chosen at admission, over the fleet as it then is
-                    click.echo(f"note: group {g.name!r}: its class ({s.class_of(g)}) chooses whole GPU, MIG or share "
+                    click.echo(f"note: groups[{g.name}]: its class ({s.class_of(g)}) chooses whole GPU, MIG or share "
                                "at admission; this preview has no device block", err=True)
                 groups.append(GroupPlacement(g.name, None, ()))
         placement = RenderPlacement(node, tuple(groups))
@@ -242,6 +240,7 @@ def serve(db_path: str, config_path: str | None, listen: str | None, tls_cert: s
     from nomad_gpu.domain.errors import InvalidRequest
     from nomad_gpu.service.app import ServiceRuntime
     from nomad_gpu.service.existingjobs import BOTH_FLAGS
+    from nomad_gpu.service.reload import wait_for_signals
 
     if ignore_existing_jobs and adopt_existing_jobs:  # before the database file is made
         raise InvalidRequest(BOTH_FLAGS)
@@ -251,7 +250,7 @@ def serve(db_path: str, config_path: str | None, listen: str | None, tls_cert: s
     runtime = ServiceRuntime(settings)
     addr = runtime.start()
     click.echo(f"nomad-gpu {__version__} serving on {addr}, Nomad at {runtime.settings.nomad.address}")
-    _wait_for_signal()
+    wait_for_signals(runtime.reload)  # SIGHUP: teams and tokens read again from --config
     runtime.stop()
 
 
@@ -266,15 +265,8 @@ def _service_settings(db_path: str, config_path: str | None, listen: str | None,
     scheduling, access = load_config(config_path)
     return ServiceSettings(nomad=NomadSettings.from_env(env), scheduling=scheduling, access=access,
                            db_path=db_path, listen=with_scheme(listen or env.get("NOMAD_GPU_ADDR") or DEFAULT_ADDR),
-                           token=env.get("NOMAD_GPU_TOKEN") or None, templates_dir=templates_dir)
-
-
-def _wait_for_signal() -> None:
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
-    while not stop.wait(0.5):
-        pass
+                           token=env.get("NOMAD_GPU_TOKEN") or None, templates_dir=templates_dir,
+                           config_path=config_path)
 
 
 NOMAD_VERSION_HELP = ("Nomad release the dev cluster plays (default: the newest it models, 2.0.x): 1.11.2 and later "
@@ -288,8 +280,11 @@ NOMAD_VERSION_HELP = ("Nomad release the dev cluster plays (default: the newest 
 @click.option("--speed", default=1.0, show_default=True, type=click.FloatRange(min=0.001),
               help="Time compression: a 150 s task runs 150/speed s.")
 @click.option("--nomad-version", default=None, help=NOMAD_VERSION_HELP)
+@click.option("--acl-file", type=click.Path(dir_okay=False), default=None,
+              help="YAML: ACL policies (Nomad's HCL) and tokens, as a cluster file's acl: section; turns ACLs on.")
 @friendly
-def dev_cluster(cluster_path: str, port: int, host: str, speed: float, nomad_version: str | None) -> None:
+def dev_cluster(cluster_path: str, port: int, host: str, speed: float, nomad_version: str | None,
+                acl_file: str | None) -> None:
     """Serve the embedded, Nomad-API-compatible dev cluster (a stand-in for a real Nomad)."""
     import gc
 
@@ -305,7 +300,7 @@ def dev_cluster(cluster_path: str, port: int, host: str, speed: float, nomad_ver
     gc.set_threshold(50_000, 50, 100)
     gc.freeze()
     try:
-        serve_forever(cluster_file, host=host, port=port, speed=speed, nomad_version=version,
+        serve_forever(cluster_file, host=host, port=port, speed=speed, nomad_version=version, acl_file=acl_file,
                       on_ready=lambda url: click.echo(f"dev cluster (Nomad {version}) on {url}  "
                                                       f"(export NOMAD_ADDR={url})"))
     except ClusterFileError as exc:
@@ -331,6 +326,7 @@ def dev(cluster_path: str, speed: float, db_path: str | None, config_path: str |
     from nomad_gpu.devcluster import DevCluster
     from nomad_gpu.devcluster.version import DEFAULT_NOMAD_VERSION
     from nomad_gpu.service.app import ServiceRuntime
+    from nomad_gpu.service.reload import wait_for_signals
 
     cluster = DevCluster(resolve_cluster(cluster_path), speed=speed,
                          nomad_version=nomad_version or DEFAULT_NOMAD_VERSION)
@@ -344,7 +340,7 @@ def dev(cluster_path: str, speed: float, db_path: str | None, config_path: str |
                "nomad-gpu example train > train.yaml   # nomad-gpu example: all the examples\n"
                "nomad-gpu submit train.yaml\nnomad-gpu queue\n\nCtrl-C stops both.")
     try:
-        _wait_for_signal()
+        wait_for_signals(runtime.reload)
     finally:
         runtime.stop()
         cluster.stop()

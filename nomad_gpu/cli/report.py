@@ -1,8 +1,9 @@
 """`nomad-gpu report`: GPU accounting over a window, Slurm's `sreport` for the queue.
 
 GPU-hours (GPU-equivalents held x time, per attempt), jobs, attempts, mean and p95 wait and failures,
-grouped by team, workload class, capacity kind or GPU model; `--csv` for a spreadsheet. The numbers are
-the service's (`GET /v1/usage`, :mod:`nomad_gpu.service.accounting`); a team's token reports its team.
+grouped by team, workload class, capacity kind, GPU model, submitting user or sweep; `--csv` for a
+spreadsheet. The numbers are the service's (`GET /v1/usage`, :mod:`nomad_gpu.service.accounting`); a
+team's token reports its team.
 Not an entry's live `usage` (its GPUs' utilisation now).
 """
 
@@ -27,12 +28,13 @@ def _wait(seconds: float | None) -> str:
 
 @click.command()
 @click.option("--since", default="30d", show_default=True, help="How far back: 30d, 12h, 90m, or seconds.")
-@click.option("--by", type=click.Choice(["team", "class", "kind", "model"]), default="team", show_default=True)
+@click.option("--by", type=click.Choice(["team", "class", "kind", "model", "user", "sweep"]), default="team",
+              show_default=True, help="user: the token's `user:` that submitted it (api.tokens); sweep: its sweep.")
 @click.option("--csv", "as_csv", is_flag=True, help="Comma-separated values (waits in seconds).")
 @click.option("--json", "as_json", is_flag=True)
 @friendly
 def report(since: str, by: str, as_csv: bool, as_json: bool) -> None:
-    """GPU-hours, jobs, waits and failures over a window, by team, class, kind or model."""
+    """GPU-hours, jobs, waits and failures over a window, by team, class, kind, model, user or sweep."""
     from nomad_gpu.cli import connect
 
     answer = UsageReport.from_json(connect.client().call("GET", "/v1/usage", params={"since": since, "by": by}))

@@ -146,10 +146,17 @@ def requirement(request: Request, alloc_namespace: Callable[[str], str | None]) 
         return [("", "node-read")]  # `Status.Members` checks AllowNodeRead (nomad/status_endpoint.go v2.0.3)
     if path == "/v1/jobs/parse":  # parse-job or submit-job (command/agent/job_endpoint.go `JobsParseRequest`)
         return [(ns, "parse-job|submit-job")]
+    # registering takes submit-job or register-job, stopping deregister-job, purging purge-job (`Register` ->
+    # `doRegister`, `Deregister`, nomad/job_endpoint.go, v2.0.5; the fine-grained ones exist from 1.11.2 and a
+    # policy naming them earlier is refused when it is read, aclpolicy.py)
     if path == "/v1/jobs":
-        return [(ns, "submit-job")] if method in ("POST", "PUT") else ([None] if ns == "*" else [(ns, "list-jobs")])
+        return [(ns, "submit-job|register-job")] if method in ("POST", "PUT") else (
+            [None] if ns == "*" else [(ns, "list-jobs")])
     if parts[:2] == ["v1", "job"]:
-        return [(ns, "submit-job" if method in ("POST", "PUT", "DELETE") else "read-job")]
+        if method == "DELETE":
+            purge = request.query_params.get("purge") in ("true", "1")
+            return [(ns, "submit-job|purge-job" if purge else "submit-job|deregister-job|purge-job")]
+        return [(ns, "submit-job|register-job" if method in ("POST", "PUT") else "read-job")]
     if parts[:2] in (["v1", "evaluations"], ["v1", "evaluation"]):
         return [None] if ns == "*" else [(ns, "read-job")]
     if path == "/v1/allocations":

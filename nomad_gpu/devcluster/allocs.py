@@ -118,6 +118,8 @@ class Alloc:
     ports: tuple[AllocatedPort, ...] = ()  # the host ports of its group network (ports.py)
     network: NetworkAsk | None = None
     node_address: str = ""
+    preempted_allocations: list[str] | None = None  # what this one evicted (systemjobs.py)
+    preempted_by: str = ""  # the allocation that evicted this one
 
     def __post_init__(self) -> None:
         self.modify_index = self.alloc_modify_index = self.create_index
@@ -256,8 +258,8 @@ class Alloc:
             "FollowupEvalID": "",
             "NextAllocation": self.next_allocation,
             "RescheduleTracker": None,
-            "PreemptedAllocations": None,
-            "PreemptedByAllocation": "",
+            "PreemptedAllocations": self.preempted_allocations,
+            "PreemptedByAllocation": self.preempted_by,
             "CreateIndex": self.create_index,
             "ModifyIndex": self.modify_index,
             "CreateTime": _ns(self.created_at),

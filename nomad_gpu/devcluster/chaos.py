@@ -2,8 +2,8 @@
 
 The service runs as its own process on one SQLite file and is killed with SIGKILL and restarted;
 the dev cluster, in this process, loses register replies after applying them, cuts event streams,
-becomes unreachable for a while, loses its leader (an election: election.py) and garbage-collects
-finished jobs while the service is down; a
+becomes unreachable for a while, loses its leader (an election: election.py), has GPUs turn unhealthy
+for a while (devicehealth.py) and garbage-collects finished jobs while the service is down; a
 share of the jobs is cancelled soon after submission. Nothing here imports the service: the run is
 judged from the outside, by the dev cluster's audit and the service's public API, never by the
 service's own belief.
@@ -30,6 +30,7 @@ from typing import Any
 
 import requests
 
+from .devicehealth import placed_while_unhealthy
 from .server import DevCluster
 from .version import DEFAULT_NOMAD_VERSION
 
@@ -50,6 +51,9 @@ class ChaosConfig:
     elections: int = 0
     election_s: float = 8.0
     """Each election: no leader for this long (writes and default reads answer 500 after a 5 s hold)."""
+    unhealthy_gpus: int = 0
+    unhealthy_s: float = 10.0
+    """Each unhealthy GPU (or MIG or share instance): reported unhealthy for this long, then healthy again."""
     cancel_share: float = 0.15
     speed: float = 60.0
     duration_s: tuple[float, float] = (60.0, 240.0)
@@ -199,6 +203,7 @@ def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> N
     plan: list[tuple[float, str]] = [(rng.uniform(0.5, window), "kill") for _ in range(cfg.kills)]
     plan += [(rng.uniform(0.5, window), "lose") for _ in range(cfg.lost_replies)]
     plan += [(rng.uniform(0.5, window), "cut") for _ in range(cfg.stream_cuts)]
+    plan += [(rng.uniform(0.5, window), "sick") for _ in range(cfg.unhealthy_gpus)]
     outage_at = window * 0.6
     # a restart waits out an election (the service reconciles before it is ready) and the plan with it;
     # an election that ended just before the outage would send the queue's backlog into its first second
@@ -233,6 +238,11 @@ def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> N
         elif what == "cut":
             run.dc.drop_streams()
             run.faults.append({"kind": "stream_cut", "at": now, "end": now})
+        elif what == "sick":  # heals by itself while the plan goes on
+            node, device = rng.choice([(n.id, i) for n in run.dc.state.nodes.values() for g in n.groups for i in g.ids])
+            run.dc.device_unhealthy(node, device, "XID 79: GPU has fallen off the bus (chaos)")
+            threading.Timer(cfg.unhealthy_s, run.dc.device_healthy, (node, device)).start()
+            run.faults.append({"kind": "unhealthy_gpu", "at": now, "end": now + cfg.unhealthy_s})
         elif what == "election":  # runs on by itself while the plan goes on; one at a time, 2 s apart
             last = max((f["end"] for f in run.faults if f["kind"] == "election"), default=0.0)
             time.sleep(max(0.0, last + 2.0 - now))
@@ -318,10 +328,11 @@ def judge(audit: dict[str, Any], entries: list[dict[str, Any]], acked: dict[str,
         "refused_requests_worst_second": _worst_second(refused),
         "replies_lost": int(refused.get("replies_lost", 0)),
         "no_leader_refused": int(audit.get("elections", {}).get("refused", 0)),
+        "placed_on_unhealthy": len(placed_while_unhealthy(audit)),
         "gpu_idle_while_waiting_s_max": round(_idle_while_waiting(allocs, entries, audit), 2),
         "recovery_s": _recovery(faults, allocs, entries),
         "faults": {k: sum(1 for f in faults if f["kind"] == k) for k in ("kill", "lost_reply", "stream_cut", "outage",
-                                                                                 "election")},
+                                                                                 "election", "unhealthy_gpu")},
     }
 
 

@@ -9,7 +9,6 @@ failing test can be replayed. Validation uses pydantic so that a bad file fails 
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,16 +17,18 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from .aclpolicy import AclPolicyError, AclSpec, read_policy_files
+from .miglayout import arrange
+from .migprofiles import MEMORY_SLICES_BY_COMPUTE, MIG_PROFILE_RE, mig_memory_mib, mig_memory_slices
+
+__all__ = ["ClusterFileError", "ClusterSpec", "GpuSpec", "NodeSpec", "gpu_uuid", "load_cluster_file", "mig_memory_mib",
+           "mig_memory_slices", "mig_uuid", "node_id", "parse_cluster"]
+
 # A fixed namespace so that derived IDs never change between releases (changing it would change
 # every ID in every recorded trace).
 _ID_NAMESPACE = uuid.UUID("5d0f6b52-8f0e-4c52-9d1e-6a4f2c1f9e07")
 
 _NAME_RE = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$"
-_MIG_PROFILE_RE = re.compile(r"^(?P<g>[1-7])g\.(?P<gb>\d+)gb(?P<me>\+me)?$")
-
-# Memory slices used by each compute size on the 7-slice family (reference/nvml-mig.md section 3.2);
-# a 1g profile with twice the memory (1g.20gb on an 80 GB part) uses two, derived from its GB below.
-_MEMORY_SLICES_BY_COMPUTE = {1: 1, 2: 2, 3: 4, 4: 4, 7: 8}
 
 
 class ClusterFileError(ValueError):
@@ -61,11 +62,11 @@ class GpuSpec(BaseModel):
         compute = 0
         for item in layout:
             profile = item.split("@")[0]  # `profile@start` places an instance explicitly (devcluster/miglayout.py)
-            match = _MIG_PROFILE_RE.match(profile)
+            match = MIG_PROFILE_RE.match(profile)
             if match is None:
                 raise ValueError(f"MIG profile {profile!r} is not of the form '<g>g.<GB>gb', e.g. '3g.40gb'")
             size = int(match["g"])
-            if size not in _MEMORY_SLICES_BY_COMPUTE:
+            if size not in MEMORY_SLICES_BY_COMPUTE:
                 raise ValueError(f"MIG profile {profile!r}: there is no {size}g profile")
             compute += size
         if compute > 7:
@@ -86,7 +87,6 @@ class GpuSpec(BaseModel):
             used = sum(mig_memory_slices(item.split("@")[0], self.memory_mib) for item in self.mig)
             if used > 8:
                 raise ValueError(f"MIG layout {list(self.mig)} needs {used} memory slices; a GPU has 8")
-            from .miglayout import arrange  # it reads this module's profile sizes
             if arrange(self.mig, self.memory_mib) is None:
                 raise ValueError(f"MIG layout {list(self.mig)} has no valid placement (3g starts only at slice 0 "
                                  "or 4, 4g and 7g at 0, 2g at 0, 2 or 4; instances may not overlap)")
@@ -174,6 +174,8 @@ class ClusterSpec(BaseModel):
     # defaults are job_gc_interval 5m and job_gc_threshold 4h (`nomad/config.go`, v2.0.5).
     job_gc_interval_s: float | None = Field(default=None, gt=0)
     job_gc_threshold_s: float = Field(default=4 * 3600.0, ge=0)
+    # ACLs on, with these policies (Nomad's HCL) and tokens (aclpolicy.py): rehearse a policy before applying it.
+    acl: AclSpec | None = None
 
     @model_validator(mode="after")
     def _check_unique(self) -> ClusterSpec:
@@ -185,32 +187,6 @@ class ClusterSpec(BaseModel):
         if len(set(ids)) != len(ids):
             raise ValueError("node ids must be unique")
         return self
-
-
-def mig_memory_slices(profile: str, parent_memory_mib: int) -> int:
-    """How many of the 8 memory slices a MIG profile takes on a GPU with this much memory."""
-    match = _MIG_PROFILE_RE.match(profile)
-    if match is None:  # pragma: no cover - profiles are validated before this is called
-        raise ValueError(profile)
-    parent_gb = max(1, -(-parent_memory_mib // 1024))
-    by_memory = round(int(match["gb"]) * 8 / parent_gb)
-    return max(_MEMORY_SLICES_BY_COMPUTE[int(match["g"])], by_memory, 1)
-
-
-# What NVML keeps back per instance, by the memory slices it takes: the `-lgip` sizes of both SKUs the
-# reference tabulates (reference/nvml-mig.md section 4: H100 80GB SXM 9.75 / 19.62 / 39.50 / 79.25 GiB,
-# A100 40GB 4864 / 9856 / 19968 / 40192 MB) are slices * (parent / 8) less exactly these MiB.
-_MIG_MEMORY_HELD_BACK_MIB = {1: 256, 2: 384, 4: 512, 8: 768}
-
-
-def mig_memory_mib(profile: str, parent_memory_mib: int) -> int:
-    """The memory a MIG instance reports: the stock plugin's `memory` attribute is NVML's total memory of the
-    MIG handle in whole MiB (`nvml/driver_linux.go` DeviceInfoByUUID, DeviceGetMemoryInfo, bytes >> 20,
-    hashicorp/nomad-device-nvidia v1.1.0), less than the profile's name says: an H100's 1g.10gb reports
-    9.75 GiB, not 10."""
-    slices = mig_memory_slices(profile, parent_memory_mib)
-    held_back = _MIG_MEMORY_HELD_BACK_MIB.get(slices, 256 * slices)
-    return max(parent_memory_mib * slices // 8 - held_back, 1)
 
 
 def node_id(cluster: ClusterSpec, node: NodeSpec) -> str:
@@ -251,6 +227,11 @@ def load_cluster_file(path: str | Path) -> ClusterSpec:
         raise ClusterFileError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, Mapping):
         raise ClusterFileError(f"{path}: a cluster file must be a mapping with `name` and `nodes`")
+    if "acl" in data:  # a policy given as a file name is read beside the cluster file
+        try:
+            data = {**data, "acl": read_policy_files(data["acl"], path.parent)}
+        except AclPolicyError as exc:
+            raise ClusterFileError(f"{path}: {exc}") from exc
     return parse_cluster(data, source=str(path))
 
 

@@ -23,6 +23,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from .jobs import JSON, job_event
+from .jobstatus import job_status
 
 if TYPE_CHECKING:
     from .state import ClusterState
@@ -34,9 +35,6 @@ FORCE_THRESHOLD_S = 0.001  # forceGC's threshold (`nomad/core_sched.go`, v2.0.5)
 
 def collect(state: ClusterState, threshold_s: float) -> JSON:
     """Run one job GC pass; returns what it removed ({"jobs": [...], "evals": n, "allocs": n})."""
-    # Imported here: queries imports state, which imports this module's users.
-    from .queries import job_status
-
     with state.lock:
         cutoff = state.clock() - threshold_s
         jobs: list[tuple[str, str]] = []

@@ -36,6 +36,17 @@ def _loads(text: str) -> Any:
 _SHAPES = ShapeCache(_loads)
 
 
+def parse_hcl_tree(text: str) -> Any:
+    """python-hcl2's raw tree of any HCL text (an ACL policy: aclpolicy.py); HclError on a syntax error."""
+    with _PARSE_LOCK:
+        try:
+            return _loads(text)
+        except Exception as exc:  # lark raises a family of errors; all of them are syntax errors
+            line, column = getattr(exc, "line", None), getattr(exc, "column", None)
+            where = f"{line}:{column}: " if line is not None else ""
+            raise HclError(f"{where}{str(exc).strip().splitlines()[0]}") from exc
+
+
 def warm_up() -> None:
     """Build python-hcl2's grammar now (the first parse takes a while) rather than on a request."""
     parse_job_hcl('job "warm-up" {\n  group "g" {\n    task "t" {\n      driver = "exec"\n    }\n  }\n}\n')

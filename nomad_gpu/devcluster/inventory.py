@@ -16,6 +16,8 @@ reference/nomad-api.md sections 4 and 5 live in one place:
   stock plugin can hide a GPU only by dropping it entirely (`ignored_gpu_ids`, nomad-device-nvidia
   `fingerprint.go`), so sharing there is the service's advisory `sharing:` setting, and such GPUs are
   listed in `Node.shared_gpus` for the audit's share sums.
+
+The device groups themselves (their attributes and JSON) are in `devices.py`.
 """
 
 from __future__ import annotations
@@ -25,106 +27,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import ClusterSpec, NodeSpec, gpu_uuid, mig_memory_mib, mig_uuid, node_id
+from .config import ClusterSpec, NodeSpec, gpu_uuid, mig_uuid, node_id
+from .devices import SHARE_SEP, SHARED_TYPE, SHARED_VENDOR, DeviceGroup, DeviceInstance, mig_groups
 from .events import Event
 from .miglayout import Instance as MigInstance
 from .miglayout import MigGpu, arrange
 from .topology import Placed, numa_of, topology_string
 
+__all__ = ["NOMAD_VERSION", "SHARED_TYPE", "SHARED_VENDOR", "SHARE_SEP", "DeviceGroup", "DeviceInstance", "Node",
+           "build_nodes", "mig_groups", "refingerprint_mig"]
+
 NOMAD_VERSION = "2.0.5"
-SHARED_VENDOR = "nomad-gpu"
-SHARED_TYPE = "shared-gpu"
-SHARE_SEP = "-share-"
-_DRIVER_VERSION = "550.54.15"
-
-
-@dataclass(frozen=True)
-class DeviceInstance:
-    id: str
-    pci_bus_id: str
-
-
-@dataclass(frozen=True)
-class DeviceGroup:
-    """One entry of `NodeResources.Devices`: instances that share vendor, type and name."""
-
-    vendor: str
-    type: str
-    name: str
-    memory_mib: int
-    instances: tuple[DeviceInstance, ...]
-    slots: int | None = None
-    """Share instances per GPU, for the project plugin's share group; None for nvidia groups."""
-    project_plugin: bool = False
-    """Advertised by the project's plugin, which sends only `memory` and `driver_version` for
-    nvidia/gpu groups (nomad_gpu/plugin/devices.py), not the stock plugin's clocks, power and bar1."""
-    topology: str | None = None
-    placements: tuple[tuple[str, str], ...] = ()
-    """The project plugin's `mig.<MIG-uuid>` = `<GPU-uuid>@<start>/<size>` attributes of a MIG group
-    (nomad_gpu/plugin/migplacement.py): where each instance sits."""
-    """The project plugin's `topology` attribute of a whole-GPU group (devcluster/topology.py)."""
-
-    @property
-    def ids(self) -> tuple[str, ...]:
-        return tuple(instance.id for instance in self.instances)
-
-    def share_hold(self, ids: tuple[str, ...]) -> tuple[str, int] | None:
-        """For share instances of this group: (their GPU, the milli-GPU they stand for: k x 1000/N).
-        None for other groups, or instances of more than one GPU (which no share should get)."""
-        if self.slots is None or not ids:
-            return None
-        gpus = {i.rpartition(SHARE_SEP)[0] for i in ids}
-        if len(gpus) != 1:
-            return None
-        return gpus.pop(), len(ids) * 1000 // self.slots
-
-    def attributes(self) -> dict[str, dict[str, Any]]:
-        """Typed attributes; unset value keys are null, as the server-side struct has no omitempty
-        (reference section 4, `NodeResources`). The project plugin's share group carries its own:
-        memory, slots, milli_per_slot, mps and driver_version (nomad_gpu/plugin/devices.py)."""
-        if self.slots is not None:
-            return {
-                "memory": _attr(integer=self.memory_mib, unit="MiB"),
-                "slots": _attr(integer=self.slots),
-                "milli_per_slot": _attr(integer=1000 // self.slots),
-                "mps": {"Float": None, "Int": None, "String": None, "Bool": False, "Unit": ""},
-                "driver_version": _attr(string=_DRIVER_VERSION),
-            }
-        if self.project_plugin:
-            attrs = {"memory": _attr(integer=self.memory_mib, unit="MiB"),
-                     "driver_version": _attr(string=_DRIVER_VERSION)}
-            if self.topology is not None:
-                attrs["topology"] = _attr(string=self.topology)
-            attrs.update((f"mig.{iid}", _attr(string=value)) for iid, value in self.placements)
-            return attrs
-        return {
-            "memory": _attr(integer=self.memory_mib, unit="MiB"),
-            "bar1": _attr(integer=131072, unit="MiB"),
-            "power": _attr(integer=63, unit="W"),
-            "cores_clock": _attr(integer=1410, unit="MHz"),
-            "memory_clock": _attr(integer=1593, unit="MHz"),
-            "pci_bandwidth": _attr(integer=32768, unit="MB/s"),
-            "driver_version": _attr(string=_DRIVER_VERSION),
-            "display_state": _attr(string="Disabled"),
-            "persistence_mode": _attr(string="Enabled"),
-        }
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "Vendor": self.vendor,
-            "Type": self.type,
-            "Name": self.name,
-            "Attributes": self.attributes(),
-            # Every instance is healthy with an empty description (reference section 5).
-            "Instances": [
-                {"ID": i.id, "Healthy": True, "HealthDescription": "", "Locality": {"PciBusID": i.pci_bus_id}}
-                for i in self.instances
-            ],
-        }
-
-
-def _attr(*, integer: int | None = None, string: str | None = None, unit: str = "") -> dict[str, Any]:
-    return {"Float": None, "Int": integer, "String": string, "Bool": None, "Unit": unit}
 
 
 @dataclass
@@ -154,6 +67,10 @@ class Node:
     """The node's MIG-mode GPUs and their instances as they are on the node (devcluster/miglayout.py);
     `groups` shows them as Nomad last fingerprinted them."""
     mig_fingerprint_delay_s: float | str | None = None
+    unhealthy: dict[str, str] = field(default_factory=dict)
+    """Instance ID -> HealthDescription of each instance the plugin reports unhealthy (devicehealth.py)."""
+    health_log: list[dict[str, Any]] = field(default_factory=list)
+    """Each unhealthy spell of an instance, for the audit: unhealthy_at, healthy_at (None while it lasts)."""
     version: str = NOMAD_VERSION  # the Nomad release the cluster plays
     status: str = "ready"
     eligibility: str = "eligible"
@@ -198,6 +115,9 @@ class Node:
         self.last_drain = {"StartedAt": started, "UpdatedAt": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
                            "Status": "complete", "AccessorID": "", "Meta": None}
 
+    def healthy(self, instance_id: str) -> bool:
+        return instance_id not in self.unhealthy
+
     def computed_key(self) -> str:
         return f"{self.datacenter}/{self.node_pool}/{self.node_class}/{[g.name for g in self.groups]}"
 
@@ -232,7 +152,7 @@ class Node:
                 {"Family": "ipv4", "Alias": "default", "Address": self.address, "ReservedPorts": "", "Gateway": ""}]}],
             "MinDynamicPort": 20000,
             "MaxDynamicPort": 32000,
-            "Devices": [group.to_json() for group in self.groups] or None,
+            "Devices": [group.to_json(self.unhealthy) for group in self.groups] or None,
         }
 
     def reserved_json(self) -> dict[str, Any]:
@@ -396,19 +316,6 @@ def _build_node(cluster: ClusterSpec, spec: NodeSpec, position: int) -> Node:
         mig_gpus=mig_gpus,
         mig_fingerprint_delay_s=spec.mig_fingerprint_delay_s,
     )
-
-
-def mig_groups(gpus: list[MigGpu], plugin: bool) -> list[DeviceGroup]:
-    """One `<model> MIG <profile>` group per profile, instances in GPU order; with the project's plugin,
-    each instance's placement as an attribute."""
-    found: dict[str, list[tuple[MigGpu, MigInstance]]] = {}
-    for gpu in gpus:
-        for inst in gpu.instances:
-            found.setdefault(f"{gpu.model} MIG {inst.profile}", []).append((gpu, inst))
-    return [DeviceGroup("nvidia", "gpu", name, mig_memory_mib(pairs[0][1].profile, pairs[0][0].memory_mib),
-                        tuple(DeviceInstance(i.id, g.bus) for g, i in pairs), project_plugin=plugin,
-                        placements=tuple((i.id, f"{g.uuid}@{i.start}/{i.size}") for g, i in pairs) if plugin else ())
-            for name, pairs in found.items()]
 
 
 def refingerprint_mig(node: Node) -> None:

@@ -44,7 +44,8 @@ _RESCHEDULE = {
     "service": {"Attempts": 0, "Interval": 0, "Delay": 30 * _SECOND, "DelayFunction": "exponential",
                 "MaxDelay": _HOUR, "Unlimited": True},
 }
-SUPPORTED_TYPES = ("batch", "service")
+SUPPORTED_TYPES = ("batch", "service", "system", "sysbatch")
+SYSTEM_TYPES = ("system", "sysbatch")  # one allocation per eligible node (systemjobs.py)
 
 
 class JobRequestError(ValueError):
@@ -144,8 +145,12 @@ def canonicalize(job: JSON) -> JSON:
     for group in job.get("TaskGroups") or []:
         group["Count"] = 1 if group.get("Count") is None else group["Count"]
         group["Constraints"] = _canonical_constraints(group.get("Constraints"))
-        group["RestartPolicy"] = _merge_defaults(group.get("RestartPolicy"), _RESTART.get(job_type, {}))
-        group["ReschedulePolicy"] = _merge_defaults(group.get("ReschedulePolicy"), _RESCHEDULE.get(job_type, {}))
+        # a system job restarts as a service job, a sysbatch job as a batch job; neither is rescheduled
+        # (`TaskGroup.Canonicalize`, api/tasks.go v2.0.5)
+        restart = {"system": "service", "sysbatch": "batch"}.get(job_type, job_type)
+        group["RestartPolicy"] = _merge_defaults(group.get("RestartPolicy"), _RESTART.get(restart, {}))
+        if job_type not in SYSTEM_TYPES:
+            group["ReschedulePolicy"] = _merge_defaults(group.get("ReschedulePolicy"), _RESCHEDULE.get(job_type, {}))
         group["EphemeralDisk"] = group.get("EphemeralDisk") or {"Sticky": False, "SizeMB": 300, "Migrate": False}
         services.canonicalize(job, group)
         for task in group.get("Tasks") or []:
@@ -195,7 +200,7 @@ def validate(job: JSON, admission: list[str] | None = None) -> None:
     `admission` are the errors of the validators that run first (register.admission_errors)."""
     errors: list[str] = list(admission or [])
     if job["Type"] not in SUPPORTED_TYPES:
-        errors.append(f"Invalid job type {job['Type']!r}: the dev cluster runs batch and service jobs")
+        errors.append(f"Invalid job type {job['Type']!r}")
     if not isinstance(job["Priority"], int) or not 1 <= job["Priority"] <= 100:
         errors.append("Job priority must be between [1, 100]")
     if " " in job["ID"] or "\x00" in job["ID"]:
@@ -213,6 +218,9 @@ def validate(job: JSON, admission: list[str] | None = None) -> None:
             errors.append(f"Job task group {name} redefined")
         if not isinstance(group["Count"], int) or group["Count"] < 0:
             errors.append(f"{prefix}: Task group count can't be negative")
+        elif job["Type"] in SYSTEM_TYPES and group["Count"] > 1:  # `Job.Validate`, nomad/structs/structs.go
+            errors.append(f"Job task group {name} has count {group['Count']}. "
+                          "Count cannot exceed 1 with system scheduler")
         errors.extend(ports.validate(group, prefix) + services.validate(group, prefix))
         tasks = group.get("Tasks") or []
         if not tasks:

@@ -39,16 +39,25 @@ def kill_timeout_s(alloc: Alloc) -> float:
     return min(max(timeouts, default=5 * _SECOND) / _SECOND, MAX_KILL_TIMEOUT_S)
 
 
-def stop(state: ClusterState, allocs: list[Alloc], why: str, migrate: bool | None) -> None:
-    """Desired `stop` (a `PlanResult` frame), then each allocation ends after its kill_timeout."""
+def stop(state: ClusterState, allocs: list[Alloc], why: str, migrate: bool | None, desired: str = "stop") -> None:
+    """Desired `stop` (or `evict`, for a preemption: systemjobs.py) in a `PlanResult` frame, then each
+    allocation ends after its kill_timeout."""
     now = state.clock()
     index = state._next_index()
     for alloc in allocs:
-        alloc.set_desired("stop", why, index, now, migrate)
+        alloc.set_desired(desired, why, index, now, migrate)
     state._emit(index, [alloc.event("PlanResult", index) for alloc in allocs])
-    at_once = [a for a in allocs if a.client_status is not ClientStatus.RUNNING]
+    kill(state, allocs)
+
+
+def kill(state: ClusterState, allocs: list[Alloc]) -> None:
+    """The client's side of a stop whose desired status is written: each ends after its kill_timeout."""
+    now = state.clock()
+    at_once = [a for a in allocs if a.live and a.client_status is not ClientStatus.RUNNING]
     if at_once:
         state._finish(at_once, ClientStatus.COMPLETE, detail=KILLED)
+        for alloc in at_once:
+            _started_preemptor(state, alloc)
     running = [a for a in allocs if a.client_status is ClientStatus.RUNNING]
     if not running:
         return
@@ -69,4 +78,11 @@ def _killed(state: ClusterState, alloc_id: str) -> None:
         if alloc is None or not alloc.live:
             return  # lost meanwhile (its node went down), or already ended
         state._finish([alloc], ClientStatus.COMPLETE, detail=KILLED)
+        _started_preemptor(state, alloc)
         state._schedule()  # its devices are free now: a blocked placement may fit
+
+
+def _started_preemptor(state: ClusterState, victim: Alloc) -> None:
+    """The client starts a preempting allocation only once its victims are gone (systemjobs.py)."""
+    if victim.preempted_by:
+        state.timers.call_soon(functools.partial(state.on_start, victim.preempted_by))

@@ -30,7 +30,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from .config import mig_memory_slices
+from .migprofiles import mig_memory_slices
 
 # (compute slices, memory slices) -> valid starts; section 3.2 of reference/nvml-mig.md.
 _STARTS = {(1, 1): (0, 1, 2, 3, 4, 5, 6), (1, 2): (0, 2, 4, 6), (2, 2): (0, 2, 4), (3, 4): (0, 4), (4, 4): (0,),

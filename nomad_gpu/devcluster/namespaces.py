@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .jobstatus import job_status
 from .records import NotFound
 
 if TYPE_CHECKING:
@@ -97,8 +98,6 @@ def upsert(state: ClusterState, path_name: str, body: Any) -> int:
 def delete(state: ClusterState, name: str) -> int:
     """`Namespace.DeleteNamespaces` (nomad/namespace_endpoint.go, v2.0.5): never "default", never one
     with non-terminal jobs or allocations; a namespace that does not exist fails in the state store."""
-    from .queries import job_status  # queries reads the state module, which imports this one
-
     if name == "default":
         raise NamespaceError(500, "can not delete default namespace")
     with state.lock:

@@ -295,9 +295,10 @@ def _choose_group(request: DeviceAsk, node: Node, free: Callable[[str], bool],
     for order, group in enumerate(node.groups):
         if not name_matches(request.name, group) or not _group_constraints_hold(request, group):
             continue
-        pool = _pinned_pool(request, group)
+        # An unhealthy instance is not allocatable at all, neither free nor held (devicehealth.py).
+        pool = tuple(i for i in _pinned_pool(request, group) if node.healthy(i))
         available = tuple(i for i in pool if free(i))
-        counted = sum(1 for i in group.ids if free(i)) if short_offers else len(available)
+        counted = sum(1 for i in group.ids if free(i) and node.healthy(i)) if short_offers else len(available)
         if counted >= request.count:
             affinity = sum(a.weight for a in request.affinities
                            if _device_check(Constraint(a.ltarget, a.rtarget, a.operand), group))

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .jobs import JSON, job_stub
+from .jobstatus import job_status
 from .records import JobRecord, NotFound
 from .state import ClusterState
 
@@ -45,20 +46,6 @@ def node_allocations(state: ClusterState, node_id: str) -> list[JSON]:
         if node_id not in state.nodes:
             raise NotFound("node not found")
         return [a.to_json(with_job=True) for a in state.allocs.values() if a.node_id == node_id]
-
-
-def job_status(state: ClusterState, record: JobRecord) -> str:
-    """`pending`, `running` or `dead` (`nomad/state/state_store.go` getJobStatus, v2.0.5): running
-    while an allocation is not `TerminalStatus()`, pending while placements wait (a blocked
-    evaluation), else dead. `Allocation.TerminalStatus` (nomad/structs/structs.go, v2.0.5) is
-    terminal on the server side too: an allocation told to stop or evict no longer keeps its job
-    running, though its task may still be inside `kill_timeout`."""
-    key = (record.job["Namespace"], record.job["ID"])
-    if any(a.desired_status not in ("stop", "evict") for a in state.live_allocs(key, record.job["CreateIndex"])):
-        return "running"
-    if not record.job["Stop"] and any((p.namespace, p.job_id) == key for p in state.pending):
-        return "pending"
-    return "dead"
 
 
 def _summary(state: ClusterState, record: JobRecord) -> JSON:
@@ -204,6 +191,8 @@ def audit(state: ClusterState) -> JSON:
             "refusals": state.ledger.refusals(),
             **state.mig_log.audit(),  # mig_changes, mig_destroyed_in_use (migjobs.py)
             "elections": state.election.snapshot(),
+            # every spell a device instance was unhealthy (devicehealth.py): nothing may start on it meanwhile
+            "device_health": [dict(spell) for node in state.nodes.values() for spell in node.health_log],
         }
 
 

@@ -52,3 +52,4 @@ class Pending:
     refusal_counted: bool = False
     reasons: dict[str, int] = field(default_factory=dict)
     metric: JSON | None = None  # the AllocMetric of the last failed attempt
+    node_id: str = ""  # a system or sysbatch job's placement is for this node only (systemjobs.py)

@@ -19,8 +19,9 @@ from typing import Any
 
 import uvicorn
 
-from . import evals, gc, hcl, nodeops, queries
+from . import devicehealth, evals, gc, hcl, nodeops, queries
 from .acl import Acl, AclToken
+from .aclpolicy import load_acl_file, tokens_of
 from .api import build_app
 from .config import ClusterSpec, load_cluster_file, parse_cluster
 from .election import RPC_HOLD_S
@@ -58,6 +59,9 @@ class DevCluster:
         elif not isinstance(cluster, ClusterSpec):
             cluster = parse_cluster(cluster)
         self.cluster = cluster
+        if cluster.acl is not None:  # the cluster file's own policies and tokens (aclpolicy.py)
+            acl_tokens = [*tokens_of(cluster.acl, self.nomad_version, source=f"cluster {cluster.name}: acl"),
+                          *acl_tokens]
         self.broker = EventBroker(event_buffer, clock)
         self.timers = TimerHeap(clock)
         self.state = ClusterState(cluster, self.broker, self.timers, speed=speed, clock=clock)
@@ -227,17 +231,28 @@ class DevCluster:
     def set_eligibility(self, node: str, eligible: bool) -> None:
         self.state.set_eligibility(node, eligible)
 
+    def device_unhealthy(self, node: str, instance_id: str, description: str = devicehealth.DEFAULT_UNHEALTHY) -> None:
+        """The node's plugin reports one device instance unhealthy: nothing new lands on it, what runs
+        on it goes on (devicehealth.py)."""
+        devicehealth.set_health(self.state, node, instance_id, False, description)
+
+    def device_healthy(self, node: str, instance_id: str) -> None:
+        devicehealth.set_health(self.state, node, instance_id, True)
+
 
 def serve_forever(cluster_path: str | Path, host: str = "127.0.0.1", port: int = 4646, speed: float = 1.0,
                   event_buffer: int = 100, heartbeat_s: float = 30.0,
                   on_ready: Callable[[str], None] | None = None,
-                  nomad_version: str | NomadVersion = DEFAULT_NOMAD_VERSION) -> None:
+                  nomad_version: str | NomadVersion = DEFAULT_NOMAD_VERSION,
+                  acl_file: str | Path | None = None) -> None:
     """Run a dev cluster from a cluster file until Ctrl-C (for `nomad-gpu dev-cluster`).
 
     The address is logged at INFO; `on_ready(url)` lets a CLI print it as well.
     """
+    version = nomad_version if isinstance(nomad_version, NomadVersion) else NomadVersion.parse(nomad_version)
+    tokens = load_acl_file(acl_file, version) if acl_file is not None else ()  # `--acl-file`: ACLs on
     cluster = DevCluster(cluster_path, speed=speed, event_buffer=event_buffer, heartbeat_s=heartbeat_s,
-                         nomad_version=nomad_version)
+                         nomad_version=version, acl_tokens=tokens)
     url = cluster.start(host, port)
     logger.info("dev cluster %r (Nomad %s, %d nodes, speed x%g) listening on %s; export NOMAD_ADDR=%s; "
                 "Ctrl-C stops it", cluster.cluster.name, cluster.nomad_version, len(cluster.cluster.nodes), speed,

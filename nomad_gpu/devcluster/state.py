@@ -23,7 +23,7 @@ import time
 import uuid
 from collections.abc import Callable
 
-from . import evals, gc, kills, maxrun, migjobs, namespaces, nodeops, restarts, services
+from . import evals, gc, kills, maxrun, migjobs, namespaces, nodeops, restarts, services, systemjobs
 from .allocs import Alloc, ClientStatus
 from .config import ClusterSpec
 from .election import Election
@@ -31,7 +31,7 @@ from .evals import Evaluation
 from .events import Event, EventBroker
 from .faults import Faults
 from .inventory import Node, build_nodes
-from .jobs import JSON, GroupAsk, canonicalize, group_asks, job_event, stamp_version, validate
+from .jobs import JSON, SYSTEM_TYPES, GroupAsk, canonicalize, group_asks, job_event, stamp_version, validate
 from .ledger import DeviceLedger
 from .passviews import PassViews, place_in_pass
 from .placement import DeviceChoice
@@ -192,6 +192,9 @@ class ClusterState:
 
     def _replan(self, key: tuple[str, str], record: JobRecord, eval_id: str, now: float) -> None:
         """Queue what the new version is missing; stop what it no longer wants."""
+        if record.job["Type"] in SYSTEM_TYPES:
+            systemjobs.replan(self, key, record, eval_id, now)
+            return
         self.pending = [p for p in self.pending if (p.namespace, p.job_id) != key]
         create_index = record.job["CreateIndex"]
         kept: dict[tuple[str, int], Alloc] = {}
@@ -299,7 +302,12 @@ class ClusterState:
                 waiting.append(item)  # a max-plan-attempts blocked eval: nothing has unblocked it yet
                 continue
             ask = record.asks[item.group]
-            verdict = place_in_pass(ask, views, self.nodes, self.ledger.is_free, short_offers=short_offers)
+            victims: list[Alloc] = []
+            if item.node_id:  # a system job's, for its node, preempting as Nomad does (systemjobs.py)
+                verdict, victims = systemjobs.place_on_node(self, item, ask, record.job["Priority"], views,
+                                                            short_offers)
+            else:
+                verdict = place_in_pass(ask, views, self.nodes, self.ledger.is_free, short_offers=short_offers)
             if verdict.placement is None:
                 item.reasons = verdict.reasons
                 item.metric = evals.alloc_metric(verdict.evaluated, verdict.in_pool, verdict.available,
@@ -321,6 +329,7 @@ class ClusterState:
             alloc = self._create_alloc(item, record, ask, verdict.placement.node, verdict.placement.devices, index,
                                        verdict.placement.ports)
             placed.append(alloc)
+            placed += systemjobs.evict(self, alloc, victims, index) if victims else []
             views.placed(alloc.node_id, ask, len(alloc.device_ids), alloc.ports)
         self.pending = waiting
         # New placements arrive as `PlanResult`; `AllocationCreated` is never emitted (reference section 1).
@@ -370,7 +379,8 @@ class ClusterState:
             job = self.jobs[(alloc.namespace, alloc.job_id)].job
             evaluation = self._new_eval(job, trigger, self.index, node_id=alloc.node_id)
         self.pending.append(Pending(alloc.namespace, alloc.job_id, alloc.task_group, alloc.name_index,
-                                    evaluation.id, self.clock(), previous_alloc=alloc.id))
+                                    evaluation.id, self.clock(), previous_alloc=alloc.id,
+                                    node_id=alloc.node_id if alloc.job_type in SYSTEM_TYPES else ""))
 
     # -- the allocation lifecycle ------------------------------------------------------------------
 
@@ -379,6 +389,8 @@ class ClusterState:
             alloc = self.allocs.get(alloc_id)
             if alloc is None or alloc.client_status is not ClientStatus.PENDING:
                 return  # stopped or lost before it started
+            if any(self.allocs[v].live for v in alloc.preempted_allocations or ()):
+                return  # its victims are still being killed (systemjobs.py)
             index = self._next_index()
             now = self.clock()
             alloc.move(ClientStatus.RUNNING, index, now)
@@ -392,7 +404,7 @@ class ClusterState:
         service job's task that exits 0 is restarted or, with `attempts = 0`, fails its allocation."""
         with self.lock:
             alloc = self.allocs.get(alloc_id)
-            if alloc is None or alloc.client_status is not ClientStatus.RUNNING or alloc.desired_status == "stop":
+            if alloc is None or alloc.client_status is not ClientStatus.RUNNING or alloc.desired_status != "run":
                 return  # gone, or being killed (kills.py ends it)
             code = migjobs.task_exit(self, alloc, 1 if alloc.fails else 0)  # a `node mig apply` acts here
             now = self.clock()

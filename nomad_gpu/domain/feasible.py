@@ -9,6 +9,10 @@ offer, and an entry that becomes such a job later (its nodes were removed) says 
 its full size, not what is free now; only the job's node pool and datacenters narrow it. A MIG-mode GPU
 counts with every profile its model supports (a re-layout can make any of them, DESIGN 15; the tables
 are `miglayout.py`'s). Pure: the caller passes the nodes.
+
+What the check reads of a node is its shape, never its identity, so `shapes` (one node of each shape)
+answers every question the whole fleet does: a fleet of 1,000 alike nodes is checked as one, and a
+submission costs the same on a large fleet as on a small one.
 """
 
 from __future__ import annotations
@@ -17,6 +21,8 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, replace
 from itertools import islice, product
 
+from nomad_gpu.domain import topochoice  # noqa: F401  # installs WHOLE.choose: an NVLink ask's sets, as placed
+from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.requests import AllocAsk, JobRequest
 
@@ -49,6 +55,31 @@ def never_runs(job: JobRequest, fleet: Iterable[Node]) -> Never | None:
         if any(_holds(job.asks, n) for n in nodes):
             why += " (nodes outside its node pool or datacenters could run it)"
     return Never(why)
+
+
+def shapes(fleet: Iterable[Node]) -> list[Node]:
+    """The first node of each shape of ``fleet``, in its order: `never_runs` gives the same answer on these as
+    on the whole fleet (it reads no IDs; duplicates change none of its any/max/set answers)."""
+    seen: dict[Hashable, Node] = {}
+    for node in fleet:
+        seen.setdefault(shape_of(node), node)
+    return list(seen.values())
+
+
+def shape_of(node: Node) -> Hashable:
+    """``node`` less its identity: its ID and name and its devices' IDs blanked; a device named by another (a MIG
+    instance's parent GPU, a topology's place) by the order in which the node first names it instead."""
+    ids: dict[str, str] = {}
+
+    def alias(name: str) -> str:
+        return ids.setdefault(name, f"#{len(ids)}")
+
+    blank = InstanceId("")
+    gpus = tuple(replace(g, id=InstanceId(alias(g.id)), share_ids=(blank,) * len(g.share_ids)) for g in node.gpus)
+    migs = tuple(replace(m, id=blank, placement=None if m.placement is None else
+                         replace(m.placement, gpu=alias(m.placement.gpu))) for m in node.migs)
+    places = None if node.topology is None else tuple((alias(i), p) for i, p in node.topology.places)
+    return replace(node, id=NodeId(""), name="", gpus=gpus, migs=migs, topology=None), places
 
 
 # ---- one node at full size -------------------------------------------------------------------
@@ -86,7 +117,7 @@ def _nearest(asks: Sequence[AllocAsk], scope: list[Node]) -> str:
     """The first thing that rules the job out, and what the fleet offers instead."""
     for ask in asks:
         if ask.gpu is not None and (why := ask.gpu.never_on(scope)):
-            return f"group {ask.group!r}: {why}"
+            return f"groups[{ask.group}]: {why}"
     cpu, mem = sum(a.cpu_mhz for a in asks), sum(a.memory_mb for a in asks)
     hosts = [n for n in scope if _holds(asks, n, resources=False)]
     if hosts:  # the GPUs are there: CPU or memory beside them is what no node has

@@ -2,8 +2,9 @@
 
 Candidates come from the free-capacity index, a bounded number per shape class (or every node in
 priority order for exhaustive policies); CPU, memory, datacenter, node pool and head-of-line holds
-are checked here; the policy scores what is left. Gang jobs place their asks one after another on
-staged copies of the nodes, so two groups of one job never count the same GPU twice.
+are checked first (`fitwhy.py`, which also says why not); the policy scores what is left. Gang jobs
+place their asks one after another on staged copies of the nodes, so two groups of one job never
+count the same GPU twice.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
+from nomad_gpu.domain.fitwhy import Scan, passes, shape, why_not
 from nomad_gpu.domain.fragmentation import Demand
 from nomad_gpu.domain.freeindex import FreeIndex, NodeFree
 from nomad_gpu.domain.ids import NodeId
@@ -47,16 +49,6 @@ class FitContext:
 
 
 @dataclass
-class _Scan:
-    """What a failed search saw, to say why."""
-
-    blocked: int = 0
-    short_of_resources: int = 0
-    elsewhere: int = 0
-    """Nodes outside the job's datacenters or node pool."""
-
-
-@dataclass
 class Fitter:
     index: FreeIndex
     ctx: FitContext
@@ -83,7 +75,7 @@ class Fitter:
     def _fit_one_node(self, job: JobRequest) -> tuple[AllocPlacement, ...] | NoFit:
         """Gang on one node: nodes that can host the first ask, best first, until all asks fit."""
         first, rest = job.asks[0], job.asks[1:]
-        scan = _Scan()
+        scan = Scan()
         hosts: list[NodeFree] = []
         scores: list[float] = []
         for nf in self._hosts_of(job, first, scan):
@@ -112,11 +104,11 @@ class Fitter:
             else:
                 return tuple(placed)
         if not ranked:
-            why = self._why(first, scan)
+            why = why_not(self.index, first, scan, bool(self.staged))
             return NoFit(why.reason, f"group {first.group!r}: {why.detail}")
         return NoFit(WaitReason.GANG, f"no single node fits all {len(job.asks)} task groups")
 
-    def _hosts_of(self, job: JobRequest, ask: AllocAsk, scan: _Scan) -> Iterator[NodeFree]:
+    def _hosts_of(self, job: JobRequest, ask: AllocAsk, scan: Scan) -> Iterator[NodeFree]:
         """`_candidates` for every alternative of the ask, each node once."""
         if not ask.tiers:
             yield from self._candidates(job, ask, scan)
@@ -140,7 +132,7 @@ class Fitter:
         return None
 
     def _fit_on(self, job: JobRequest, ask: AllocAsk, nf: NodeFree) -> AllocPlacement | None:
-        if not self._basics(job, ask, nf, _Scan()):
+        if not passes(job, ask, nf, self.ctx.blocked, Scan()):
             return None
         policy, demand = self.ctx.policy, self.ctx.demand
         if not ask.tiers:
@@ -209,9 +201,9 @@ class Fitter:
         hosts: list[NodeFree] = []
         scores: list[float] = []
         which: list[int] = []
-        scans: list[_Scan] = []
+        scans: list[Scan] = []
         for i, alt in enumerate(alts):
-            scan = _Scan()
+            scan = Scan()
             scans.append(scan)
             for nf in self._candidates(job, alt, scan):
                 got = best_score(policy, nf, alt, demand)
@@ -220,7 +212,7 @@ class Fitter:
                     scores.append(got)
                     which.append(i)
         if not hosts:
-            whys = [self._why(alt, scan) for alt, scan in zip(alts, scans, strict=True)]
+            whys = [why_not(self.index, alt, scan, bool(self.staged)) for alt, scan in zip(alts, scans, strict=True)]
             return NoFit(whys[0].reason, " or ".join(why.detail for why in whys))
         best = self._highest(hosts, policy.normalise(scores))
         alt = alts[which[best]]
@@ -231,7 +223,7 @@ class Fitter:
         (ties to the better rank; the first seen among nodes without a rank)."""
         if ask.tiers:
             return self._fit_tiers(job, ask)
-        scan = _Scan()
+        scan = Scan()
         policy, demand, memo = self.ctx.policy, self.ctx.demand, self.ctx.memo
         if not policy.pure:
             memo = None
@@ -253,7 +245,7 @@ class Fitter:
                 hosts.append(nf)
                 scores.append(got)
         if not hosts:
-            return self._why(ask, scan)
+            return why_not(self.index, ask, scan, bool(self.staged))
         nf = hosts[self._highest(hosts, policy.normalise(scores))]
         return self._chosen(ask, nf)
 
@@ -277,7 +269,7 @@ class Fitter:
         return self._placement(ask, nf, opt)
 
     def _fit_states(self, job: JobRequest, ask: AllocAsk, table: dict[str, float | None],
-                    scan: _Scan) -> AllocPlacement | NoFit:
+                    scan: Scan) -> AllocPlacement | NoFit:
         """Exact mode for a pure policy, by node state: nodes with the same `signature()` score alike,
         so each state is scored once (memoised across decisions) and only its best-ranked node
         competes. Same choice as scoring every node; a long simulation depends on it for speed."""
@@ -317,7 +309,7 @@ class Fitter:
                 hosts += members
                 scores += [got] * len(members)
         if not hosts:
-            return self._why(ask, scan)
+            return why_not(self.index, ask, scan, bool(self.staged))
         return self._chosen(ask, hosts[self._highest(hosts, policy.normalise(scores))])
 
     def _all_candidates(self, ask: AllocAsk) -> Iterator[NodeFree]:
@@ -325,7 +317,7 @@ class Fitter:
         if ask.gpu is None:
             yield from self.index.nodes()
             return
-        kind, need, names = _shape(self.index, ask)
+        kind, need, names = shape(self.index, ask)
         seen: set[NodeId] | None = set() if len(names) > 1 else None
         for name in names:
             for _, members in self.index.classes(kind, name, need):
@@ -365,20 +357,20 @@ class Fitter:
             return self.ctx.rank.get(node, len(self.ctx.rank))
         return self.index.rank(node)
 
-    def _candidates(self, job: JobRequest, ask: AllocAsk, scan: _Scan) -> Iterator[NodeFree]:
+    def _candidates(self, job: JobRequest, ask: AllocAsk, scan: Scan) -> Iterator[NodeFree]:
         """Nodes that pass the basic checks: a bounded few per shape class, or all (exhaustive)."""
         g = ask.gpu
         if self.ctx.policy.exhaustive or g is None:
             for nf in sorted(self.index.nodes(), key=lambda n: self._rank(n.id)):
                 nf = self.staged.get(nf.id, nf)
-                if self._basics(job, ask, nf, scan):
+                if passes(job, ask, nf, self.ctx.blocked, scan):
                     yield nf
             return
-        kind, need, names = _shape(self.index, ask)
+        kind, need, names = shape(self.index, ask)
         limit = self.ctx.per_class_limit
         seen: set[NodeId] = set()
         # the hot loop of every decision: names bound once
-        in_stage, lookup, basics = self.staged, self.index.get, self._basics
+        in_stage, lookup, blocked = self.staged, self.index.get, self.ctx.blocked
         for name in names:
             for members in self._classes(kind, name, need):
                 yielded = scanned = 0
@@ -388,14 +380,14 @@ class Fitter:
                     seen.add(node_id)
                     scanned += 1
                     found = lookup(node_id)
-                    if found is not None and basics(job, ask, found, scan):
+                    if found is not None and passes(job, ask, found, blocked, scan):
                         yield found
                         yielded += 1
                     if limit is not None and (yielded >= limit or scanned >= SCAN_CAP_PER_CLASS):
                         break
         # nodes staged by this job's earlier asks may now sit in a different class: offer them too
         for node_id, staged in self.staged.items():
-            if node_id not in seen and self._basics(job, ask, staged, scan):
+            if node_id not in seen and passes(job, ask, staged, self.ctx.blocked, scan):
                 yield staged
 
     def _classes(self, kind: str, name: str, need: int) -> list[dict[NodeId, None]]:
@@ -403,68 +395,3 @@ class Fitter:
         if self.ctx.per_class_limit is None or len(classes) <= CLASSES_TIGHT + CLASSES_ROOMY:
             return classes
         return classes[:CLASSES_TIGHT] + classes[-CLASSES_ROOMY:]
-
-    def _basics(self, job: JobRequest, ask: AllocAsk, nf: NodeFree, scan: _Scan) -> bool:
-        node = nf.node
-        if not node.schedulable:  # `nf.offered`, without the property's call on the hot path
-            return False
-        if not job.places_on(node):
-            scan.elsewhere += 1
-            return False
-        if node.id in self.ctx.blocked:
-            scan.blocked += 1
-            return False
-        if nf.cpu_free < ask.cpu_mhz or nf.mem_free < ask.memory_mb:
-            if ask.gpu is None or next(options(nf, ask), None) is not None:
-                scan.short_of_resources += 1
-            return False
-        return True
-
-    # ---- why not -----------------------------------------------------------------------------
-    def _why(self, ask: AllocAsk, scan: _Scan) -> NoFit:
-        if ask.gpu is None:
-            return NoFit(WaitReason.CPU_MEMORY, f"no node has {ask.cpu_mhz} MHz and {ask.memory_mb} MB free")
-        kind, need, names = _shape(self.index, ask)
-        what = _describe(ask)
-        static = [n for n in self.index.static_names(kind) if _allowed(ask, kind, n)]
-        largest_static = max((self.index.static_largest(kind, n) for n in static), default=0)
-        if largest_static < need:
-            return NoFit(WaitReason.NO_SUCH_SHAPE, f"no schedulable node has {what}")
-        if scan.short_of_resources:
-            return NoFit(WaitReason.CPU_MEMORY,
-                         f"{scan.short_of_resources} node(s) have {what} free but not {ask.cpu_mhz} MHz "
-                         f"and {ask.memory_mb} MB beside it")
-        if scan.blocked:
-            return NoFit(WaitReason.RESERVED, f"{scan.blocked} node(s) with {what} free are held for an older job")
-        total = sum(self.index.total(kind, n) for n in names)
-        largest = max((self.index.largest(kind, n) for n in names), default=0)
-        return ask.gpu.kind.shortfall(what, need, total, largest, self._limits(ask, scan))
-
-    def _limits(self, ask: AllocAsk, scan: _Scan) -> str:
-        """The job's own limits that can keep free capacity out of its reach."""
-        limits = []
-        if scan.elsewhere:
-            limits.append(f"{scan.elsewhere} node(s) are outside its datacenters or node pool")
-        if ask.gpu is not None:
-            limits += ask.gpu.limits()
-        if self.staged:
-            limits.append("its other groups already take part of the free capacity")
-        return f" ({'; '.join(limits)})" if limits else ""
-
-
-def _shape(index: FreeIndex, ask: AllocAsk) -> tuple[str, int, list[str]]:
-    """The index's view of the ask: its kind, the value it needs, the names that can serve it."""
-    g = ask.gpu
-    if g is None:
-        return "none", 0, []
-    kind = g.kind.name
-    return kind, g.need(), [n for n in index.names(kind) if g.allows_name(n)]
-
-
-def _allowed(ask: AllocAsk, kind: str, name: str) -> bool:
-    g = ask.gpu
-    return g is not None and g.kind.name == kind and g.allows_name(name)
-
-
-def _describe(ask: AllocAsk) -> str:
-    return ask.gpu.describe() if ask.gpu is not None else "capacity"

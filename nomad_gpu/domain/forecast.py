@@ -29,7 +29,7 @@ def forecast_starts(ledger: Ledger, queue: Sequence[JobRequest], *, ends: Mappin
     frees (None: unknown); `runtimes` each queued job's estimate (None: it never frees in the forecast)."""
     sim = Ledger(ledger.inventory)
     for r in ledger.reservations():
-        sim.reserve(r.entry, r.team, r.placements)
+        sim.reserve(r.entry, r.team, r.placements, reported=True)  # as held, sick devices included
     events: list[tuple[float, str]] = [(max(end, now), str(e)) for e, end in ends.items()
                                        if end is not None and e in sim]
     heapq.heapify(events)

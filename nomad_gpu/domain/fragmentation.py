@@ -35,31 +35,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from itertools import accumulate
 
-from nomad_gpu.domain.freeindex import FreeIndex, NodeFree
+from nomad_gpu.domain.freeindex import NodeFree
+from nomad_gpu.domain.gpustate import TAKES_SHARES, TAKES_WHOLE, GpuState, gpu_kind, gpu_state
 from nomad_gpu.domain.ids import MILLI_PER_GPU
-from nomad_gpu.domain.inventory import Gpu, GpuMode
-from nomad_gpu.domain.requests import AllocAsk, GpuAsk, JobRequest
+from nomad_gpu.domain.largeshapes import RoomLeft, copies, large_shapes, may_be_large, room_levels, whole_by_model
+from nomad_gpu.domain.requests import AllocAsk, JobRequest
 
-GpuState = tuple[tuple[str, int, int], ...]
-"""A node's GPUs as (model, kind, free milli) in device order, kind a bit set of `TAKES_WHOLE` and
-`TAKES_SHARES`: all that F depends on besides CPU."""
-
-TAKES_WHOLE, TAKES_SHARES = 1, 2
-
-
-def gpu_kind(gpu: Gpu) -> int:
-    mode = gpu.mode
-    if mode is GpuMode.FLEX:
-        return TAKES_WHOLE | TAKES_SHARES
-    return TAKES_WHOLE if mode is GpuMode.WHOLE else TAKES_SHARES
-
-
-def gpu_state(nf: NodeFree, taken: dict[object, int] | None = None) -> GpuState:
-    """`nf`'s GPU state, less `taken` milli per GPU id (a placement being considered)."""
-    if taken:
-        free = nf.gpu_free
-        return tuple((model, kind, free[gid] - taken.get(gid, 0)) for gid, model, kind in nf.layout())
-    return nf.gpu_state()
+__all__ = ["TAKES_SHARES", "TAKES_WHOLE", "Demand", "GpuState", "RoomLeft", "Shape", "gpu_kind", "gpu_state"]
 
 # the paper's categories; F sums every bucket but "satisfied"
 _LACK_BOTH, _LACK_GPU, _SATISFIED, _LACK_CPU, _CPU_FITS, _CPU_SHORT, _NO_ACCESS = range(7)
@@ -101,7 +83,7 @@ class Demand:
     large: tuple[tuple[Shape, float], ...] = ()
     """Shapes with few homes, each with its frequency among them: every multi-GPU shape (typical
     or not) and every typical shape bound to named GPU models. Each one that finds no node with
-    that many free GPUs of its models fails (or waits) whole. See `large_capacity`, `_large_shapes`."""
+    that many free GPUs of its models fails (or waits) whole. See `large_capacity`, `largeshapes.large_shapes`."""
     large_freq: tuple[tuple[Shape, float], ...] = ()
     """The large shapes' frequencies before `scarce_on` weighed them by room (empty: `large` is that)."""
     _memo: dict[tuple[GpuState, int], float] = field(default_factory=dict, repr=False)
@@ -139,7 +121,7 @@ class Demand:
                 break
             covered += n
             picked.append((shape, n / total))
-        large = _large_shapes(ordered, len(picked))
+        large = large_shapes(ordered, len(picked))
         if len(picked) == len(ordered):
             return Demand(tuple(picked), large)
         share = covered / total
@@ -209,10 +191,10 @@ class Demand:
         key = (state, cpu_free)
         hit = self._large_memo.get(key)
         if hit is None:
-            whole = _whole_by_model(state)  # counted once for all the shapes
+            whole = whole_by_model(state)  # counted once for all the shapes
             hit = 0.0
             for shape, weight in self.large:
-                fits = _copies(shape, whole, cpu_free)
+                fits = copies(shape, whole, cpu_free)
                 if fits:
                     hit += weight * fits
             if len(self._large_memo) >= self.MEMO_LIMIT:
@@ -249,17 +231,14 @@ class Demand:
         key = (nf.gpu_state(), nf.cpu_free)
         hit = self._room_memo.get(key)
         if hit is None:
-            whole = _whole_by_model(key[0])
-            hit = tuple(_copies(shape, whole, key[1]) for shape, _ in freq) if whole[1] else (0,) * len(freq)
+            whole = whole_by_model(key[0])
+            hit = tuple(copies(shape, whole, key[1]) for shape, _ in freq) if whole[1] else (0,) * len(freq)
             if len(self._room_memo) >= self.MEMO_LIMIT:
                 self._room_memo.clear()
             self._room_memo[key] = hit
         return hit
 
-    @staticmethod
-    def room_levels(room: Iterable[int]) -> tuple[int, ...]:
-        """Each shape's room as a power-of-two level (0: none left); the weights depend on nothing else."""
-        return tuple(max(0, n).bit_length() for n in room)
+    room_levels = staticmethod(room_levels)
 
     def weighed(self, room: Sequence[int]) -> Demand:
         """`scarce_on` for a room already counted (per large shape, in `frequencies` order): one
@@ -292,7 +271,7 @@ class Demand:
         bound = any(s.models for s in shapes)
         asked: Counter[Shape] = Counter()
         for ask in waiting:
-            if _may_be_large(ask.gpu, smallest, bound):
+            if may_be_large(ask.gpu, smallest, bound):
                 shape = Shape.of(ask)
                 if shape in shapes:
                     asked[shape] += 1
@@ -309,11 +288,11 @@ class Demand:
             state = nf.gpu_state()
             whole = counted.get(state)
             if whole is None:
-                whole = counted[state] = _whole_by_model(state)
+                whole = counted[state] = whole_by_model(state)
             if not whole[1]:
                 continue  # no whole GPU free: no copy of any shape
             for i in short:
-                room[i] += _copies(wanted[i][0], whole, nf.cpu_free)
+                room[i] += copies(wanted[i][0], whole, nf.cpu_free)
             short = [i for i in short if room[i] <= need[i]]
             if not short:
                 break  # room to spare for every waiting shape: none is kept
@@ -359,78 +338,6 @@ class Demand:
         for kind in _COUNTED:
             f += buckets[kind]
         return f
-
-
-class RoomLeft:
-    """The room a cluster has left for a demand's large shapes, kept placement by placement, and the
-    demand re-weighed by it whenever a shape's room crosses a power of two (`Demand.weighed`): what
-    `Demand.scarce_on` over the nodes as they stand gives, without a pass over every node each time
-    (the packing experiment places tens of thousands of tasks one by one)."""
-
-    def __init__(self, demand: Demand, index: FreeIndex) -> None:
-        self.demand, self.index = demand, index
-        self.room = [0] * len(demand.frequencies)
-        for nf in index.nodes():
-            self._add(nf, 1)
-        self.levels = Demand.room_levels(self.room)
-
-    def _add(self, nf: NodeFree | None, sign: int) -> None:
-        if nf is not None and nf.offered:
-            for i, copies in enumerate(self.demand.room_of(nf)):
-                self.room[i] += sign * copies
-
-    def moved(self, before: Iterable[NodeFree | None]) -> Demand | None:
-        """After a change to the nodes that stood as `before` (now as `index` has them): the demand
-        re-weighed, or None when no weight moved. A node listed twice counts once."""
-        for nf in {nf.id: nf for nf in before if nf is not None}.values():
-            self._add(nf, -1)
-            self._add(self.index.get(nf.id), 1)
-        levels = Demand.room_levels(self.room)
-        if levels == self.levels:
-            return None
-        self.levels = levels
-        return self.demand.weighed(self.room)
-
-
-def _large_shapes(ordered: list[tuple[Shape, int]], typical: int) -> tuple[tuple[Shape, float], ...]:
-    """The shapes whose homes are few for a reason F's typical set may hide, each with its frequency:
-    every multi-GPU shape, typical or not (whether one ranks among the typical ones is an accident
-    of the mix, and the big nodes it needs are where CPU-heavy work goes), and every typical shape
-    bound to named GPU models (the nodes of a scarce model are where light work goes to use GPUs
-    that CPU-heavy tasks would strand). `ordered[:typical]` are the typical shapes; frequencies are
-    among the shapes returned."""
-    large = [(s, n) for k, (s, n) in enumerate(ordered)
-             if s.milli > 0 and (s.gpus > 1 or (k < typical and s.models))]
-    count = float(sum(n for _, n in large))
-    return tuple((s, n / count) for s, n in large) if count else ()
-
-
-def _whole_by_model(state: GpuState) -> tuple[Counter[str], int]:
-    """A node's whole free GPUs by model, and in all."""
-    by_model: Counter[str] = Counter(model for model, kind, free in state
-                                     if kind & TAKES_WHOLE and free >= MILLI_PER_GPU)
-    return by_model, sum(by_model.values())
-
-
-def _may_be_large(gpu: GpuAsk | None, smallest: int, bound: bool) -> bool:
-    """A cheap test before `Shape.of`: most asks are one GPU or a share, with no model named. Only a
-    filter: `Shape.of` and membership decide."""
-    if gpu is None:
-        return False
-    dims = gpu.fragment_shape()
-    if dims is None:
-        return False
-    return (dims[1] >= MILLI_PER_GPU and dims[0] >= smallest) or (bound and bool(gpu.models))
-
-
-def _copies(shape: Shape, whole: tuple[Counter[str], int], cpu_free: int) -> int:
-    """Copies of `shape` that fit on a node by its whole free GPUs of an allowed model (`whole`, from
-    `_whole_by_model`) and by its free CPU."""
-    by_model, every = whole
-    fits = (sum(by_model[m] for m in shape.models) if shape.models else every) // max(1, shape.gpus)
-    if shape.cpu_mhz > 0:
-        fits = min(fits, max(0, cpu_free) // shape.cpu_mhz)
-    return fits
 
 
 def _classify(shape: Shape, state: GpuState, cpu_free: int) -> tuple[int, int]:

@@ -40,6 +40,10 @@ class NodeFree:
     free milli is always what its free instances stand for (`Gpu.milli_of`)."""
     slot_gpu: dict[InstanceId, InstanceId]
     """Share instance -> its GPU (fixed for the node, shared across copies)."""
+    unhealthy: frozenset[InstanceId] = frozenset()
+    """Devices the node reports unhealthy (GPUs, their share instances, MIG instances): never offered; a
+    booking of what Nomad reports on one (`take(reported=True)`) passes, for Nomad leaves it running there
+    (nomad/structs/devices.go v2.0.5 skips them only for new placements)."""
     _whole: dict[str, list[InstanceId]] | None = None
     _share: dict[str, int] | None = None
     _sig: str | None = None
@@ -65,8 +69,10 @@ class NodeFree:
                 mig.setdefault(m.device_name, []).append(m.id)
         slot_free = {gid: list(g.share_ids) for gid, g in gpus.items() if g.share_ids}
         slot_gpu = {sid: g.id for g in node.gpus for sid in g.share_ids}
+        sick = frozenset({i for g in node.gpus if not g.healthy for i in (g.id, *g.share_ids)}
+                         | {m.id for m in node.migs if not m.healthy})
         nf = NodeFree(node, node.cpu_mhz, node.memory_mb, {g: MILLI_PER_GPU for g in gpus}, {}, mig, gpus,
-                      slot_free, slot_gpu)
+                      slot_free, slot_gpu, sick)
         for p in held:
             nf._apply(p, strict=False)
         return nf
@@ -74,8 +80,8 @@ class NodeFree:
     def copy(self) -> NodeFree:
         return NodeFree(self.node, self.cpu_free, self.mem_free, dict(self.gpu_free), dict(self.tenants),
                         {k: list(v) for k, v in self.mig_free.items()}, self.gpus,
-                        {k: list(v) for k, v in self.slot_free.items()}, self.slot_gpu, _layout=self._layout,
-                        _sig_fixed=self._sig_fixed)
+                        {k: list(v) for k, v in self.slot_free.items()}, self.slot_gpu, self.unhealthy,
+                        _layout=self._layout, _sig_fixed=self._sig_fixed)
 
     def layout(self) -> tuple[tuple[InstanceId, str, int], ...]:
         """(id, model, kind) per healthy GPU in device order; kind: 1 takes whole, 2 takes shares.
@@ -92,14 +98,16 @@ class NodeFree:
             self._state = tuple((model, kind, free[gid]) for gid, model, kind in self.layout())
         return self._state
 
-    def take(self, p: AllocPlacement) -> NodeFree:
-        """A copy with `p` committed; LedgerConflict if anything in it is not free."""
+    def take(self, p: AllocPlacement, *, reported: bool = False) -> NodeFree:
+        """A copy with `p` committed; LedgerConflict if anything in it is not free. `reported`: Nomad runs
+        `p` already, so an unhealthy device in it is booked as it is, not refused."""
         out = self.copy()
-        out._apply(p, strict=True)
+        out._apply(p, strict=True, sick_ok=reported)
         return out
 
-    def _apply(self, p: AllocPlacement, *, strict: bool) -> None:
+    def _apply(self, p: AllocPlacement, *, strict: bool, sick_ok: bool = True) -> None:
         self._whole = self._share = self._sig = self._state = None
+        unhealthy = self.unhealthy if sick_ok else frozenset()
 
         def conflict(msg: str) -> None:
             if strict:
@@ -111,6 +119,8 @@ class NodeFree:
         self.mem_free = max(0, self.mem_free - p.memory_mb)
         if p.is_share and p.share_gpu is None:  # advisory sharing: the placement names the GPU itself
             (gid,) = p.instance_ids
+            if gid in unhealthy:
+                return  # not offered: nothing to take from it
             gpu = self.gpus.get(gid)
             if gpu is None or not gpu.mode.takes_shares:
                 conflict(f"{gid} is not a shareable GPU here")
@@ -124,10 +134,12 @@ class NodeFree:
             self.gpu_free[gid] = max(0, free - p.share_milli)
             self.tenants[gid] = n + 1
             return
-        if p.is_share:
+        if p.is_share and p.share_gpu not in unhealthy:
             self._check_share(p, conflict)
         touched: set[InstanceId] = set()
         for iid in p.instance_ids:
+            if iid in unhealthy:
+                continue  # held where Nomad left it, not offered: nothing to take
             if iid in self.gpus:
                 gpu = self.gpus[iid]
                 if not gpu.mode.takes_whole or self.gpu_free[iid] != MILLI_PER_GPU:

@@ -64,6 +64,8 @@ class Gpu:
     """The fingerprint's device vendor: the job's device block is `<vendor>/gpu/<model>`."""
     pci_bus_id: str | None = None
     """Where the GPU sits (its fingerprint's `Locality.PciBusID`); None when not reported."""
+    health: str = ""
+    """Why the device plugin reports it unhealthy (`HealthDescription`); "" when healthy or unsaid."""
 
     def instances_for(self, milli: int) -> int:
         """Share instances a share of `milli` takes: ceil(milli / (1000 / N)), exactly in integers."""
@@ -99,6 +101,8 @@ class MigSlice:
     placement: MigPlacementOf | None = None
     """Its parent GPU and memory slices, where the node's device plugin publishes them (ours does; the stock
     plugin does not: None)."""
+    health: str = ""
+    """Why the device plugin reports it unhealthy (`HealthDescription`); "" when healthy or unsaid."""
 
     @property
     def device_name(self) -> str:

@@ -94,8 +94,10 @@ class Ledger:
         return self.index.get(node)
 
     # ---- moves -------------------------------------------------------------------------------
-    def reserve(self, entry: EntryId, team: Team, placements: Iterable[AllocPlacement]) -> Reservation:
-        """Commit capacity for an entry, all of it or none (gang). Raises LedgerConflict."""
+    def reserve(self, entry: EntryId, team: Team, placements: Iterable[AllocPlacement], *,
+                reported: bool = False) -> Reservation:
+        """Commit capacity for an entry, all of it or none (gang). Raises LedgerConflict. `reported`: what
+        Nomad already runs (or was told to), booked even on a device now unhealthy (freeindex.py)."""
         placements = tuple(placements)
         if entry in self._held:
             raise LedgerConflict(f"{entry} already holds capacity")
@@ -104,7 +106,7 @@ class Ledger:
             nf = staged.get(p.node) or self.index.get(p.node)
             if nf is None:
                 raise LedgerConflict(f"{entry}: node {p.node} is not in the inventory")
-            staged[p.node] = nf.take(p)  # raises LedgerConflict on any double commit
+            staged[p.node] = nf.take(p, reported=reported)  # raises LedgerConflict on any double commit
         for nf in staged.values():
             self.index.put(nf)
         res = Reservation(entry, team, placements)

@@ -14,7 +14,7 @@ Outside an NVLink set, and for single-GPU asks, GPUs whose NVLink partners are a
 a 1-GPU job should not break a free pair that a 4-GPU job needs later. That is the cost this module
 pays in packing, and benchmarks/topology.py measures it.
 
-Importing this module installs both hooks of the whole-GPU kind (`WHOLE.sets`, `WHOLE.set_term`);
+Importing this module installs the hooks of the whole-GPU kind (`WHOLE.sets`, `WHOLE.set_term`, `WHOLE.choose`);
 the default policy imports it, so every fitter that can run it has them.
 """
 
@@ -169,3 +169,4 @@ def _in_device_order(free: Sequence[InstanceId], chosen: Sequence[InstanceId]) -
 
 WHOLE.sets = topology_sets
 WHOLE.set_term = topology_term
+WHOLE.choose = choose

@@ -6,8 +6,9 @@ PCIe it is faster under one switch or one CPU socket than across sockets. Nomad 
 plugin place "any N GPUs of a model"; the project's device plugin reads the topology with NVML and
 publishes it (`topowire.py`), and the core uses this value to prefer closer sets.
 
-A node whose plugin publishes no topology (the stock plugin) has `Node.topology` None: its GPUs are
-PCIe peers of unknown distance, and every set on it has the class `PCIE`.
+A node whose plugin publishes no topology (the stock plugin) has `Node.topology` None: nothing is known
+of how its GPUs are joined (NVLink or PCIe), and every set on it has the class `PCIE`, said "topology
+unknown".
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ class LinkClass(enum.IntEnum):
     """How close a set of two or more GPUs of one node is; a higher value is closer."""
 
     PCIE = 0
-    """Topology unknown (the stock plugin publishes none): PCIe peers, distance unknown."""
+    """Topology unknown (the stock plugin publishes none): NVLink or PCIe, nobody said."""
     SYSTEM = 1
     """Known, and the set spans CPU sockets (NUMA nodes)."""
     NUMA = 2
@@ -45,7 +46,7 @@ class LinkClass(enum.IntEnum):
 
 
 _LABELS = {
-    LinkClass.PCIE: "PCIe",
+    LinkClass.PCIE: "topology unknown",
     LinkClass.SYSTEM: "PCIe across NUMA nodes",
     LinkClass.NUMA: "PCIe, one NUMA node",
     LinkClass.SWITCH: "PCIe, one switch",
@@ -156,7 +157,7 @@ class Topology:
 
 
 def link_class(topology: Topology | None, gpus: Sequence[InstanceId]) -> LinkClass | None:
-    """The class of a set on a node of this topology (None: no topology published, so PCIe peers)."""
+    """The class of a set on a node of this topology (None: no topology published, so unknown)."""
     if len(set(gpus)) < 2:
         return None
     return LinkClass.PCIE if topology is None else topology.link_class(gpus)

@@ -121,6 +121,9 @@ class AllocInfo:
     """Nomad's client ended it at the group's `max_run_duration` (2.0.3+): `complete`, with the
     description `AllocTimeoutReasonMaxRunDuration` (`EnforceMaxRunDurationTimeout`,
     client/allocrunner/alloc_runner.go v2.0.3). A time-out, never a success."""
+    preempted_by: str = ""
+    """`PreemptedByAllocation`: the allocation Nomad evicted this one for (`Plan.AppendPreemptedAlloc`,
+    nomad/structs/structs.go v2.0.5; `DesiredStatus: evict`)."""
 
     @property
     def is_terminal(self) -> bool:
@@ -146,6 +149,8 @@ class AllocInfo:
             return "complete"
         if self.max_run_exceeded:
             return "timed out (max_run_duration)"
+        if self.preempted_by:
+            return f"preempted by allocation {self.preempted_by}"
         if self.client_status is AllocStatus.COMPLETE:
             if self.migrate:
                 return "migrated"
@@ -341,6 +346,7 @@ def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
         exited_zero=_exited_zero(raw.get("TaskStates")),
         max_run_exceeded=raw.get("ClientDescription") == MAX_RUN_EXCEEDED,
         ports=_ports(raw.get("AllocatedResources")),
+        preempted_by=str(raw.get("PreemptedByAllocation") or ""),
     )
 
 

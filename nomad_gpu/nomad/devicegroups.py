@@ -78,6 +78,7 @@ class ShareGroups:
         name = group.name
         by_gpu: dict[str, list[tuple[int, InstanceId, bool]]] = {}
         bus_of: dict[str, str | None] = {}
+        health_of: dict[str, str] = {}
         for inst in group.instances:
             iid = instance_id(inst, name)
             parsed = parse_share_id(iid)
@@ -86,12 +87,14 @@ class ShareGroups:
             uuid, k = parsed
             by_gpu.setdefault(uuid, []).append((k, iid, bool(inst.get("Healthy", True))))
             bus_of.setdefault(uuid, pci_bus_id(inst))
+            if not inst.get("Healthy", True):
+                health_of.setdefault(uuid, health_description(inst))
         model = model_of_group(name)
         for uuid, found in by_gpu.items():
             found.sort()
             into.shared.append(Gpu(InstanceId(uuid), model, group.memory, all(h for _, _, h in found), GpuMode.SHARED,
                                    len(found), share_ids=tuple(i for _, i, _ in found), share_device=name,
-                                   pci_bus_id=bus_of[uuid]))
+                                   pci_bus_id=bus_of[uuid], health=health_of.get(uuid, "")))
 
 
 class MigGroups:
@@ -115,7 +118,8 @@ class MigGroups:
                 raise InvalidInventory(f"device {name!r}: {exc}") from exc
             into.migs.append(MigSlice(iid, split[0], profile, group.memory, healthy, vendor=group.vendor,
                                       pci_bus_id=pci_bus_id(inst),
-                                      placement=parse_mig_placement(group.attributes.get(MIG_ATTRIBUTE + iid))))
+                                      placement=parse_mig_placement(group.attributes.get(MIG_ATTRIBUTE + iid)),
+                                      health="" if healthy else health_description(inst)))
 
 
 MIG_ATTRIBUTE = "mig."
@@ -149,7 +153,8 @@ class WholeGroups:
             rule = sharing.rule_for(node, iid, name)
             mode = GpuMode.SHARED if rule is not None else GpuMode.WHOLE
             into.gpus.append(Gpu(iid, name, group.memory, healthy, mode, rule.slots if rule else None,
-                                 vendor=group.vendor, pci_bus_id=pci_bus_id(inst)))
+                                 vendor=group.vendor, pci_bus_id=pci_bus_id(inst),
+                                 health="" if healthy else health_description(inst)))
 
 
 _BUILTIN: tuple[GroupDecoder, ...] = (ShareGroups(), MigGroups(), WholeGroups())
@@ -183,6 +188,13 @@ def pci_bus_id(inst: Mapping[str, Any]) -> str | None:
     locality = inst.get("Locality")
     bus = locality.get("PciBusID") if isinstance(locality, Mapping) else None
     return str(bus) if bus else None
+
+
+def health_description(inst: Mapping[str, Any]) -> str:
+    """`Instances[].HealthDescription` of an unhealthy instance (`NodeDevice`, nomad/structs/structs.go
+    v2.0.5): the plugin's words, capped; "unhealthy" where it gives none."""
+    text = inst.get("HealthDescription")
+    return str(text)[:200] if isinstance(text, str) and text else "unhealthy"
 
 
 def instance_id(inst: Mapping[str, Any], group: str) -> InstanceId:

@@ -1,7 +1,7 @@
 """Read a job spec from YAML (or a decoded JSON body) into a model, or one clear error.
 
 A user who gets a spec wrong should see where and why in one line, e.g.
-``train.yaml:14: groups[0].gpu.count: must be >= 1``, never a pydantic dump or a
+``train.yaml:14: groups[trainer].gpu.count: must be >= 1``, never a pydantic dump or a
 traceback. So YAML is composed into nodes first (to keep line numbers), duplicate
 keys are refused (PyYAML silently keeps the last one), and pydantic's errors are
 translated into short, located messages.
@@ -9,7 +9,8 @@ translated into short, located messages.
 This is the one reader of spec text, for the CLI and the HTTP API alike, so it is
 also where hostile text stops: aliases and anchors are refused (nested aliases
 expand exponentially, so no byte limit bounds what they build), nesting is capped
-at :data:`MAX_DEPTH`, and JSON gets the same rules (duplicate keys, depth).
+at :data:`MAX_DEPTH`, and JSON gets the same rules (duplicate keys, depth). The YAML
+side of those rules is `strictyaml.py`.
 """
 
 from __future__ import annotations
@@ -20,12 +21,14 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import yaml
 from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
+from nomad_gpu.render import strictyaml
+from nomad_gpu.render.locations import format_location, name_groups
 from nomad_gpu.render.spec import (
     GROUP_FIELDS,
     MAX_TRIALS_CONTEXT,
@@ -43,14 +46,13 @@ from nomad_gpu.render.spec import (
     SweepSpec,
     TaskSpec,
 )
+from nomad_gpu.render.strictyaml import MAX_DEPTH
 from nomad_gpu.render.textrules import SHOWN, shown
 
 __all__ = ["MAX_DEPTH", "MAX_SPEC_BYTES", "SpecDocument", "decode_spec", "format_location", "load_spec", "parse_spec"]
 
 MAX_SPEC_BYTES = 1 << 20
 """Larger specs are refused before parsing."""
-MAX_DEPTH = 32
-"""Deepest nesting of mappings and lists a spec may use (a real one needs about 6)."""
 
 _MODELS = (JobSpec, SweepSpec, GroupSpec, TaskSpec, ResourcesSpec, GpuSpec, MigSpec, ShareSpec, DevSpec, SweepConfig)
 _KNOWN_FIELDS = sorted({name for model in _MODELS for name in model.model_fields})
@@ -63,105 +65,6 @@ _BOUNDS = {
     "less_than_equal": ("<=", "le"),
     "less_than": ("<", "lt"),
 }
-
-
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses aliases, anchors, deep nesting and a key written twice in one mapping."""
-
-    def __init__(self, stream: str) -> None:
-        super().__init__(stream)
-        self._depth = 0
-
-    def compose_node(self, parent: yaml.Node | None, index: int) -> yaml.Node | None:
-        event = self.peek_event()  # type: ignore[no-untyped-call]  # PyYAML's parser API is unannotated
-        if isinstance(event, yaml.AliasEvent):
-            raise _refused(f"aliases (*{event.anchor}) are not allowed in a spec", event)
-        if isinstance(event, yaml.NodeEvent) and event.anchor is not None:
-            raise _refused(f"anchors (&{event.anchor}) are not allowed in a spec", event)
-        collection = isinstance(event, yaml.CollectionStartEvent)
-        if collection:
-            self._depth += 1
-            if self._depth > MAX_DEPTH:
-                raise _refused(f"nested deeper than {MAX_DEPTH} levels", event)
-        try:
-            return super().compose_node(parent, index)
-        finally:
-            if collection:
-                self._depth -= 1
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        _refuse_duplicates(node)
-        return super().construct_mapping(node, deep=deep)
-
-
-def _refuse_duplicates(node: yaml.MappingNode) -> None:
-    seen: set[object] = set()
-    for key_node, _ in node.value:
-        if isinstance(key_node, yaml.ScalarNode) and key_node.tag != "tag:yaml.org,2002:merge":
-            key = key_node.value
-            if key in seen:
-                raise yaml.constructor.ConstructorError(None, None, f"duplicate key {shown(key)}", key_node.start_mark)
-            seen.add(key)
-
-
-_CLoader: type[Any] | None = getattr(yaml, "CSafeLoader", None)
-
-
-if _CLoader is not None:
-    class _FastStrictLoader(_CLoader):  # type: ignore[misc,valid-type]
-        """libyaml's parser and composer (a fifth of the pure-Python loader's CPU) with the same
-        duplicate-key rule; aliases, anchors and depth are checked on libyaml's events first."""
-
-        def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-            _refuse_duplicates(node)
-            return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
-
-
-SLOW_PATH_CHARS = 32 << 10
-"""Text up to this long that libyaml refuses is parsed again by the pure-Python loader, for its message.
-Longer text is refused on libyaml's own error: the second parse of a 949 KB spec cost ~9 s of CPU."""
-
-
-def _fast_compose(text: str) -> tuple[yaml.Node | None, Any] | None:
-    """The document through libyaml, or None when the strict pure-Python loader must decide: libyaml is
-    missing, or it refused a short text (so the message is the pure-Python loader's). Aliases, anchors and
-    too deep a nesting are refused here with the pure-Python loader's words; a long text libyaml refuses is
-    refused with libyaml's error (a yaml.YAMLError; ValueError or RecursionError as the slow loader's)."""
-    if _CLoader is None:
-        return None
-    try:
-        depth = 0
-        for event in yaml.parse(text, Loader=_CLoader):
-            if isinstance(event, yaml.AliasEvent):
-                raise _refused(f"aliases (*{event.anchor}) are not allowed in a spec", event)
-            if isinstance(event, yaml.NodeEvent) and event.anchor is not None:
-                raise _refused(f"anchors (&{event.anchor}) are not allowed in a spec", event)
-            if isinstance(event, yaml.CollectionStartEvent):
-                depth += 1
-                if depth > MAX_DEPTH:
-                    raise _refused(f"nested deeper than {MAX_DEPTH} levels", event)
-            elif isinstance(event, yaml.CollectionEndEvent):
-                depth -= 1
-        loader = _FastStrictLoader(text)
-        try:
-            node = loader.get_single_node()
-            return node, loader.construct_document(node) if node is not None else None
-        finally:
-            loader.dispose()
-    except yaml.composer.ComposerError as exc:
-        if str(exc.problem or "").endswith(("are not allowed in a spec", "levels")):
-            raise
-        if len(text) > SLOW_PATH_CHARS:
-            raise
-        return None
-    except (yaml.YAMLError, ValueError, RecursionError):
-        if len(text) > SLOW_PATH_CHARS:
-            raise
-        return None
-
-
-def _refused(problem: str, event: yaml.Event) -> yaml.composer.ComposerError:
-    return yaml.composer.ComposerError(None, None, problem, cast(yaml.error.Mark, event.start_mark))
 
 
 @dataclass(frozen=True)
@@ -189,7 +92,7 @@ def decode_spec(text: str, *, source: str = "", json_text: bool = False) -> Spec
     if json_text:
         return SpecDocument(_decode_json(text, prefix), None, source)
     try:
-        fast = _fast_compose(text)
+        fast = strictyaml.fast_compose(text)
     except yaml.YAMLError as exc:
         raise SpecError(f"{prefix}{_yaml_message(exc)}") from exc
     except (ValueError, RecursionError) as exc:
@@ -198,7 +101,7 @@ def decode_spec(text: str, *, source: str = "", json_text: bool = False) -> Spec
         node, data = fast
     else:
         try:  # the reader refuses a NUL or another character YAML forbids as it is made
-            loader = _StrictLoader(text)
+            loader = strictyaml.StrictLoader(text)
         except yaml.YAMLError as exc:
             raise SpecError(f"{prefix}{_yaml_message(exc)}") from exc
         try:
@@ -304,38 +207,29 @@ def parse_spec(
         return model.model_validate(dict(data), context=context)
     except ValidationError as exc:
         shorthand = "task" in data
-        messages = tuple(_message(error, source, node, shorthand) for error in exc.errors())
+        located = [_message(error, source, node, shorthand, data) for error in exc.errors()]
+        messages = tuple(text for _, text in sorted(located, key=lambda m: m[0]))  # as written, top to bottom
         raise spec_error(messages) from exc
 
 
 def spec_error(messages: Sequence[str]) -> SpecError:
-    """One :class:`SpecError` for several located messages (the first, then a count)."""
-    first = messages[0]
-    more = len(messages) - 1
-    return SpecError(f"{first} (and {more} more)" if more else first, errors=tuple(messages))
+    """One :class:`SpecError` for several located messages: every one of them, joined by "; " into the one
+    line the CLI prints and the API's `error` carries (a user fixes every typo in one pass), and listed one
+    by one in ``errors`` (the API's `errors`)."""
+    return SpecError("; ".join(messages), errors=tuple(messages))
 
 
-def format_location(loc: Sequence[int | str]) -> str:
-    """``("groups", 0, "gpu", "count")`` -> ``groups[0].gpu.count``."""
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part.isidentifier() and len(part) <= SHOWN:
-            out += f".{part}" if out else part
-        else:
-            out += f"[{shown(part)}]"  # a key the user wrote: quoted, and cut when long
-    return out
-
-
-def _message(error: ErrorDetails, source: str, node: yaml.Node | None, shorthand: bool) -> str:
+def _message(error: ErrorDetails, source: str, node: yaml.Node | None, shorthand: bool, data: Mapping[str, Any]
+             ) -> tuple[int, str]:
+    """The line (0 without YAML) and the located message."""
     loc = [part for part in error["loc"] if part not in ("[key]", VALUES_TAG, RANGE_TAG)]
     if shorthand and loc[:2] == ["groups", 0] and (len(loc) == 2 or loc[2] in GROUP_FIELDS):
-        loc = loc[2:]  # the user wrote `gpu:` at the top level, so say `gpu`, not `groups[0].gpu`
-    where = _where(source, node, loc)
+        loc = loc[2:]  # the user wrote `gpu:` at the top level, so say `gpu`, not `groups[main].gpu`
+    where = _where(source, node, loc)  # the YAML nodes are found by index
     text = _describe(error)
-    location = format_location(loc)
-    return f"{where}{location}: {text}" if location else f"{where}{text}"
+    location = format_location(name_groups(loc, data))
+    line = _line_of(node, loc) if node is not None else 0
+    return line, f"{where}{location}: {text}" if location else f"{where}{text}"
 
 
 def _describe(error: ErrorDetails) -> str:

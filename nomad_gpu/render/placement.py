@@ -36,4 +36,4 @@ def check_placement(spec: JobSpec, placement: RenderPlacement) -> None:
 
 
 def _check_group(group: GroupSpec, placed: GroupPlacement) -> None:
-    adapter_for(group, placed).check(group, placed, f"group {group.name!r}")
+    adapter_for(group, placed).check(group, placed, f"groups[{group.name}]")

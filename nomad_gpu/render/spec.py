@@ -35,16 +35,18 @@ from pydantic import (
 )
 
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.render.gpumemory import gpu_memory_bytes
+from nomad_gpu.domain.jobmeta import META_SWEEP, META_TRIAL, META_USER, SWEEP_CLASS
+from nomad_gpu.render.gpumemory import UNITS, gpu_memory_bytes, mib_covering
 from nomad_gpu.render.network import Ports, ServiceSpec, check_service_port
 from nomad_gpu.render.speckinds import added_fields, builtin_spec_kinds, spec_kind, spec_kinds, validate_added
-from nomad_gpu.render.textrules import TextRule, capped
+from nomad_gpu.render.textrules import TextRule, capped, shown
 
 __all__ = [
     "CLASSES",
     "MAX_TRIALS",
     "MAX_TRIALS_CONTEXT",
     "META_SWEEP",
+    "META_USER",
     "META_TRIAL",
     "META_TRIAL_PREFIX",
     "RESERVED_META_PREFIX",
@@ -83,18 +85,12 @@ REACH_FIELDS = ("ports", "service")
 """Group fields that may also sit at the top level of a one-group ``groups:`` spec (DESIGN 19)."""
 CLASSES = ("serving", "training", "hpo", "exploratory", "interactive")
 """Workload classes (DESIGN 14): the user states intent, the service chooses whole GPU, MIG or share."""
-SWEEP_CLASS: Literal["hpo"] = "hpo"
-"""The class of a sweep's trials when the spec names none."""
 MAX_TRIALS = 10_000
 """The service's default cap on the trials of one sweep (``max_trials`` in its config)."""
 TRIALS_CEILING = 100_000
 """The most trials any sweep may expand to, whatever is configured: the bound when no cap is given."""
 MAX_TRIALS_CONTEXT = "max_trials"
 """Validation context key that carries the cap (``model_validate(..., context={...})``)."""
-META_SWEEP = "nomad_gpu_sweep"
-"""Job meta of a sweep trial: the sweep's name."""
-META_TRIAL = "nomad_gpu_trial"
-"""Job meta of a sweep trial: the trial's index (0-based)."""
 META_TRIAL_PREFIX = "nomad_gpu_trial_"
 """Job meta prefix of a sweep trial: one key per parameter, ``nomad_gpu_trial_<param>``."""
 
@@ -236,12 +232,37 @@ class TaskSpec(_Model):
         return env
 
 
+_SIZE = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,12})?) ?([A-Za-z]{1,3})")
+
+
+def _mib(value: object) -> object:
+    """`memory: 16GB` is refused with the number to write: Nomad's `resources.memory` is a whole number of
+    MiB, and a bare number here is MiB where `gpu_memory`'s is GiB, so text with a unit is not guessed at."""
+    if not isinstance(value, str):
+        return value
+    match = _SIZE.fullmatch(capped(value, DURATION_CAP).strip())
+    if match is None or match.group(2) not in UNITS:
+        raise ValueError(f"must be a whole number of MiB, got {shown(value)}")
+    number, unit = match.groups()
+    try:
+        mib = mib_covering(gpu_memory_bytes(number + unit))
+        binary = f"{number}{unit[0].upper()}iB"
+        also = "" if unit.endswith("iB") else f" ({mib_covering(gpu_memory_bytes(binary))} for {binary})"
+    except ValueError:  # 0 or more than gpu_memory takes: no number to suggest
+        raise ValueError(f"must be a whole number of MiB, got {shown(value)}") from None
+    raise ValueError(f"memory is in MiB: write {mib} for {shown(value)}{also}")
+
+
+Mib = Annotated[StrictInt, BeforeValidator(_mib), Field(ge=1)]
+"""A whole number of MiB, as Nomad's `resources.memory` takes it."""
+
+
 class ResourcesSpec(_Model):
     """CPU (MHz) and memory (MiB) per allocation of the group, as Nomad counts them."""
 
     cpu: Annotated[StrictInt, Field(ge=1)] = 100
-    memory: Annotated[StrictInt, Field(ge=1)] = 300
-    memory_max: Annotated[StrictInt, Field(ge=1)] | None = None
+    memory: Mib = 300
+    memory_max: Mib | None = None
 
     @model_validator(mode="after")
     def _max_above_memory(self) -> ResourcesSpec:
@@ -256,6 +277,13 @@ class GpuSpec(_Model):
     count: Annotated[StrictInt, Field(ge=1, le=64)] = 1
     models: list[ModelName] | None = None
     min_memory_mib: Annotated[StrictInt, Field(ge=1)] | None = None
+    nvlink: Annotated[bool, Field(strict=True)] = False
+
+    @model_validator(mode="after")
+    def _nvlink_needs_a_set(self) -> GpuSpec:
+        if self.nvlink and self.count < 2:
+            raise ValueError(f"nvlink: true needs count >= 2 (got {self.count}): one GPU has no link to another")
+        return self
 
     @field_validator("models")
     @classmethod
@@ -386,7 +414,7 @@ def _reach_into_group(data: dict[str, Any]) -> dict[str, Any]:
                          "give each group its own")
     clash = [key for key in given if key in groups[0]]
     if clash:
-        raise ValueError(f"{clash[0]} is given both at the top level and in groups[0]: give it once")
+        raise ValueError(f"{clash[0]} is given both at the top level and in the one group: give it once")
     data = dict(data)
     data["groups"] = [{**groups[0], **{key: data.pop(key) for key in given}}]
     return data
@@ -448,7 +476,7 @@ class _SpecBase(_Model):
         A trial keeps its sweep meta so that a stored trial (``model_dump``) re-parses; it
         must then be consistent: named ``<nomad_gpu_sweep>-t<nomad_gpu_trial>``.
         """
-        reserved = [key for key in meta if key.startswith(RESERVED_META_PREFIX)]
+        reserved = [key for key in meta if key.startswith(RESERVED_META_PREFIX) and key != META_USER]
         if not reserved:
             return meta
         rule = f"keys starting with {RESERVED_META_PREFIX!r} are reserved"
@@ -475,25 +503,25 @@ class _SpecBase(_Model):
         """Every allocation of a job runs on its one node, where a static port can be held only once
         (Nomad would place the first and refuse the rest: "reserved port collision")."""
         seen: dict[int, str] = {}
-        for index, group in enumerate(self.groups):
+        for group in self.groups:
             for label, port in group.ports.items():
                 if port.static is None:
                     continue
                 if group.count > 1:
-                    raise ValueError(f"groups[{index}]: static port {port.static} ({label}) with count {group.count}: "
-                                     "every allocation of a job runs on one node, where the port is free only "
-                                     "once; use a dynamic port (leave out static)")
+                    raise ValueError(f"groups[{group.name}]: static port {port.static} ({label}) with count "
+                                     f"{group.count}: every allocation of a job runs on one node, where the port "
+                                     "is free only once; use a dynamic port (leave out static)")
                 if port.static in seen:
-                    raise ValueError(f"groups[{index}]: static port {port.static} is also in group "
-                                     f"{seen[port.static]!r}: every group of a job runs on one node")
+                    raise ValueError(f"groups[{group.name}]: static port {port.static} is also in "
+                                     f"groups[{seen[port.static]}]: every group of a job runs on one node")
                 seen[port.static] = group.name
         return self
 
     @model_validator(mode="after")
     def _sized_groups_have_a_class(self) -> _SpecBase:
-        for index, group in enumerate(self.groups):
+        for group in self.groups:
             if group.gpu_memory is not None and group.capacity_kind is None and self.class_of(group) is None:
-                raise ValueError(f"groups[{index}]: gpu_memory needs a class ({', '.join(CLASSES)}) "
+                raise ValueError(f"groups[{group.name}]: gpu_memory needs a class ({', '.join(CLASSES)}) "
                                  "to choose whole GPU, MIG or share; or give gpu: with it")
         return self
 
@@ -652,9 +680,9 @@ class SweepSpec(_SpecBase):
                 f"name {self.name!r} is too long for {self.sweep.trial_count} trials: "
                 f"trial names like {last!r} must be at most 48 characters"
             )
-        for index, group in enumerate(self.groups):
+        for group in self.groups:
             for param in self.sweep.parameters:
                 key = f"TRIAL_{param.upper()}"
                 if key in group.task.env:
-                    raise ValueError(f"groups[{index}].task.env.{key} conflicts with sweep parameter {param!r}")
+                    raise ValueError(f"groups[{group.name}].task.env.{key} conflicts with sweep parameter {param!r}")
         return self

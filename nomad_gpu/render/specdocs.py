@@ -114,12 +114,17 @@ EXTRA: dict[str, tuple[str, str, str]] = {
     "TaskSpec.args": ("", '["train.py", "--epochs", "10"]', "Its arguments."),
     "TaskSpec.env": ("", "{EPOCHS: 10}", "Environment (NVIDIA_VISIBLE_DEVICES is set by the service)."),
     "ResourcesSpec.cpu": ("MHz", "4000", "CPU per allocation."),
-    "ResourcesSpec.memory": ("MiB", "16384", "Memory per allocation."),
+    "ResourcesSpec.memory": ("MiB", "16384", "Memory per allocation, a number of MiB (`16384` for 16 GiB; `16GB` "
+                                              "is refused with the number to write)."),
     "ResourcesSpec.memory_max": ("MiB", "32768", "Memory it may burst to (at least `memory`)."),
     "GpuSpec.count": ("GPUs", "8", "Whole GPUs per allocation, of one model, on one node."),
     "GpuSpec.models": ("", "[A100, H100]", "Allowed models, as `inventory` shows them (short or full name); "
                        "unset: any."),
     "GpuSpec.min_memory_mib": ("MiB", "40960", "The least memory each GPU must have."),
+    "GpuSpec.nvlink": ("", "true", "Only GPUs joined by NVLink (an NVSwitch fabric or whole bridged pairs, on a node "
+                       "whose device plugin publishes its topology: docs/topology.md); the job waits for such a set "
+                       "rather than take PCIe peers, and is refused where no node could ever give one. Needs "
+                       "`count` >= 2."),
     "MigSpec.profile": ("", "3g.40gb", "The MIG profile (`<compute>g.<memory>gb`)."),
     "MigSpec.count": ("instances", "1", "Instances of it per allocation."),
     "GroupSpec.ports": ("", "{http: {to: 8000}}", ""),

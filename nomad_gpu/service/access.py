@@ -46,6 +46,8 @@ class Caller:
     team: str | None = None
     grant: Grant = OPEN_GRANT
     """Where this token's submissions may go, within the service-wide lists."""
+    user: str | None = None
+    """The person the token belongs to (`api.tokens` `user:`), recorded on what it submits."""
 
     @property
     def admin(self) -> bool:
@@ -80,30 +82,57 @@ def caller_of(scope: Scope) -> Caller:
     return caller if isinstance(caller, Caller) else ADMIN
 
 
+Grants = tuple[tuple[bytes, "str | None", Grant, "str | None"], ...]
+
+
+class LiveTokens:
+    """The tokens the gate knows, swapped whole on a config reload (service/reload.py): a request sees the
+    old set or the new one, never a mix (one attribute holds both the settings and their digests)."""
+
+    def __init__(self, access: AccessSettings) -> None:
+        self.state: tuple[AccessSettings, Grants] = (access, self._digests(access))
+
+    def swap(self, access: AccessSettings) -> None:
+        self.state = (access, self._digests(access))
+
+    @property
+    def access(self) -> AccessSettings:
+        return self.state[0]
+
+    @staticmethod
+    def _digests(access: AccessSettings) -> Grants:
+        # compare digests, not tokens: equal lengths, and every token is compared on every request
+        return tuple((hashlib.sha256(t.encode()).digest(), team, access.grants.get(t, OPEN_GRANT), access.users.get(t))
+                     for t, team in access.tokens.items())
+
+
 class TokenGate:
     """ASGI middleware: 401 without a known token (when any is configured), else the caller in the scope."""
 
-    def __init__(self, app: ASGIApp, access: AccessSettings) -> None:
+    def __init__(self, app: ASGIApp, access: AccessSettings, live: LiveTokens | None = None) -> None:
         self.app = app
-        self.access = access
-        # compare digests, not tokens: equal lengths, and every token is compared on every request
-        self._grants = [(hashlib.sha256(t.encode()).digest(), team, access.grants.get(t, OPEN_GRANT))
-                        for t, team in access.tokens.items()]
+        self.live = live or LiveTokens(access)
+
+    @property
+    def access(self) -> AccessSettings:
+        return self.live.access
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         caller: Caller | None = ADMIN
+        access, grants = self.live.state
         # the dashboard's static files hold no data: its API calls carry the token
-        if self.access.required and not is_ui_path(str(scope.get("path", ""))):
+        if access.required and not is_ui_path(str(scope.get("path", ""))):
             token = _token(scope)
-            if not token and scope.get("path") == "/metrics" and self.access.metrics_open:
+            if not token and scope.get("path") == "/metrics" and access.metrics_open:
                 caller = ANONYMOUS  # a scraper without a token; one that sends a token is that token's caller
             else:
-                caller = self.resolve(token)
+                caller = self.resolve(token, grants)
         if caller is None:
-            body = json.dumps({"error": "missing or wrong token (set NOMAD_GPU_TOKEN)"}).encode()
+            refusal = "missing or wrong token (set NOMAD_GPU_TOKEN)"
+            body = json.dumps({"error": refusal, "errors": [refusal]}).encode()
             await send({"type": "http.response.start", "status": 401,
                         "headers": [(b"content-type", b"application/json"), (b"www-authenticate", b"Bearer"),
                                     (b"content-length", str(len(body)).encode())]})
@@ -112,14 +141,14 @@ class TokenGate:
         scope[CALLER_KEY] = caller
         await self.app(scope, receive, send)
 
-    def resolve(self, token: str | None) -> Caller | None:
+    def resolve(self, token: str | None, grants: Grants | None = None) -> Caller | None:
         if not token:
             return None
         given = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         found: Caller | None = None
-        for digest, team, grant in self._grants:
+        for digest, team, grant, user in (grants if grants is not None else self.live.state[1]):
             if hmac.compare_digest(given, digest):
-                found = Caller(team, grant)
+                found = Caller(team, grant, user)
         return found
 
 

@@ -6,24 +6,23 @@ history, and what it held is its placements (GPU-equivalents, DESIGN 3.3). An at
 from admission (capacity is booked then, before Nomad starts it) until it leaves `admitted`/`running`;
 its GPU-hours are its GPU-equivalents times that time, clipped to the window. Waits are from submission
 to the first admission. Pure: entries and times in, rows out.
+
+`usage_rows` is the definition over whole entries; `GET /v1/usage` answers the same from the store's
+compact usage record in SQL (`nomad_gpu.store.usage.report`, tested equal to it), so that a report never
+decodes an entry and survives the entries' pruning. `parse_since` reads the window's start.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
 
 from nomad_gpu.api.payloads import UsageRow
-from nomad_gpu.domain.modelnames import short_model
-from nomad_gpu.domain.units import MigProfile, parent_slices_for_model
-from nomad_gpu.store import QueueEntry
+from nomad_gpu.store import QueueEntry, usage
 
-GROUPINGS = ("team", "class", "kind", "model")
-HOLDING = ("admitted", "running")
-FAILED = ("failed", "dependency-failed")
-NONE = "-"
+GROUPINGS = ("team", "class", "kind", "model", "user", "sweep")
+FAILED = usage.FAILED
 
 
 @dataclass(frozen=True)
@@ -37,65 +36,22 @@ class Window:
 
 def held_intervals(entry: QueueEntry, now: float) -> list[tuple[float, float]]:
     """Each attempt's (admission, end) from the entry's history; a live attempt ends now."""
-    out: list[tuple[float, float]] = []
-    start: float | None = None
-    for event in entry.history:
-        at, to = event.get("at"), event.get("to")
-        if not isinstance(at, int | float):
-            continue
-        if to in HOLDING:
-            start = float(at) if start is None else start
-        elif start is not None:
-            out.append((start, float(at)))
-            start = None
-    if start is not None:
-        out.append((start, entry.finished_at if entry.finished_at is not None else now))
-    return out
+    end = entry.finished_at if entry.finished_at is not None else now
+    return [(start, stop if stop is not None else end) for start, stop in usage.held_intervals(entry.history)]
 
 
 def gpu_equivalents(entry: QueueEntry) -> float:
     """What one attempt holds: its placements' GPU-equivalents, else what its spec asks for."""
-    placed = sum(float(p.get("gpu_equivalents") or 0.0) for p in entry.placements)
-    if placed:
-        return placed
-    total = 0.0
-    for group in entry.spec.get("groups") or []:
-        n = int(group.get("count") or 1)
-        if gpu := group.get("gpu"):
-            total += n * int(gpu.get("count") or 1)
-        elif mig := group.get("mig"):
-            try:
-                slices = MigProfile.parse(str(mig.get("profile"))).compute_slices
-            except ValueError:
-                continue
-            total += n * int(mig.get("count") or 1) * slices / parent_slices_for_model("")
-        elif share := group.get("share"):
-            total += n * int(share.get("milli") or 0) / 1000
-    return total
+    return usage.keys_of(entry.spec, entry.placements).gpu_equivalents
 
 
 def key_of(entry: QueueEntry, by: str) -> str:
-    """The entry's group under ``by``: its team, workload class, capacity kind or GPU model (short name)."""
+    """The entry's group under ``by``: its team, workload class, capacity kind, GPU model (short name), the
+    user whose token submitted it (`api.tokens` `user:`) or its sweep."""
     if by == "team":
         return entry.team
-    groups: Sequence[Mapping[str, Any]] = entry.spec.get("groups") or []
-    if by == "class":
-        return str(entry.spec.get("class") or next((g.get("class") for g in groups if g.get("class")), None) or NONE)
-    if by == "kind":
-        if any(p.get("share_milli") for p in entry.placements):
-            return "share"
-        if any(" MIG " in str(p.get("device_name") or "") for p in entry.placements):
-            return "mig"
-        if any(p.get("instance_ids") for p in entry.placements):
-            return "gpu"
-        kinds = [k for g in groups for k in ("gpu", "mig", "share") if g.get(k)]
-        return kinds[0] if kinds else ("cpu" if groups else NONE)
-    for p in entry.placements:
-        name = str(p.get("device_name") or "")
-        if name:
-            return short_model(name.split(" MIG ", 1)[0].rsplit("/", 1)[-1])
-    models = [m for g in groups for m in ((g.get("gpu") or {}).get("models") or [])]
-    return "/".join(sorted({short_model(str(m)) for m in models})) or NONE
+    keys = usage.keys_of(entry.spec, entry.placements, entry.sweep)
+    return {"class": keys.job_class, "kind": keys.kind, "user": keys.user, "sweep": keys.sweep}.get(by, keys.model)
 
 
 def usage_rows(entries: Iterable[QueueEntry], window: Window, now: float, by: str) -> list[UsageRow]:
@@ -133,20 +89,24 @@ def usage_rows(entries: Iterable[QueueEntry], window: Window, now: float, by: st
 
 
 def parse_since(text: str, now: float) -> float:
-    """`30d`, `12h`, `90m`, `3600` (seconds) before ``now``, or an epoch time; ValueError otherwise."""
+    """`30d`, `12h`, `90m`, `3600` (seconds) before ``now``, or an epoch time; ValueError otherwise, and for
+    a time that is no time (nan, inf, past a float's range), a negative one, or one after ``now``."""
     raw = text.strip().lower()
     units = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
     try:
         if raw and raw[-1] in units:
-            ago = float(raw[:-1]) * units[raw[-1]]
+            number, epoch = float(raw[:-1]) * units[raw[-1]], False
         else:
-            value = float(raw)
-            return value if value > 1e9 else now - value  # an epoch time, or seconds ago
+            number = float(raw)
+            epoch = number > 1e9  # an epoch time, or seconds ago
     except ValueError:
         raise ValueError(f"since must be like 30d, 12h, 90m or seconds, not {text!r}") from None
-    if not math.isfinite(ago) or ago < 0:
-        raise ValueError(f"since must be a positive duration, not {text!r}")
-    return now - ago
+    if not math.isfinite(number) or number < 0:
+        raise ValueError(f"since must be a finite time that is not negative, not {text!r}")
+    since = number if epoch else now - number
+    if since > now:
+        raise ValueError(f"since ({since:.0f}) is after until ({now:.0f}): ask for a time in the past")
+    return since
 
 
 __all__ = ["GROUPINGS", "Window", "held_intervals", "key_of", "parse_since", "usage_rows"]

@@ -30,9 +30,8 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection
 from dataclasses import replace
-from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -44,12 +43,14 @@ from starlette.routing import Route
 from nomad_gpu.api import payloads
 from nomad_gpu.api.payloads import Entries, Entry, Inventory, NodeView, Payload, Status, Sweep, Teams
 from nomad_gpu.domain.errors import InvalidRequest, NomadGpuError, StateConflict, UnknownEntry
+from nomad_gpu.render import SpecError
 from nomad_gpu.render.loading import MAX_SPEC_BYTES
-from nomad_gpu.service.access import TokenGate, caller_of, metrics_view, status_view
+from nomad_gpu.service.access import LiveTokens, TokenGate, caller_of, metrics_view, status_view
 from nomad_gpu.service.addresses import entry_addresses
+from nomad_gpu.service.devicehealth import entry_device_health
 from nomad_gpu.service.entryroutes import entry_routes
 from nomad_gpu.service.history import History
-from nomad_gpu.service.httpkit import error, read_body, status_of, visible_entry
+from nomad_gpu.service.httpkit import Contained, error, read_body, status_of, visible_entry
 from nomad_gpu.service.jobdetail import NomadReads
 from nomad_gpu.service.listroutes import list_routes
 from nomad_gpu.service.openapi import document
@@ -74,7 +75,8 @@ def create_app(service: SchedulerService, token: str | None = None,
                access: AccessSettings | None = None, *, nomad_address: str | None = None,
                history: History | None = None, usage: UsagePoller | None = None,
                nomad: NomadReads | None = None, templates: Collection[str] | None = None,
-               namespace_pools: Callable[[str], str | None] | None = None) -> Starlette:
+               namespace_pools: Callable[[str], str | None] | None = None,
+               live_tokens: LiveTokens | None = None) -> Starlette:
     """The API over ``service``; ``token`` (NOMAD_GPU_TOKEN) is an admin token added to ``access``.
 
     ``nomad_address`` is shown in the status (the dashboard links each job to Nomad's UI there);
@@ -82,16 +84,19 @@ def create_app(service: SchedulerService, token: str | None = None,
     entry's GPU utilisation and memory (``usage``, null while unknown) to the entry JSON; ``nomad``
     answers what is read from Nomad for one entry (allocations, registered HCL, logs); ``templates``, the
     job templates a spec may name (checked at submit when given); ``namespace_pools``, a namespace's default
-    node pool in Nomad (:class:`nomad_gpu.service.nodepools.NamespacePools`), for specs that name none.
+    node pool in Nomad (:class:`nomad_gpu.service.nodepools.NamespacePools`), for specs that name none;
+    ``live_tokens``, the tokens the gate checks, swapped by a config reload (made from ``access`` when None).
     """
     rules = (access or AccessSettings()).with_admin(token)
-    quota = TeamQuota(rules.team_limits.max_entries, rules.team_limits.max_stored_bytes)
+    limits = rules.team_limits
+    quota = TeamQuota(limits.max_entries, limits.max_stored_bytes, limits.max_kept_entries, limits.max_kept_bytes)
     past = history or History()
 
     def entry_payload(e: QueueEntry) -> Entry:
         reason = e.reason or (service.pending_reason() if e.state is EntryState.QUEUED else "")
         return replace(e.to_payload(), usage=usage.payload(e.id) if usage is not None else None,
-                       addresses=entry_addresses(service, e.id), reason=reason, position=service.position(e))
+                       addresses=entry_addresses(service, e.id), reason=reason, position=service.position(e),
+                       device_health=entry_device_health(service, e))
 
     async def submit(request: Request) -> Response:
         caller = caller_of(request.scope)
@@ -184,10 +189,8 @@ def create_app(service: SchedulerService, token: str | None = None,
     async def status(request: Request) -> Response:
         caller = caller_of(request.scope)
 
-        def read() -> Response:
-            raw = service.status()
-            holds = raw.get("holds")
-            teams = {} if caller.admin or not isinstance(holds, Mapping) else _teams_of(service, holds)
+        def read() -> Response:  # from memory: never waits long for the scheduler, never reads the store
+            raw, teams = service.status_and_owners()
             out = Status.from_json(status_view(raw, caller, teams))
             return answer(replace(out, nomad_address=nomad_address) if nomad_address else out)
 
@@ -224,7 +227,7 @@ def create_app(service: SchedulerService, token: str | None = None,
         status = status_of(exc)
         if status is None:  # in the tree but in no row of the map: a bug, answered as one
             return await crashed(request, exc)
-        return error(status, str(exc) or type(exc).__name__)
+        return error(status, str(exc) or type(exc).__name__, exc.errors if isinstance(exc, SpecError) else ())
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return error(404, f"no such endpoint: {request.method} {request.url.path}")
@@ -253,7 +256,8 @@ def create_app(service: SchedulerService, token: str | None = None,
         *ui_routes(),
     ]
     handlers = {NomadGpuError: refused, 404: not_found, 405: bad_method, Exception: crashed}
-    return Starlette(routes=routes, middleware=[Middleware(TokenGate, access=rules)],
+    return Starlette(routes=routes, middleware=[Middleware(Contained), Middleware(TokenGate, access=rules,
+                                                                                  live=live_tokens)],
                      exception_handlers=handlers)
 
 
@@ -269,11 +273,3 @@ def sweep_payload(sweep_id: str, trials: list[Entry]) -> Sweep:
     return Sweep(sweep_id, len(trials), counts, tuple(trials))
 
 
-def _teams_of(service: SchedulerService, entry_ids: Mapping[str, Any]) -> dict[str, str]:
-    teams: dict[str, str] = {}
-    for entry_id in entry_ids:
-        try:
-            teams[entry_id] = service.store.get(entry_id).team
-        except UnknownEntry:
-            continue
-    return teams

@@ -11,6 +11,7 @@ import logging
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.nomad.client import NomadClient
 from nomad_gpu.nomad.watcher import Watcher
+from nomad_gpu.service.access import LiveTokens
 from nomad_gpu.service.actuator import Actuator
 from nomad_gpu.service.api import create_app
 from nomad_gpu.service.existingjobs import BOTH_FLAGS, check_new_database
@@ -22,6 +23,7 @@ from nomad_gpu.service.nodepools import NamespacePools
 from nomad_gpu.service.relayoutconfig import STORE_KEY as RELAYOUTS_KEY
 from nomad_gpu.service.relayoutconfig import build_loop
 from nomad_gpu.service.relayoutloop import RelayoutCollector
+from nomad_gpu.service.reload import reload_config
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import ServiceSettings
 from nomad_gpu.service.usage import UsagePoller
@@ -79,8 +81,17 @@ class ServiceRuntime:
         self.usage = UsagePoller(self.client, self.scheduler, settings.scheduling.usage, self.metrics)
         self.sampler = HistorySampler(self.history, self.scheduler.status,
                                       lambda: self.metrics.registry.get_sample_value("nomad_gpu_admitted_total") or 0.0)
+        self.tokens = LiveTokens(self.access)
+        """The API's tokens, swapped by `reload()`."""
         self._api: ApiServer | None = None
         self.address = settings.listen
+
+    def reload(self) -> bool:
+        """Read the config file again for its teams and tokens (SIGHUP; service/reload.py)."""
+        done = reload_config(self.settings.config_path, self.scheduler, self.tokens, self.settings.token)
+        if done and self._api is not None:  # the connection reserve trusts the same tokens as the gate
+            self._api.retrust(tuple(self.tokens.access.tokens))
+        return done
 
     def start(self, *, wait_ready_s: float = 0.0) -> str:
         if self.settings.ignore_existing_jobs and self.settings.adopt_existing_jobs:
@@ -91,7 +102,8 @@ class ServiceRuntime:
         self._api = ApiServer(create_app(self.scheduler, access=self.access, nomad_address=self.settings.nomad.address,
                                          history=self.history, usage=self.usage, nomad=self.client,
                                          templates=self.actuator.renderer.template_names(),
-                                         namespace_pools=NamespacePools(self.client.namespace)), self.listen,
+                                         namespace_pools=NamespacePools(self.client.namespace),
+                                         live_tokens=self.tokens), self.listen,
                               hosts=self.access.hosts, limits=self.access.http,
                               tokens=tuple(self.access.tokens))
         self._api.bind()  # a port in use or a bad TLS key fails here, before anything runs

@@ -119,7 +119,7 @@ def keep_alive_seconds(limits: HttpLimits) -> int:
     return max(1, math.ceil(limits.keep_alive_s))
 
 
-def limited_protocol(limits: HttpLimits, cap: int, tokens: Collection[str] = ()) -> type[H11Protocol]:
+def limited_protocol(limits: HttpLimits, cap: int, tokens: Collection[str] = ()) -> type[LimitedH11Protocol]:
     """The HTTP/1.1 protocol class for uvicorn's ``http=``, with these deadlines, this cap and a reserve for
     requests that carry one of ``tokens`` (or ``X-Nomad-Gpu-Client`` when there are none)."""
 
@@ -143,6 +143,12 @@ class LimitedH11Protocol(H11Protocol):
     """This server's connections whose latest request was untrusted (shared by its connections)."""
     REFUSAL: ClassVar[bytes] = _KEPT_FOR_CLIENTS
     """The answer to an untrusted request that finds no room outside the reserve."""
+
+    @classmethod
+    def retrust(cls, tokens: Collection[str]) -> None:
+        """The reserve's tokens after a config reload (`ApiServer.retrust`)."""
+        cls.DIGESTS = token_digests(tokens)
+        cls.REFUSAL = _KEPT_FOR_TOKENS if tokens else _KEPT_FOR_CLIENTS
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

@@ -8,7 +8,7 @@ Nomad's live allocations of jobs shaped like ours, reads each job's meta, and re
 of them is this service's: restore the database, start with ``--ignore-existing-jobs`` to leave them to
 Nomad, or with ``--adopt-existing-jobs`` to take them on as bookings. Either way they are never stopped:
 the new database's job prefix differs, so every allocation of theirs is booked in the ledger as Nomad's
-own usage (service/foreign.py) from the first reconcile until Nomad reports it ended, and no new entry is
+own usage (service/life/foreign.py) from the first reconcile until Nomad reports it ended, and no new entry is
 placed onto their GPUs. Adopting says so on one log line per job (its allocations, nodes and devices),
 so the operator can find each one; ignoring logs them as a group. Nomad unreachable at that moment is
 logged and the start goes on: a first start must not depend on Nomad being up.

@@ -9,6 +9,9 @@ and ineligible ones too). Two things happen here and nowhere else:
 - a job no node could ever hold (:mod:`nomad_gpu.domain.feasible`) is refused as `Unschedulable` (HTTP
   422, exit 2) with the nearest thing the fleet offers, unless the spec says `allow_unschedulable`.
 
+Both run on the fleet's distinct shapes (`FleetShapes`, kept per inventory), not on every node: what they
+read of a node is its shape, so a submission costs the same on 1,000 alike nodes as on one.
+
 Before the first reconcile the fleet is unknown: nothing is resolved or refused then (the queue must
 take submissions while Nomad is away); the cycle still says so in the wait reason once it knows.
 """
@@ -20,8 +23,8 @@ from typing import TypeVar, cast
 
 from nomad_gpu.domain.cycle import Wait
 from nomad_gpu.domain.errors import InvalidRequest, Unschedulable
-from nomad_gpu.domain.feasible import Never, never_runs
-from nomad_gpu.domain.inventory import Node
+from nomad_gpu.domain.feasible import Never, never_runs, shapes
+from nomad_gpu.domain.inventory import Inventory, Node
 from nomad_gpu.domain.modelnames import resolve
 from nomad_gpu.domain.placement import WaitReason
 from nomad_gpu.domain.requests import JobRequest
@@ -98,6 +101,20 @@ def wait_reason(request: JobRequest, fleet: Sequence[Node]) -> str | None:
     why: Never | None = never_runs(request, fleet)
     return f"{UNSCHEDULABLE}: {why} (the fleet has changed, or it was queued with allow_unschedulable)" \
         if why is not None else None
+
+
+class FleetShapes:
+    """The fleet's distinct shapes (`domain.feasible.shapes`), recomputed only when the inventory is another
+    object (the ledger builds a new one whenever a node appears, changes or goes). Callers hold their lock."""
+
+    def __init__(self) -> None:
+        self._of: Inventory | None = None
+        self._shapes: list[Node] = []
+
+    def __call__(self, inventory: Inventory) -> list[Node]:
+        if inventory is not self._of:
+            self._shapes, self._of = shapes(inventory), inventory
+        return self._shapes
 
 
 class NeverCache:

@@ -66,7 +66,7 @@ def ask_for(kind: str, value: Any, need: int | None) -> GpuAsk:
 def _whole(gpu: Any, need: int | None) -> GpuAsk:
     # `gpu_memory` beside `gpu:`: whole GPUs whose memory holds it
     floor = gpu.min_memory_mib or (-(-need // (1 << 20)) if need is not None else 0)
-    return WholeGpus(gpu.count, frozenset(gpu.models or ()), floor)
+    return WholeGpus(gpu.count, frozenset(gpu.models or ()), floor, bool(getattr(gpu, "nvlink", False)))
 
 
 def _mig(mig: Any, need: int | None) -> GpuAsk:

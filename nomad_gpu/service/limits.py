@@ -63,16 +63,29 @@ def http_limits_from_mapping(raw: Any, where: str = "api: http") -> HttpLimits:
 
 @dataclass(frozen=True)
 class TeamLimits:
-    """What one team may hold at once: past either, a submission is answered 429 until some of it ends."""
+    """What one team may hold at once: past either, a submission is answered 429 until some of it ends. And
+    what it may keep, finished entries included: past either, its oldest finished entries are deleted
+    (their GPU accounting kept), before ``retention_s`` if need be."""
 
     max_entries: int = 20_000
     """Live entries (queued, admitted, running; a sweep's trials each count)."""
     max_stored_bytes: int = 64 << 20
     """Bytes of the team's live specs as stored (a sweep's shared spec once)."""
+    max_kept_entries: int = 40_000
+    """Entries kept, live and finished."""
+    max_kept_bytes: int = 128 << 20
+    """Bytes kept of the team's entries, live and finished: specs, histories and placements as stored."""
 
 
 def team_limits_from_mapping(raw: Any, where: str = "api: team_limits") -> TeamLimits:
-    """``api: {team_limits: {max_entries, max_stored_bytes}}``."""
+    """``api: {team_limits: {max_entries, max_stored_bytes, max_kept_entries, max_kept_bytes}}``."""
     values = read_numbers(raw, TeamLimits(), where, lambda v: isinstance(v, int) and v >= 1,
                           "must be a whole number of at least 1")
-    return TeamLimits(values["max_entries"], values["max_stored_bytes"])
+    for kept, live in (("max_kept_entries", "max_entries"), ("max_kept_bytes", "max_stored_bytes")):
+        if kept not in raw:  # unset: room for twice the live limit at least
+            values[kept] = max(values[kept], 2 * values[live])
+        if values[kept] < values[live]:
+            raise InvalidRequest(f"{where}: {kept} ({values[kept]}) must be at least {live} ({values[live]}): "
+                                 "live entries are never deleted to keep within it")
+    return TeamLimits(values["max_entries"], values["max_stored_bytes"], values["max_kept_entries"],
+                      values["max_kept_bytes"])

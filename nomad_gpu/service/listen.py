@@ -88,6 +88,7 @@ class ApiServer:
         self.plan = plan
         self.limits = limits or HttpLimits()
         self.tokens = tuple(tokens)
+        self.protocol = limited_protocol(self.limits, connection_cap(self.limits), self.tokens)
         if plan.host.lower() in WILDCARDS and not hosts:
             logger.warning("listening on %s with no api.hosts: only requests to a loopback name are answered; "
                            "list the names clients use in api.hosts", plan.host)
@@ -95,12 +96,18 @@ class ApiServer:
         self._thread: threading.Thread | None = None
         self._socket: socket.socket | None = None
 
+    def retrust(self, tokens: Collection[str]) -> None:
+        """The tokens whose requests may use the reserved connections, after a config reload: one class
+        attribute each, swapped whole (a connection judged meanwhile sees the old set or the new one)."""
+        self.tokens = tuple(tokens)
+        self.protocol.retrust(self.tokens)
+
     def bind(self) -> None:
         """Load the TLS context and bind the port: every start-up error of the API surfaces here."""
         plan = self.plan
         config = uvicorn.Config(self.app, log_level="warning", access_log=False, lifespan="off",
                                 ssl_certfile=plan.tls_cert, ssl_keyfile=plan.tls_key,
-                                http=limited_protocol(self.limits, connection_cap(self.limits), self.tokens),
+                                http=self.protocol,
                                 timeout_keep_alive=keep_alive_seconds(self.limits), backlog=accept_backlog())
         try:
             config.load()  # builds the TLS context now: a bad certificate or key is an error here

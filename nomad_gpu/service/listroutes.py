@@ -6,47 +6,41 @@
                        over ?since=30d (a duration back from now, or an epoch time); see `accounting.py`
 
 Both read the store only (no Nomad), in the thread pool, and only what the caller's token may see: a
-team token's list and report are its team's, an admin's are everyone's. Kept apart from `api.py`
+team token's list and report are its team's, an admin's are everyone's. Both are counted in SQL on a
+team's index, never by decoding entries: another team's history costs a team's view nothing (issue 31,
+item 4). Kept apart from `api.py`
 (the routes every release has had) so that each summary is one small module with its own tests.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from nomad_gpu.api.payloads import SweepRow, Sweeps, UsageReport
+from nomad_gpu.api.payloads import SweepRow, Sweeps, UsageReport, UsageRow
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.service.access import caller_of
-from nomad_gpu.service.accounting import GROUPINGS, Window, parse_since, usage_rows
+from nomad_gpu.service.accounting import GROUPINGS, parse_since
 from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.store import EntryState, QueueEntry
+from nomad_gpu.store import EntryState
+from nomad_gpu.store.sweeplist import SweepSummary
 
 DEFAULT_SINCE = "30d"
 
 
-def sweep_rows(entries: list[QueueEntry], states: frozenset[str] | None = None) -> list[SweepRow]:
-    """One row per sweep of ``entries`` (their trials), newest first; with ``states``, only sweeps that have
-    a trial in one of them."""
-    by_sweep: dict[str, list[QueueEntry]] = {}
-    for e in entries:
-        if e.sweep:
-            by_sweep.setdefault(e.sweep, []).append(e)
+def sweep_rows(sweeps: Iterable[SweepSummary], states: frozenset[str] | None = None) -> list[SweepRow]:
+    """One row per sweep, newest first; with ``states``, only sweeps that have a trial in one of them."""
     rows = []
-    for sweep_id, trials in by_sweep.items():
-        counts: dict[str, int] = {}
-        for t in trials:
-            counts[t.state.value] = counts.get(t.state.value, 0) + 1
-        if states is not None and not states & set(counts):
+    for s in sweeps:
+        if states is not None and not states & set(s.states):
             continue
-        first = min(trials, key=lambda t: t.id)
-        name = first.name.rsplit("-t", 1)[0] if "-t" in first.name else first.name
-        rows.append(SweepRow(id=sweep_id, name=name, team=first.team, trials=len(trials), states=counts,
-                             submitted_at=min(t.submitted_at for t in trials)))
+        name = s.first_name.rsplit("-t", 1)[0] if "-t" in s.first_name else s.first_name
+        rows.append(SweepRow(id=s.id, name=name, team=s.team, trials=s.trials, states=dict(s.states),
+                             submitted_at=s.submitted_at))
     rows.sort(key=lambda r: (-r.submitted_at, r.id))
     return rows
 
@@ -68,9 +62,9 @@ def list_routes(service: SchedulerService, clock: Callable[[], float] | None = N
         caller = caller_of(request.scope)
         states = _states(request.query_params.get("state"))
 
-        def read() -> Response:
-            entries = caller.visible(service.store.list(None))
-            return JSONResponse(Sweeps(tuple(sweep_rows(entries, states))).to_json())
+        def read() -> Response:  # counted in SQL on the team's index: no other team's row is read
+            sweeps = service.store.sweep_summaries(team=caller.team)
+            return JSONResponse(Sweeps(tuple(sweep_rows(sweeps, states))).to_json())
 
         return await run_in_threadpool(read)
 
@@ -85,10 +79,12 @@ def list_routes(service: SchedulerService, clock: Callable[[], float] | None = N
         except ValueError as exc:
             raise InvalidRequest(str(exc)) from exc
 
-        def read() -> Response:
-            entries = caller.visible(service.store.list(None))
-            rows = usage_rows(entries, Window(since, until), until, by)
-            return JSONResponse(UsageReport(since=since, until=until, by=by, rows=tuple(rows)).to_json())
+        def read() -> Response:  # summed in SQL from the compact usage record, on the team's index
+            found = service.store.usage_report(by, since, until, until, team=caller.team)
+            rows = tuple(UsageRow(key=r.key, gpu_hours=r.gpu_hours, jobs=r.jobs, attempts=r.attempts,
+                                  mean_wait_s=r.mean_wait_s, p95_wait_s=r.p95_wait_s, failures=r.failures)
+                         for r in found)
+            return JSONResponse(UsageReport(since=since, until=until, by=by, rows=rows).to_json())
 
         return await run_in_threadpool(read)
 

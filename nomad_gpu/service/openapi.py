@@ -109,10 +109,14 @@ OPERATIONS: tuple[Operation, ...] = (
               (Param("state", "query", "Comma-separated states: only sweeps with a trial in one of them."),),
               tags=("sweeps",)),
     Operation("get", "/v1/usage", "GPU accounting over a window: GPU-hours (GPU-equivalents x time held, per attempt), "
-              "jobs, attempts, mean and p95 wait, failures, by team, class, kind or model (a team's token: its team).",
-              {200: "The report.", 400: "A bad `since` or `by`."}, "UsageReport",
-              (Param("since", "query", "How far back: `30d` (default), `12h`, `90m`, seconds, or an epoch time."),
-               Param("by", "query", "`team` (default), `class`, `kind` or `model`.")), tags=("accounting",)),
+              "jobs, attempts, mean and p95 wait, failures, by team, class, kind, model, user or sweep (a team's "
+              "token: its team).",
+              {200: "The report.", 400: "A bad `since` (not a finite time, negative, or after now) or `by`."},
+              "UsageReport",
+              (Param("since", "query", "How far back: `30d` (default), `12h`, `90m`, seconds, or an epoch time; "
+                     "finite, not negative, not after now."),
+               Param("by", "query", "`team` (default), `class`, `kind`, `model`, `user` (the `user:` of the "
+                                    "token that submitted it) or `sweep`.")), tags=("accounting",)),
     Operation("get", "/v1/sweeps/{id}", "A sweep's trials and their counts by state.",
               {200: "The sweep.", 404: "No such sweep (for this team)."}, "Sweep", (SWEEP_ID,), tags=("sweeps",)),
     Operation("delete", "/v1/sweeps/{id}", "Cancel a sweep: queued trials dropped, running ones stopped.",

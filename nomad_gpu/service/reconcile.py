@@ -16,6 +16,7 @@ from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.nomad.client import NomadError
 from nomad_gpu.nomad.decode import AllocInfo
+from nomad_gpu.service.life.events import JobDead, JobGone
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.tracking import LIVE, Tracked
 from nomad_gpu.service.translate import placement_from_json
@@ -49,8 +50,7 @@ class Reconciler:
         """What the stream could not say: attempts whose allocations are gone, registers to resume."""
         for d in list(self.life.draining.values()):
             if d.stopped and d.job_id not in seen_jobs:
-                d.allocs.clear()
-                self.life.maybe_release(d)
+                self.life.allocs_gone(d)
         for t in list(self.life.entries.values()):
             if t.entry.state not in LIVE or t.entry.nomad_job_id in seen_jobs:
                 continue
@@ -88,13 +88,12 @@ class Reconciler:
                 return
             if state is None:
                 # registered, then gone: it ran while unseen and was collected (or purged); never run it twice
-                self.life.end(t, EntryState.FAILED, "its Nomad job is gone (garbage-collected or purged while "
-                          "unobserved); outcome unknown", stop_job=False)
+                self.life.settle(t, JobGone())
                 return
             for a in state.allocs:
                 self.life.on_alloc(a, force=True)
             t2 = self.life.entries.get(entry_id)
             if t2 is t and not state.allocs and state.status == "dead":
-                self.life.end(t, EntryState.FAILED, "its Nomad job is dead without allocations")
+                self.life.settle(t, JobDead())
 
 

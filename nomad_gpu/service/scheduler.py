@@ -12,7 +12,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
@@ -30,7 +30,8 @@ from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.classes import ClassBook
 from nomad_gpu.service.dependencies import DependencyGate
-from nomad_gpu.service.fleetcheck import NeverCache
+from nomad_gpu.service.devicehealth import DeviceHealth
+from nomad_gpu.service.fleetcheck import FleetShapes, NeverCache
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
@@ -52,8 +53,8 @@ CHECKPOINT_EVERY_S = 300.0
 """How often the store's write-ahead log is checkpointed and truncated."""
 CANCEL_BATCH = 500
 """Queued trials of a sweep cancelled per commit and per hold of the lock: other requests get it between."""
-
-
+STATUS_WAIT_S = 0.2
+"""How long `status` waits for the scheduler's lock before it answers with the counts it last saw."""
 HEARTBEAT_S = 30.0
 """How often the service stores its wall and steady time (what a restart measures a clock step against)."""
 WALL_STEP_TOLERANCE_S = 60.0
@@ -89,6 +90,7 @@ class SchedulerService:
         self.steady = steady if steady is not None else (time.monotonic if clock is time.time else clock)
         self._last_beat: float | None = None
         self.ledger = Ledger()
+        self.device_health = DeviceHealth()  # unhealthy devices and since when (devicehealth.py)
         self.usage = UsageHistory()
         self.holds: dict[EntryId, frozenset[NodeId]] = {}
         self._lock = threading.RLock()
@@ -106,10 +108,12 @@ class SchedulerService:
             executor = self._pool
         self.outage = Outage(self.steady, self.metrics)  # its probes back off on the steady clock
         self.classes = ClassBook(settings.classes)
+        self._shapes = FleetShapes()  # the fleet check reads these, not every node
         self.life = Lifecycle(store, self.ledger, actuator, lock=self._lock, executor=executor, clock=clock,
                               metrics=self.metrics, outage=self.outage, wake=self.wake_now,
                               refusal_avoid_s=settings.refusal_avoid_s,
-                              admission_deadline_s=settings.admission_deadline_s, classes=self.classes)
+                              admission_deadline_s=settings.admission_deadline_s, classes=self.classes,
+                              unhold=self._unhold)
         self.reconciler = Reconciler(self.life, self.ledger)
         self.relayout: RelayoutLoop | None = None
         """MIG re-layouts (service/relayoutloop.py), set by the runtime when the operator enables them."""
@@ -124,9 +128,9 @@ class SchedulerService:
         self._last_checkpoint: float | None = None
         self.cycle_failures = 0
         self.last_cycle_error: str | None = None
+        self._status_seen: tuple[dict[str, Any], dict[str, str]] | None = None
         with self._lock:
-            self.life.steady, self.life.started_at, self.life.started_steady = self.steady, clock(), self.steady()
-            self.life.wall_step = self._wall_step_while_down()
+            self.life.set_clocks(self.steady, clock(), self.steady(), self._wall_step_while_down())
             self.life.load()
         raw = self.store.get_meta("sweep_limits")
         if raw:
@@ -147,6 +151,10 @@ class SchedulerService:
 
     def wake(self) -> None:
         self._wake.set()
+
+    def _unhold(self, entry: EntryId) -> None:
+        """The cycle's head-of-line hold for an entry that ended or is held: dropped (the life cycle says when)."""
+        self.holds.pop(entry, None)
 
     def wake_now(self) -> None:
         """Wake the cycle without the coalescing gap (capacity was freed or an entry re-queued)."""
@@ -174,7 +182,9 @@ class SchedulerService:
             if isinstance(spec, SweepSpec) and sweep_id and spec.sweep.max_parallel:
                 self._sweep_limits[sweep_id] = spec.sweep.max_parallel
                 self.store.set_meta("sweep_limits", json.dumps(self._sweep_limits))
-            stored = self.store.add(entries, quota)  # OverLimit: the team holds too much already
+            # OverLimit: the team holds too much already; past what it may keep, its oldest finished entries
+            # go, but none that a queued entry (or this submission) waits for
+            stored = self.store.add(entries, quota, keep=lambda: self._waited_for(spec.after))
             validated = {id(e.spec): s for e, (s, _) in zip(entries, specs, strict=True)}
             for e in stored:
                 if e.state is EntryState.QUEUED:
@@ -189,12 +199,11 @@ class SchedulerService:
             return None
         with self._lock:
             self.classes.observe(self.ledger.inventory)
-            return list(self.ledger.inventory)
+            return self._shapes(self.ledger.inventory)  # its distinct shapes: the check's answers are the same
 
     def cancel(self, entry_id: str) -> QueueEntry:
         """Cancel an entry. A live one keeps its capacity until Nomad confirms its job stopped and ended."""
         with self._lock:
-            self.holds.pop(EntryId(entry_id), None)
             moved = self.life.cancel(entry_id)
         self.wake()
         return moved
@@ -202,7 +211,6 @@ class SchedulerService:
     def hold(self, entry_id: str) -> QueueEntry:
         """Keep a queued entry's place but admit nothing for it until `release`."""
         with self._lock:
-            self.holds.pop(EntryId(entry_id), None)
             return self.life.hold(entry_id, True)
 
     def release(self, entry_id: str) -> QueueEntry:
@@ -227,18 +235,11 @@ class SchedulerService:
         queued = [entry_id for entry_id, state in trials if state is EntryState.QUEUED]
         moved: set[str] = set()
         for start in range(0, len(queued), CANCEL_BATCH):  # the lock is let go between batches
-            with self._lock:
-                # what Lifecycle.cancel does for a queued entry, for a batch in one commit
-                batch = self.store.cancel_queued(queued[start:start + CANCEL_BATCH], self.clock(), "cancelled by user")
-                for entry_id in batch:
-                    self.holds.pop(EntryId(entry_id), None)
-                    self.life.entries.pop(entry_id, None)
-                    self.life.waiting.pop(entry_id, None)
-                moved |= batch
+            with self._lock:  # each through the life cycle, the batch in one commit
+                moved |= self.life.cancel_queued(queued[start:start + CANCEL_BATCH])
         with self._lock:  # the live ones (a sweep's parallelism of them), and any that moved on meanwhile
             for entry_id, state in trials:
                 if entry_id not in moved and not state.is_terminal():
-                    self.holds.pop(EntryId(entry_id), None)
                     self.life.cancel(entry_id)
         self.wake()
         return self.store.list(sweep=sweep_id, team=team)
@@ -298,7 +299,7 @@ class SchedulerService:
             self._positions = {d.entry: i for i, d in enumerate(in_order, 1)}
             self.life.admit([d for d in result.decisions if isinstance(d, Admit)], now)
             reasons: dict[str, str] = {}
-            never = NeverCache(self.ledger.inventory)
+            never = NeverCache(self._shapes(self.ledger.inventory))
             waits: dict[object, Any] = {}
             for d in result.decisions:
                 if isinstance(d, Wait):
@@ -398,7 +399,7 @@ class SchedulerService:
         self._last_purge = now
         with self._lock:
             removed = self.store.purge_finished(before=now - self.settings.retention_s)
-            if removed and self._sweep_limits:
+            if self._sweep_limits:  # a team's oldest sweeps may also have gone to keep its history bounded
                 alive = {s for s in self._sweep_limits if self.store.list(sweep=s, limit=1)}
                 if alive != set(self._sweep_limits):
                     self._sweep_limits = {k: v for k, v in self._sweep_limits.items() if k in alive}
@@ -430,6 +431,7 @@ class SchedulerService:
         with self._lock:
             self.outage.reachable()
             self.reconciler.resync(nodes, allocs, first=first)
+            self.device_health.resync(nodes, self.clock())
         self.ready.set()
         self.metrics.resyncs.inc()
         self.wake()
@@ -437,11 +439,13 @@ class SchedulerService:
     def on_node(self, node: Node) -> None:
         with self._lock:
             self.ledger.set_node(node)
+            self.device_health.observe(node, self.clock())
         self.wake()
 
     def on_node_removed(self, node_id: str) -> None:
         with self._lock:
             self.ledger.remove_node(NodeId(node_id))
+            self.device_health.forget(node_id)
         self.wake()
 
     def on_alloc(self, alloc: AllocInfo) -> None:
@@ -486,7 +490,7 @@ class SchedulerService:
                     runtimes[EntryId(t.entry.id)] = runtime
             snapshot = Ledger(self.ledger.inventory)
             for r in self.ledger.reservations():
-                snapshot.reserve(r.entry, r.team, r.placements)
+                snapshot.reserve(r.entry, r.team, r.placements, reported=True)
             config = CycleConfig(policy=self.settings.policy, hol_threshold_s=self.settings.hol_threshold_s,
                                  fair=self.settings.fair)
             usage, holds = self.usage, dict(self.holds)
@@ -515,23 +519,48 @@ class SchedulerService:
     def inventory(self) -> list[dict[str, Any]]:
         with self._lock:
             relayouts = self.relayout.controller.in_flight() if self.relayout is not None else []
-            return inventory_view(self.ledger, relayouts)
+            return inventory_view(self.ledger, relayouts, self.device_health.spells())
+
+    def _waited_for(self, also: Sequence[str]) -> set[str]:
+        """Entry and sweep IDs that queued entries name in `after:` (and ``also``): never pruned. Asked by the
+        store inside `submit`, which holds the lock (taking it here, under the store's, would invert the order)."""
+        return {*also, *(dep for t in self.life.entries.values() if t.spec is not None for dep in t.spec.after)}
 
     def status(self) -> dict[str, Any]:
-        with self._lock:
+        return self.status_and_owners()[0]
+
+    def status_and_owners(self) -> tuple[dict[str, Any], dict[str, str]]:
+        """The status, and the team of each entry in its ``holds``. Never waits long for the lock: while a
+        cycle or a large submission holds it, the counts are those last seen (what changes without the lock
+        is read fresh), so an operator's `/v1/status` answers while the service is busy (issue 31, item 4)."""
+        if not self._lock.acquire(timeout=STATUS_WAIT_S if self._status_seen is not None else -1):
+            assert self._status_seen is not None
+            seen, owners = self._status_seen
+            return {**seen, **self._status_now()}, owners
+        try:
             gpus = sum(len(n.gpus) for n in self.ledger.inventory)
             live = len(self.life.live)
-            return {
-                "ready": self.ready.is_set(), "cycles": self.cycles, "queued": len(self.life.entries) - live,
+            out = {
+                "cycles": self.cycles, "queued": len(self.life.entries) - live,
                 "live": live, "nodes": len(self.ledger.inventory), "gpus": gpus,
                 "team_usage_gpu": dict(self.ledger.team_usage()),
                 "holds": {e: sorted(n) for e, n in self.holds.items()},
-                "nomad_reachable": not self.outage.down, "draining": len(self.life.draining),
-                "event_stream": self.stream_state(),
+                "draining": len(self.life.draining),
                 "instance": self.store.instance,
-                "cycle_failures": self.cycle_failures, "last_cycle_error": self.last_cycle_error,
                 "mig_relayouts": self.relayout.status() if self.relayout is not None else None,
+                **self._status_now(),
             }
+            owners = {e: t.entry.team for e in self.holds if (t := self.life.entries.get(e)) is not None}
+            self._status_seen = (out, owners)
+            return out, owners
+        finally:
+            self._lock.release()
+
+    def _status_now(self) -> dict[str, Any]:
+        """What the status reads without the lock."""
+        return {"ready": self.ready.is_set(), "cycles": self.cycles, "nomad_reachable": not self.outage.down,
+                "event_stream": self.stream_state(), "cycle_failures": self.cycle_failures,
+                "last_cycle_error": self.last_cycle_error}
 
 
 __all__ = ["NomadGpuError", "SchedulerService", "UnknownEntry", "entry_of_job"]

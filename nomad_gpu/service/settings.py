@@ -155,6 +155,8 @@ class AccessSettings:
     metrics_open_teams: bool = False
     """With ``metrics_open``, show a scrape without a token every team's series; by default it sees them
     summed as ``team="_all"`` (a scrape with a token sees what that token sees)."""
+    users: Mapping[str, str] = field(default_factory=lambda: types.MappingProxyType({}))
+    """By token: the person it belongs to (`user:`), recorded on what it submits (`report --by user`)."""
 
     def narrowed(self, grant: Grant) -> AccessSettings:
         """These settings within one token's grant."""
@@ -199,6 +201,8 @@ class ServiceSettings:
     """Start on a new database even though Nomad runs jobs of this service (they are left to Nomad)."""
     adopt_existing_jobs: bool = False
     """Start on a new database and book each live job of this service until it ends (never stopped)."""
+    config_path: str | None = None
+    """The `--config` file, read again on SIGHUP for its teams and tokens (service/reload.py)."""
 
     def __repr__(self) -> str:
         return f"ServiceSettings(nomad={self.nomad!r}, db_path={redacted(self.db_path)!r}, listen={self.listen!r})"
@@ -240,6 +244,7 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(map(str, unknown))}")
     tokens: dict[str, str | None] = {}
+    users: dict[str, str] = {}
     narrowing: dict[str, Grant] = {}
     grants = raw.get("tokens") or {}
     if not isinstance(grants, Mapping):
@@ -248,9 +253,13 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
         at = f"{where}: tokens: entry {i + 1}"  # never echo the token itself
         if not isinstance(token, str) or len(token) < MIN_TOKEN_CHARS or not token.isprintable() or " " in token:
             raise InvalidRequest(f"{at}: a token must be at least {MIN_TOKEN_CHARS} printable characters, no spaces")
-        if not isinstance(grant, Mapping) or set(grant) - set(GRANT_LISTS) not in ({"team"}, {"admin"}):
-            raise InvalidRequest(f"{at}: must be {{team: NAME}} or {{admin: true}}, with optional "
+        if not isinstance(grant, Mapping) or set(grant) - {*GRANT_LISTS, "user"} not in ({"team"}, {"admin"}):
+            raise InvalidRequest(f"{at}: must be {{team: NAME}} or {{admin: true}}, with optional user, "
                                  f"{', '.join(GRANT_LISTS)} (an unknown key was given, or neither)")
+        if "user" in grant:
+            if not isinstance(grant["user"], str) or not _TEAM.fullmatch(grant["user"]):
+                raise InvalidRequest(f"{at}: user must be a name (1-64 of A-Z, a-z, 0-9, '_', '.', '-')")
+            users[token] = grant["user"]
         lists = {key: frozenset(_names(grant[key], f"{at}: {key}")) for key in GRANT_LISTS if key in grant}
         if lists:
             narrowing[token] = Grant(**lists)
@@ -299,7 +308,7 @@ def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
                           http_limits_from_mapping(raw.get("http") or {}, f"{where}: http"),
                           team_limits_from_mapping(raw.get("team_limits") or {}, f"{where}: team_limits"),
                           wide["node_pools"], wide["datacenters"], types.MappingProxyType(narrowing),
-                          metrics_open_teams=open_teams)
+                          metrics_open_teams=open_teams, users=types.MappingProxyType(users))
 
 
 def _names(raw: Any, where: str, star: bool = False) -> list[str]:

@@ -15,7 +15,7 @@ the queue or the fleet. The steps (`STEPS`), in the order they run:
 | template | a template this service does not have | 400 |
 | spec_size | a spec over 256 KiB as stored | 413 |
 | sweep_size | a sweep whose trials would store over 64 MiB | 413 |
-| team | a spec naming another team than the token's | 403 |
+| team | a spec naming another team than the token's (its `user:` is bound into the meta first) | 403 |
 | class | a kind the spec names beside a class whose policy does not take it | 400 |
 | after | an `after:` ID that is no entry or sweep of the spec's team | 400 |
 | class_fleet | a class group no tier of this fleet can ever serve (fleet known) | 422 |
@@ -40,6 +40,7 @@ from nomad_gpu.domain.errors import InvalidRequest, NotAllowed, TooLarge
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.render.loading import decode_spec
+from nomad_gpu.render.spec import META_USER
 from nomad_gpu.render.sweep import expand_sweep
 from nomad_gpu.service.access import Caller
 from nomad_gpu.service.classes import ClassBook, check_classes
@@ -117,6 +118,7 @@ def check_request(req: Request) -> Checked:
     if datacenters is not None:  # "any" given as the datacenters this service allows
         data["datacenters"] = datacenters
         bound = True
+    bound = bind_user(data, req.caller.user) or bound
     bound = check_team(data, req.caller.team) or bound
     # the data is no longer what was validated: validated again, once, here (what the queue stores)
     return Checked(data, parse_spec(data) if bound else spec)
@@ -151,10 +153,21 @@ def check_body(body: bytes) -> str:
     return text
 
 
+def bind_user(data: dict[str, Any], user: str | None) -> bool:
+    """Who submitted is the token's to say (`api.tokens` `user:`), never the spec's: the token's user in the
+    job's meta, and one the spec wrote itself removed. Whether the data changed."""
+    written = data.get("meta")
+    meta: dict[str, Any] = written if isinstance(written, dict) else {}
+    if user is None and META_USER not in meta:
+        return False
+    data["meta"] = {**{k: v for k, v in meta.items() if k != META_USER}, **({META_USER: user} if user else {})}
+    return True
+
+
 def check_drivers(spec: JobSpec | SweepSpec, rules: AccessSettings) -> None:
-    for i, group in enumerate(spec.groups):
+    for group in spec.groups:
         if group.task.driver not in rules.allowed_drivers:
-            raise NotAllowed(f"groups[{i}].task.driver: {group.task.driver!r} is not allowed here (allowed: "
+            raise NotAllowed(f"groups[{group.name}].task.driver: {group.task.driver!r} is not allowed here (allowed: "
                              f"{', '.join(sorted(rules.allowed_drivers))}; see allowed_drivers in the service "
                              "config)")
 

@@ -15,6 +15,7 @@ from nomad_gpu.domain.ids import EntryId, NodeId
 from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.nomad.decode import AllocInfo
 from nomad_gpu.render import JobSpec
+from nomad_gpu.service.life.machine import Record, record_of
 from nomad_gpu.store import EntryState, QueueEntry
 
 LIVE = (EntryState.ADMITTED, EntryState.RUNNING)
@@ -58,18 +59,36 @@ class Tracked:
     spec: JobSpec | None
     request: JobRequest | None
     allocs: dict[str, AllocInfo] = field(default_factory=dict)
-    registering: bool = False
-    failures: int = 0
+    record: Record | None = None
+    """Its current attempt as the life cycle keeps it (service/life/machine.py); built from `entry` if not given."""
     retry_at: float = 0.0
     retry_due: float = 0.0
-    """`retry_at` on the steady clock (service/timers.py): a wall-clock step back does not hold a retry."""
+    """`retry_at` on the steady clock (service/life/timers.py): a wall-clock step back does not hold a retry."""
     running_since: float = 0.0
     """When this process saw the attempt start (0 after a restart: its admission time stands in)."""
     avoid: dict[NodeId, float] = field(default_factory=dict)
     """Nodes where Nomad refused this entry, until when they are left out of its candidates."""
     anchors: dict[float, float] = field(default_factory=dict)
     """For each wall time a timer counts from (admitted, registered, running since): the steady clock's
-    reading at that instant, taken when this process first looked (service/timers.py)."""
+    reading at that instant, taken when this process first looked (service/life/timers.py)."""
+
+    def __post_init__(self) -> None:
+        if self.record is None:
+            self.record = record_of(self.entry)
+
+    @property
+    def attempt(self) -> Record:
+        assert self.record is not None
+        return self.record
+
+    @property
+    def registering(self) -> bool:
+        """A register of this attempt is in flight (its reply decides; a stop waits for it)."""
+        return self.attempt.registering
+
+    @property
+    def failures(self) -> int:
+        return self.attempt.failures
 
 
 @dataclass
@@ -80,8 +99,16 @@ class Draining:
     namespace: str
     entry_id: str
     allocs: dict[str, AllocInfo]
-    register_in_flight: bool
-    stopped: bool = False
+    record: Record
+    """The ended attempt, in phase `draining` until the transition function releases it."""
+
+    @property
+    def register_in_flight(self) -> bool:
+        return self.record.registering
+
+    @property
+    def stopped(self) -> bool:
+        return self.record.stopped
 
     @property
     def key(self) -> EntryId:

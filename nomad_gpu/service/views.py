@@ -21,19 +21,23 @@ from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.topology import Topology
 from nomad_gpu.domain.units import parent_slices_for_model
 from nomad_gpu.service.access import OTHER_TEAM, Caller
+from nomad_gpu.service.devicehealth import Spell
 from nomad_gpu.service.relayout import Record
 from nomad_gpu.store import QueueEntry
 
 
-def inventory_view(ledger: Ledger, relayouts: Iterable[Record] = ()) -> list[dict[str, Any]]:
-    """The nodes as JSON (what the scheduler's `inventory()` answers), with the MIG re-layouts in flight."""
-    return [n.to_json() for n in inventory_nodes(ledger, relayouts)]
+def inventory_view(ledger: Ledger, relayouts: Iterable[Record] = (),
+                   unhealthy: Mapping[str, Spell] | None = None) -> list[dict[str, Any]]:
+    """The nodes as JSON (what the scheduler's `inventory()` answers), with the MIG re-layouts in flight
+    and, for each unhealthy device, since when the service has seen it so (service/devicehealth.py)."""
+    return [n.to_json() for n in inventory_nodes(ledger, relayouts, unhealthy)]
 
 
-def inventory_nodes(ledger: Ledger, relayouts: Iterable[Record] = ()) -> list[NodeView]:
+def inventory_nodes(ledger: Ledger, relayouts: Iterable[Record] = (),
+                    unhealthy: Mapping[str, Spell] | None = None) -> list[NodeView]:
     held = holders(ledger)
     by_gpu = {(r.node, r.gpu): r for r in relayouts if not r.phase.is_terminal()}
-    return [node_view(node, ledger.node_free(node.id), held, by_gpu) for node in ledger.inventory]
+    return [node_view(node, ledger.node_free(node.id), held, by_gpu, unhealthy) for node in ledger.inventory]
 
 
 def holders(ledger: Ledger) -> dict[str, list[Holder]]:
@@ -47,9 +51,11 @@ def holders(ledger: Ledger) -> dict[str, list[Holder]]:
 
 
 def node_view(node: Node, nf: Any, held: Mapping[str, list[Holder]] | None = None,
-              relayouts: Mapping[tuple[str, str], Record] | None = None) -> NodeView:
+              relayouts: Mapping[tuple[str, str], Record] | None = None,
+              unhealthy: Mapping[str, Spell] | None = None) -> NodeView:
     free_gpus = nf.gpu_free if nf is not None else {}
     held = held or {}
+    since = {iid: spell.since for iid, spell in (unhealthy or {}).items()}
     by_gpu: dict[str, list[Holder]] = {}
     for instance, owners in held.items():  # a share slot's holder is shown on its GPU
         gpu = nf.slot_gpu.get(instance, instance) if nf is not None else instance
@@ -58,7 +64,7 @@ def node_view(node: Node, nf: Any, held: Mapping[str, list[Holder]] | None = Non
     migs = tuple(MigView(m.id, m.device_name, m.healthy, m.profile.name,
                          nf is not None and m.id in nf.mig_free.get(m.device_name, []),
                          tuple(held.get(str(m.id), [])), m.pci_bus_id, m.profile.compute_slices,
-                         *_placed(m)) for m in node.migs)
+                         *_placed(m), m.health, since.get(str(m.id))) for m in node.migs)
     order = {g.id: k for k, g in enumerate(node.gpus)}  # groups and their GPUs in device order: a, a, b, b, ...
     groups = sorted((sorted(m, key=lambda i: order.get(i, len(order))) for m in
                      (node.topology.nvlink_groups() if node.topology is not None else [])),
@@ -71,7 +77,7 @@ def node_view(node: Node, nf: Any, held: Mapping[str, list[Holder]] | None = Non
         draining=node.draining, eligible=node.eligible, node_pool=node.node_pool,
         gpus=tuple(GpuView(g.id, g.model, g.mode.value, g.healthy, free_gpus.get(g.id, 0),
                            tuple(by_gpu.get(str(g.id), [])), g.pci_bus_id, group_of.get(g.id),
-                           _numa(node.topology, g.id)) for g in node.gpus),
+                           _numa(node.topology, g.id), g.health, since.get(str(g.id))) for g in node.gpus),
         migs=migs, mig_gpus=_with_relayouts(str(node.id), mig_gpus(node.migs, migs), migs, relayouts or {}),
         topology=node.topology is not None, nvlink_groups=tuple(tuple(str(i) for i in m) for m in groups),
     )

@@ -22,7 +22,7 @@ Guarantees that hold for every method:
 from __future__ import annotations
 
 import builtins
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -30,6 +30,8 @@ from nomad_gpu.domain.errors import NomadGpuError, Unavailable
 from nomad_gpu.store.counts import SweepCount
 from nomad_gpu.store.entries import EntryState, QueueEntry
 from nomad_gpu.store.quota import TeamQuota
+from nomad_gpu.store.sweeplist import SweepSummary
+from nomad_gpu.store.usage import UsageTotals
 
 __all__ = ["Admission", "SpaceSignal", "StaleTransition", "StopIntent", "Store", "StoreDamaged", "StoreFull",
            "StoreUnavailable", "TeamQuota"]
@@ -98,7 +100,8 @@ class Store(Protocol):
         """Told when a write succeeds again after one failed for space (the watcher then resyncs)."""
 
     # ---- entries -------------------------------------------------------------------------------
-    def add(self, entries: Sequence[QueueEntry], quota: TeamQuota | None = None) -> builtins.list[QueueEntry]:
+    def add(self, entries: Sequence[QueueEntry], quota: TeamQuota | None = None, *,
+            keep: Callable[[], Collection[str]] | None = None) -> builtins.list[QueueEntry]:
         """Store all or nothing; the entries as stored, in the order given.
 
         An entry with an empty ``id`` gets a fresh one, `q` and at least six digits (`q000123`), larger than
@@ -108,7 +111,11 @@ class Store(Protocol):
         (the implementation's own) and nothing of the call is stored. With ``quota``, OverLimit (and
         nothing stored) when a team would hold more live (not terminal) entries than ``max_entries``, or
         more bytes of their specs as stored than ``max_stored_bytes``; a sweep's trials (entries of one
-        ``sweep`` added together) keep their shared spec once and count it once.
+        ``sweep`` added together) keep their shared spec once and count it once. With ``quota`` too, a team
+        that would keep more entries (live and finished) than ``max_kept_entries``, or more bytes than
+        ``max_kept_bytes``, first loses its oldest finished entries, in the same transaction: never a live
+        one, never the newest row, never an entry or sweep named by ``keep`` (asked only when pruning: the
+        IDs queued entries wait for); their usage records stay (`usage_report` answers as before).
         """
         ...
 
@@ -150,7 +157,8 @@ class Store(Protocol):
     def cancel_queued(self, entry_ids: Sequence[str], at: float, reason: str) -> set[str]:
         """Cancel those of ``entry_ids`` still queued, in one durable transaction; the IDs moved. Others
         (live, ended, unknown) are left alone. Each moved entry gets ``finished_at`` = ``at``, ``reason``
-        and its history event, as `transition` would write them."""
+        and its history event, as `transition` would write them; the move is checked against `TRANSITIONS`
+        like every other (StaleTransition if the table forbids it)."""
         ...
 
     def mark_registered(self, entry_id: str, attempt: int, at: float) -> bool:
@@ -177,6 +185,17 @@ class Store(Protocol):
     def new_sweep_id(self, name: str) -> str:
         """`<name>-s<n>`, with ``n`` from a durable sequence of this database: never handed out twice, even
         after a restart or two submissions of one name at one instant."""
+        ...
+
+    def usage_report(self, by: str, since: float, until: float, now: float,
+                     team: str | None = None) -> builtins.list[UsageTotals]:
+        """GPU accounting over [``since``, ``until``] grouped ``by`` (team, class, kind or model), only
+        ``team``'s if given, from a compact record per attempt kept in step with every move and kept when
+        its entry is pruned or purged; never a decoded spec (store/usage.py defines the figures)."""
+        ...
+
+    def sweep_summaries(self, team: str | None = None) -> builtins.list[SweepSummary]:
+        """Every sweep (only ``team``'s, if given) with its trials counted by state, without reading one."""
         ...
 
     def purge_finished(self, before: float) -> int:

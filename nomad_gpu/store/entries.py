@@ -3,7 +3,8 @@
     queued ──admit──► admitted ──Nomad placed──► running ──► complete | failed
       ▲  │ │             │                          │
       │  │ └─cancel─► cancelled ◄─────cancel──────────┘
-      │  └─an `after:` dependency failed or was cancelled─► dependency-failed
+      │  ├─an `after:` dependency failed or was cancelled─► dependency-failed
+      │  └─its stored spec is no longer valid (a newer validator)─► failed
       └──── retry (failed/lost with retries left, or a register that did not happen) ───┘
 """
 
@@ -38,7 +39,8 @@ class EntryState(enum.Enum):
 
 
 TRANSITIONS: Mapping[EntryState, frozenset[EntryState]] = {
-    EntryState.QUEUED: frozenset({EntryState.ADMITTED, EntryState.CANCELLED, EntryState.DEPENDENCY_FAILED}),
+    EntryState.QUEUED: frozenset({EntryState.ADMITTED, EntryState.CANCELLED, EntryState.DEPENDENCY_FAILED,
+                                  EntryState.FAILED}),
     EntryState.ADMITTED: frozenset({EntryState.RUNNING, EntryState.QUEUED, EntryState.COMPLETE,
                                     EntryState.FAILED, EntryState.CANCELLED}),
     EntryState.RUNNING: frozenset({EntryState.COMPLETE, EntryState.FAILED, EntryState.QUEUED,

@@ -14,10 +14,13 @@ from nomad_gpu.store.entries import EntryState, QueueEntry
 
 @dataclass(frozen=True)
 class TeamQuota:
-    """What one team may hold at once: live entries, and bytes of their stored specs."""
+    """What one team may hold at once: live entries, and bytes of their stored specs; and what it may keep,
+    live and finished (store/prune.py): entries, and their stored bytes."""
 
     max_entries: int
     max_stored_bytes: int
+    max_kept_entries: int = 40_000
+    max_kept_bytes: int = 128 << 20
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ its own transaction; a database from a newer release is refused rather than misr
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable
 
 from nomad_gpu.domain.errors import NomadGpuError
+from nomad_gpu.store.usage import backfill
 
 
 class SchemaTooNew(NomadGpuError):
@@ -69,7 +71,58 @@ _V3 = """
 CREATE INDEX IF NOT EXISTS entries_team ON entries(team, state);
 """
 
-MIGRATIONS: tuple[str, ...] = (_V1, _V2, _V3)
+# v4: history that neither slows other teams nor grows without bound (issue 31, item 4). Each entry's stored
+# bytes (`size`: its spec, history and placements, and a sweep's shared spec on its first trial), so a
+# team's kept entries and bytes are counted on an index; a team's sweeps summed on an index without reading
+# a spec; and GPU accounting's own compact record (store/usage.py), which outlives the entries it was read
+# from, filled once here from the entries already stored.
+_V4 = """
+ALTER TABLE entries ADD COLUMN size INTEGER NOT NULL DEFAULT 0;
+UPDATE entries SET size = LENGTH(CAST(spec AS BLOB)) + LENGTH(CAST(history AS BLOB))
+  + LENGTH(CAST(placements AS BLOB));
+UPDATE entries SET size = size + (SELECT LENGTH(CAST(b.spec AS BLOB)) FROM spec_bases b WHERE b.id = entries.spec_base)
+  WHERE seq IN (SELECT MIN(seq) FROM entries WHERE spec_base IS NOT NULL GROUP BY spec_base);
+CREATE INDEX IF NOT EXISTS entries_team_size ON entries(team, state, size);
+CREATE INDEX IF NOT EXISTS entries_team_sweep ON entries(team, sweep, state, submitted_at);
+CREATE TABLE IF NOT EXISTS usage_jobs (
+  id INTEGER PRIMARY KEY,
+  entry_id TEXT UNIQUE,
+  team TEXT NOT NULL,
+  class TEXT NOT NULL,
+  kind TEXT NOT NULL,
+  model TEXT NOT NULL,
+  user TEXT NOT NULL DEFAULT '-',
+  sweep TEXT NOT NULL DEFAULT '-',
+  gpu_eq REAL NOT NULL DEFAULT 0,
+  submitted_at REAL NOT NULL,
+  finished_at REAL,
+  failed INTEGER NOT NULL DEFAULT 0,
+  first_start REAL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  jobs INTEGER NOT NULL DEFAULT 1
+);
+CREATE INDEX IF NOT EXISTS usage_jobs_team ON usage_jobs(team, finished_at);
+CREATE UNIQUE INDEX IF NOT EXISTS usage_jobs_folded
+  ON usage_jobs(team, class, kind, model, user, sweep, submitted_at, finished_at, failed)
+  WHERE entry_id IS NULL AND attempts = 0;
+CREATE TABLE IF NOT EXISTS usage_attempts (
+  job INTEGER NOT NULL,
+  start_at REAL NOT NULL,
+  end_at REAL
+);
+CREATE INDEX IF NOT EXISTS usage_attempts_job ON usage_attempts(job, end_at);
+"""
+
+
+def _v4(db: sqlite3.Connection) -> None:
+    _run(db, _V4)
+    backfill(db)
+
+
+Migration = str | Callable[[sqlite3.Connection], None]
+"""SQL statements, or a step that also needs Python (reading the JSON the entries hold)."""
+
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _v4)
 VERSION = len(MIGRATIONS)
 
 
@@ -83,12 +136,20 @@ def migrate(db: sqlite3.Connection) -> int:
     for version in range(found, VERSION):
         db.execute("BEGIN IMMEDIATE")
         try:
-            for statement in MIGRATIONS[version].split(";"):
-                if statement.strip():
-                    db.execute(statement)
+            step = MIGRATIONS[version]
+            if isinstance(step, str):
+                _run(db, step)
+            else:
+                step(db)
             db.execute(f"PRAGMA user_version = {version + 1}")
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
     return found
+
+
+def _run(db: sqlite3.Connection, statements: str) -> None:
+    for statement in statements.split(";"):
+        if statement.strip():
+            db.execute(statement)

@@ -16,7 +16,7 @@ import json
 import secrets
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, cast
@@ -28,8 +28,11 @@ from nomad_gpu.store.contract import Admission, StaleTransition, StopIntent, Sto
 from nomad_gpu.store.counts import CountedSweeps, SweepCount
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps
 from nomad_gpu.store.lock import DatabaseLock
+from nomad_gpu.store.prune import PURGE_BATCH, make_room, new_sizes, purge_before
 from nomad_gpu.store.quota import NewRow, TeamQuota, check_quota
 from nomad_gpu.store.space import Space
+from nomad_gpu.store.sweeplist import SweepSummary, sweep_summaries
+from nomad_gpu.store.usage import JobFacts, UsageTotals, record_ended, record_move, record_new, report
 
 __all__ = ["Admission", "SqliteStore", "StaleTransition", "StopIntent", "Store", "StoreDamaged", "StoreFull",
            "TeamQuota"]
@@ -128,10 +131,13 @@ class SqliteStore:
             return self.counts.get(sweep)
 
     # ---- entries -----------------------------------------------------------------------------
-    def add(self, entries: Sequence[QueueEntry], quota: TeamQuota | None = None) -> list[QueueEntry]:
+    def add(self, entries: Sequence[QueueEntry], quota: TeamQuota | None = None, *,
+            keep: Callable[[], Collection[str]] | None = None) -> list[QueueEntry]:
         """Store all or nothing. Entries with an empty id get a fresh, sortable one (`q000123`) and this
         database's job prefix. An entry whose idempotency key is already stored returns the stored one.
-        With ``quota``, OverLimit (and nothing stored) when a team would hold more than it allows."""
+        With ``quota``, OverLimit (and nothing stored) when a team would hold more than it allows, and the
+        team's oldest finished entries deleted when it would keep more than it may (store/prune.py) but
+        those ``keep`` names (entry and sweep IDs that queued entries wait for)."""
         out: list[QueueEntry] = []
         shared = _sweep_bases(entries)
         bases = {sweep_id: dumps(base) for sweep_id, base in shared.items()}
@@ -148,8 +154,14 @@ class SqliteStore:
                 stored = dumps(specdiff.diff(shared[base_id], e.spec)) if base_id else dumps(e.spec)
                 plan.append(NewRow(e, base_id, stored))
             fresh = [p for p in plan if isinstance(p, NewRow)]
+            sizes = new_sizes(fresh, bases)
             if quota is not None:
                 check_quota(self._db, quota, fresh, bases)
+                for team in sorted({p.entry.team for p in fresh}):
+                    ours = [sizes[id(p)] for p in fresh if p.entry.team == team]
+                    for gone in make_room(self._db, team, quota, len(ours), sum(ours), keep):
+                        self._specs.pop(gone, None)
+                        self.counts.deleted()  # the sweep counters are counted afresh once this commits
             for sweep_id in sorted({p.base_id for p in fresh if p.base_id}):
                 # a plain INSERT: a sweep ID already stored is an error, never another sweep's spec reused
                 self._db.execute("INSERT INTO spec_bases (id, spec) VALUES (?, ?)", (sweep_id, bases[sweep_id]))
@@ -157,20 +169,21 @@ class SqliteStore:
                 if not isinstance(p, NewRow):
                     out.append(p)
                     continue
-                e, base_id, stored_spec = p.entry, p.base_id, p.stored
+                e, base_id, stored_spec, size = p.entry, p.base_id, p.stored, sizes[id(p)]
                 if not e.id:
                     seq = self._db.execute("SELECT COALESCE(MAX(seq), 0) + 1 FROM entries").fetchone()[0]
                     e = replace(e, id=f"q{int(seq):06d}", job_prefix=e.job_prefix or self.instance)
                 self._db.execute(
                     "INSERT INTO entries (id, name, team, priority, spec, submitted_at, state, attempts,"
                     " max_retries, reason, placements, sweep, idempotency_key, history, job_prefix, namespace,"
-                    " spec_base) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    " spec_base, size) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (e.id, e.name, e.team, e.priority, stored_spec, e.submitted_at, e.state.value,
                      e.attempts, e.max_retries, e.reason, dumps(list(e.placements)), e.sweep,
-                     e.idempotency_key, dumps(list(e.history)), e.job_prefix, e.namespace, base_id),
+                     e.idempotency_key, dumps(list(e.history)), e.job_prefix, e.namespace, base_id, size),
                 )
                 if e.sweep:
                     self.counts.change(e.sweep, e.team, e.id, None, e.state)
+                record_new(self._db, _facts(e), e.history)
                 out.append(e)
         return out
 
@@ -232,6 +245,8 @@ class SqliteStore:
     def cancel_queued(self, entry_ids: Sequence[str], at: float, reason: str) -> set[str]:
         """Cancel those of ``entry_ids`` still queued, in one durable commit; the IDs moved. Reads only the
         history of each (never its spec): a sweep's 10,000 trials cost one commit, not 10,000."""
+        if EntryState.CANCELLED not in TRANSITIONS[EntryState.QUEUED]:  # the same table as every other move
+            raise StaleTransition("queued -> cancelled is not allowed")
         moved: set[str] = set()
         queued, cancelled = EntryState.QUEUED.value, EntryState.CANCELLED.value
         event = {"from": queued, "to": cancelled, "at": at, "reason": reason}
@@ -241,10 +256,11 @@ class SqliteStore:
                                        (entry_id, queued)).fetchone()
                 if row is None:
                     continue
-                history = [*json.loads(row[0]), event][-20:]
-                self._db.execute("UPDATE entries SET state=?, finished_at=?, reason=?, history=?"
-                                 " WHERE id=? AND state=?",
-                                 (cancelled, at, reason, dumps(history), entry_id, queued))
+                history = dumps([*json.loads(row[0]), event][-20:])
+                self._db.execute("UPDATE entries SET state=?, finished_at=?, reason=?, history=?, size = size -"
+                                 " LENGTH(CAST(history AS BLOB)) + ? WHERE id=? AND state=?",
+                                 (cancelled, at, reason, history, len(history.encode()), entry_id, queued))
+                record_ended(self._db, entry_id, cancelled, at)
                 self._specs.pop(entry_id, None)
                 moved.add(entry_id)
                 if row[1]:
@@ -275,13 +291,16 @@ class SqliteStore:
         moved = replace(current, state=to, history=(*current.history, event)[-20:], **fields)
         if current.sweep:
             self.counts.change(current.sweep, current.team, entry_id, current.state, to)
+        placements, history = dumps(list(moved.placements)), dumps(list(moved.history))
         self._db.execute(
             "UPDATE entries SET state=?, attempts=?, reason=?, placements=?, admitted_at=?, finished_at=?,"
-            " history=?, registered_at=?, refusals=?, held=?, priority=? WHERE id=?",
-            (moved.state.value, moved.attempts, moved.reason, dumps(list(moved.placements)),
-             moved.admitted_at, moved.finished_at, dumps(list(moved.history)), moved.registered_at, moved.refusals,
-             int(moved.held), moved.priority, entry_id),
+            " history=?, registered_at=?, refusals=?, held=?, priority=?, size = size - LENGTH(CAST(history AS"
+            " BLOB)) - LENGTH(CAST(placements AS BLOB)) + ? WHERE id=?",
+            (moved.state.value, moved.attempts, moved.reason, placements,
+             moved.admitted_at, moved.finished_at, history, moved.registered_at, moved.refusals,
+             int(moved.held), moved.priority, len(history.encode()) + len(placements.encode()), entry_id),
         )
+        record_move(self._db, _facts(moved), at)
         return moved
 
     def mark_registered(self, entry_id: str, attempt: int, at: float) -> bool:
@@ -297,18 +316,27 @@ class SqliteStore:
                                  [(r, e, EntryState.QUEUED.value) for e, r in reasons.items()])
 
     def purge_finished(self, before: float) -> int:
-        """Drop finished entries that ended before `before` (retention); returns how many."""
-        terminal = [s.value for s in EntryState if s.is_terminal()]
-        with self._lock, self._tx():
-            cur = self._db.execute(
-                f"DELETE FROM entries WHERE state IN ({','.join('?' * len(terminal))}) AND finished_at < ?"
-                " AND seq < (SELECT MAX(seq) FROM entries)",  # the newest row keeps IDs from being reused
-                (*terminal, before))
-            self._db.execute("DELETE FROM spec_bases WHERE id NOT IN (SELECT spec_base FROM entries"
-                             " WHERE spec_base IS NOT NULL)")
-            if cur.rowcount:
-                self.counts.deleted()
-            return int(cur.rowcount)
+        """Drop finished entries that ended before `before` (retention), a batch per transaction so that
+        nobody waits for the whole of it; returns how many."""
+        removed = 0
+        while True:
+            with self._lock, self._tx():
+                n = purge_before(self._db, before, PURGE_BATCH)
+                if n:
+                    self.counts.deleted()  # sweep counters are rebuilt from what is left (store/counts.py)
+            removed += n
+            if n < PURGE_BATCH:
+                return removed
+
+    def usage_report(self, by: str, since: float, until: float, now: float,
+                     team: str | None = None) -> builtins.list[UsageTotals]:
+        """GPU accounting over [since, until] from the compact usage record (store/usage.py), never a spec."""
+        with self._lock:
+            return report(self._db, by, since, until, now, team)
+
+    def sweep_summaries(self, team: str | None = None) -> builtins.list[SweepSummary]:
+        with self._lock:
+            return sweep_summaries(self._db, team)
 
     def _row(self, r: sqlite3.Row) -> QueueEntry:
         """An entry as stored; a sweep trial's spec is its sweep's shared spec with the trial's difference."""
@@ -395,6 +423,10 @@ def _sweep_bases(entries: Sequence[QueueEntry]) -> dict[str, Mapping[str, Any]]:
             counts[e.sweep] = counts.get(e.sweep, 0) + 1
             first.setdefault(e.sweep, e.spec)
     return {s: first[s] for s, n in counts.items() if n > 1}
+
+
+def _facts(e: QueueEntry) -> JobFacts:
+    return JobFacts(e.id, e.team, e.spec, e.placements, e.state.value, e.submitted_at, e.finished_at, e.sweep)
 
 
 def _row(r: sqlite3.Row, spec: Mapping[str, Any]) -> QueueEntry:

@@ -50,5 +50,5 @@ def test_render_says_a_class_chooses_the_kind_at_admission() -> None:
     spec = Path(__file__).resolve().parents[2] / "jobspecs" / "class-serving.yaml"
     result = CliRunner().invoke(main, ["render", str(spec)])
     assert result.exit_code == 0
-    assert ("note: group 'main': its class (serving) chooses whole GPU, MIG or share at admission; this preview "
+    assert ("note: groups[main]: its class (serving) chooses whole GPU, MIG or share at admission; this preview "
             "has no device block") in result.stderr

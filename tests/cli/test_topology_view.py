@@ -35,7 +35,7 @@ def test_pairs_on_two_sockets_and_the_nvswitch_board() -> None:
     assert topology_rows(nodes["a100-pairs-1"]) == [
         ("a100-pairs-1", "a 2 GPUs, b 2 GPUs, c 2 GPUs, d 2 GPUs", "0: 4 GPUs, 1: 4 GPUs")]
     assert topology_rows(nodes["a800-nvswitch-1"]) == [("a800-nvswitch-1", "a 8 GPUs", "0: 4 GPUs, 1: 4 GPUs")]
-    assert topology_rows(nodes["gpu-a800-1"]) == [("gpu-a800-1", "not published: PCIe peers", "-")]
+    assert topology_rows(nodes["gpu-a800-1"]) == [("gpu-a800-1", "topology unknown (not published)", "-")]
 
 
 def test_each_gpu_row_names_its_nvlink_group_and_numa_node() -> None:
@@ -63,7 +63,7 @@ def test_the_command_adds_the_topology_table_only_where_a_node_publishes_one(mon
     FakeClient.shown = list(nodes.values())
     out = CliRunner().invoke(cli_main.main, ["inventory", "--devices"])
     assert out.exit_code == 0 and "NVLINK GROUPS" in out.stdout and "a 8 GPUs" in out.stdout
-    assert "PCIe peers" in out.stdout
+    assert "topology unknown (not published)" in out.stdout and "PCIe" not in out.stdout
 
 
 def test_status_and_queue_say_the_link_class_of_a_multi_gpu_placement() -> None:

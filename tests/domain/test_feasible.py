@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
-from nomad_gpu.domain.feasible import never_runs
+from nomad_gpu.domain.feasible import never_runs, shapes
+from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Node, NodeStatus
 from nomad_gpu.domain.requests import JobRequest
 from tests.domain.builders import (
@@ -21,6 +24,7 @@ from tests.domain.builders import (
     share,
     shared_gpus,
     whole,
+    whole_gpus,
 )
 
 FLEET = (
@@ -97,3 +101,44 @@ def test_unknown_mig_model_offers_only_what_it_reports() -> None:
     assert never_runs(job("j", mig("2g.12gb", 2)), fleet) is None
     why = never_runs(job("j", mig("1g.6gb")), fleet)
     assert why is not None and "MIG profiles here: 2g.12gb" in str(why)
+
+
+# ---- the fleet's shapes answer as the whole fleet does -------------------------------------------
+def _twin(node: Node, name: str) -> Node:
+    """``node`` under another name, its devices renamed alike (the same shape, another identity)."""
+    def rename(text: str) -> InstanceId:
+        return InstanceId(text.replace(str(node.id), name))
+    gpus = tuple(replace(g, id=rename(g.id), share_ids=tuple(rename(s) for s in g.share_ids)) for g in node.gpus)
+    migs = tuple(replace(m, id=rename(m.id)) for m in node.migs)
+    return replace(node, id=NodeId(name), name=name, gpus=gpus, migs=migs)
+
+
+REQUESTS = [
+    job("j", whole(9)), job("j", whole(1, "NVIDIA A100-PCIE-40GB")), job("j", whole(1, min_memory_mib=200_000)),
+    job("j", mig("1g.5gb")), job("j", mig("3g.40gb", 3)), job("j", whole(1), mem=2_000_000),
+    job("j", whole(1), node_pool="gpu-less"), job("j", whole(4, H100), datacenters=["dc1"]),
+    gang("j", ask("a", whole(6)), ask("b", whole(6)), one_node=True), job("j", whole(8)), job("j", whole(4, H100)),
+    job("j", mig("3g.40gb", 2)), job("j", mig("1g.10gb", 7)), job("j", share(500)),
+    gang("j", ask("a", share(700)), ask("b", share(700)), one_node=True),
+    job("j", None, mem=2_000_000, node_pool="reserved"), job("j", whole(8), datacenters=["d*1"]),
+    job("j", whole(2), cpu=100_000), job("j", whole(4, H100), node_pool="reserved"),
+]
+
+
+def test_a_fleet_of_alike_nodes_is_one_shape() -> None:
+    fleet = [_twin(gpu_node("a0", 8, A100), f"a{k}") for k in range(50)]
+    assert shapes(fleet) == [fleet[0]]
+    assert len(shapes([*fleet, gpu_node("h1", 4, H100), gpu_node("a1", 8, A100, status=NodeStatus.DOWN)])) == 3
+
+
+def test_a_node_unlike_the_others_is_a_shape_of_its_own() -> None:
+    one_unhealthy = make_node("a9", gpus=whole_gpus("a9", 8, A100, unhealthy=[3]))
+    other_pool = gpu_node("a8", 8, A100, node_pool="reserved")
+    assert len(shapes([gpu_node("a0", 8, A100), one_unhealthy, other_pool])) == 3
+
+
+@pytest.mark.parametrize("request_", [pytest.param(r, id=f"r{i}") for i, r in enumerate(REQUESTS)])
+def test_the_shapes_answer_as_the_whole_fleet(request_: JobRequest) -> None:
+    fleet = [*FLEET, *(_twin(n, f"{n.id}-copy{k}") for k in range(3) for n in FLEET)]
+    assert len(shapes(fleet)) == len(FLEET)
+    assert never_runs(request_, shapes(fleet)) == never_runs(request_, fleet)

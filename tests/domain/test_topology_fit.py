@@ -145,4 +145,5 @@ def test_a_placement_says_how_its_gpus_are_joined() -> None:
     assert four.link is LinkClass.NVLINK and one.link is None
     stock = ledger_of(make_node("stock", gpus=whole_gpus("stock", 8)))
     (two,) = admitted(cycle(stock, [job("two", whole(2))]), "two").placements
-    assert two.link is LinkClass.PCIE  # no topology published: PCIe peers
+    assert two.link is LinkClass.PCIE  # no topology published: nothing is known of how they are joined
+    assert two.link.label == "topology unknown"  # not "PCIe": the stock plugin says nothing, NVLink or not

@@ -380,3 +380,17 @@ def test_allocation_with_devices_in_several_tasks() -> None:
         {"Vendor": "nvidia", "Type": "gpu", "Name": A800, "DeviceIDs": ["GPU-extra"]}]
     a = decode_alloc(raw)
     assert a.device_ids[-1] == "GPU-extra" and len(a.device_ids) == 3
+
+
+def test_an_unhealthy_instance_carries_its_health_description(h100: dict[str, Any]) -> None:
+    """`Instances[].HealthDescription` (`NodeDevice`, nomad/structs/structs.go v2.0.5) says why: shown where
+    the device is; a healthy one has none, and an unhealthy one without words reads "unhealthy"."""
+    devices = h100["NodeResources"]["Devices"]
+    sick = [i for d in devices for i in d["Instances"] if not i["Healthy"]]
+    sick[0]["HealthDescription"] = "XID 79: GPU has fallen off the bus"
+    sick[1]["HealthDescription"] = ""
+    node = decode_node(h100)
+    health = {str(g.id): g.health for g in node.gpus} | {str(m.id): m.health for m in node.migs}
+    assert health[sick[0]["ID"]] == "XID 79: GPU has fallen off the bus"
+    assert health[sick[1]["ID"]] == "unhealthy"
+    assert {h for iid, h in health.items() if iid not in {s["ID"] for s in sick}} == {""}

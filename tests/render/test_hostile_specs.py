@@ -140,7 +140,7 @@ def test_libyaml_and_the_pure_python_loader_agree_on_data_and_errors(
         text: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """The libyaml fast path must decode exactly what the strict pure-Python loader decodes, and leave
     every refusal and error message to it."""
-    from nomad_gpu.render import loading
+    from nomad_gpu.render import loading, strictyaml
 
     def outcome() -> object:
         try:
@@ -149,16 +149,16 @@ def test_libyaml_and_the_pure_python_loader_agree_on_data_and_errors(
             return f"error: {exc}"
 
     fast = outcome()
-    monkeypatch.setattr(loading, "_CLoader", None)
+    monkeypatch.setattr(strictyaml, "_CLoader", None)
     assert fast == outcome()
 
 
 def test_the_libyaml_path_is_taken_for_a_plain_spec() -> None:
-    from nomad_gpu.render import loading
+    from nomad_gpu.render import strictyaml
 
-    if loading._CLoader is None:
+    if strictyaml._CLoader is None:
         pytest.skip("PyYAML was built without libyaml")
-    assert loading._fast_compose("name: a\nteam: t\n") is not None
-    assert loading._fast_compose("a: 1\na: 2\n") is None  # a short text libyaml refuses: the slow loader's words
+    assert strictyaml.fast_compose("name: a\nteam: t\n") is not None
+    assert strictyaml.fast_compose("a: 1\na: 2\n") is None  # a short text libyaml refuses: the slow loader's words
     with pytest.raises(yaml.YAMLError, match="anchors"):  # refused on libyaml's events, with the same words
-        loading._fast_compose("a: &x 1\nb: *x\n")
+        strictyaml.fast_compose("a: &x 1\nb: *x\n")

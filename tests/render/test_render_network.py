@@ -157,6 +157,6 @@ def test_a_static_port_is_refused_where_one_node_would_need_it_twice() -> None:
         {"name": "b", "task": {"image": "x"}, "ports": {"n": {"static": 9100}}}]}
     with pytest.raises(SpecError) as refused:
         _spec(twice)
-    assert "static port 9100 is also in group 'a'" in str(refused.value)
+    assert "static port 9100 is also in groups[a]" in str(refused.value)
     dynamic = {**SERVING, "count": 2, "ports": {"http": {"to": 8000}}}
     assert _spec(dynamic).groups[0].count == 2

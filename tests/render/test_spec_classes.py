@@ -89,7 +89,7 @@ def test_class_and_size_are_read(text: str, job_class: str | None, group_class: 
                      id="unknown-class"),
         pytest.param(BASE + "class: serving\ngpu_memory: 14gb\n", "line 4: gpu_memory: unknown unit 'gb'",
                      id="bad-unit-located"),
-        pytest.param(BASE + "gpu_memory: 14\n", "line 1: groups[0]: gpu_memory needs a class",
+        pytest.param(BASE + "gpu_memory: 14\n", "line 1: groups[main]: gpu_memory needs a class",
                      id="size-without-class"),
         pytest.param(BASE + "class: serving\nmig: {profile: 1g.10gb}\ngpu_memory: 9\n",
                      "line 1: gpu_memory sizes a choice the service makes; mig names the kind itself",

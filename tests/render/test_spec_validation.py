@@ -18,7 +18,7 @@ GROUPS = "name: demo\ngroups:\n  - name: trainer\n    task: {image: img}\n"
     ("text", "message"),
     [
         pytest.param(
-            GROUPS + "    gpu: {count: 0}\n", "line 5: groups[0].gpu.count: must be >= 1", id="gpu-count-zero"
+            GROUPS + "    gpu: {count: 0}\n", "line 5: groups[trainer].gpu.count: must be >= 1", id="gpu-count-zero"
         ),
         pytest.param(BASE + "gpu: {count: 0}\n", "line 3: gpu.count: must be >= 1", id="shorthand-location"),
         pytest.param(BASE + "gpu: {count: 65}\n", "line 3: gpu.count: must be <= 64", id="gpu-count-too-big"),
@@ -98,7 +98,7 @@ GROUPS = "name: demo\ngroups:\n  - name: trainer\n    task: {image: img}\n"
         ),
         pytest.param(
             GROUPS + "    gpu: {}\n    mig: {profile: 3g.40gb}\n",
-            "line 3: groups[0]: set at most one of gpu, mig, share (got gpu and mig)",
+            "line 3: groups[trainer]: set at most one of gpu, mig, share (got gpu and mig)",
             id="two-capacity-kinds",
         ),
         pytest.param(BASE + "share: {milli: 0}\n", "line 3: share.milli: must be >= 1", id="share-zero"),
@@ -151,17 +151,66 @@ def test_invalid_spec_gives_a_located_one_line_error(text: str, message: str) ->
     assert "\n" not in str(info.value)
 
 
-def test_every_problem_is_listed_and_the_first_is_counted() -> None:
+def test_every_problem_is_said_at_once_on_one_line() -> None:
+    """Every located message, joined by "; " (one line for the CLI), and listed one by one in `errors`."""
     with pytest.raises(SpecError) as info:
         load_spec(BASE + "priority: 0\ncount: 0\n")
-    assert str(info.value) == "line 3: priority: must be >= 1 (and 1 more)"
+    assert str(info.value) == "line 3: priority: must be >= 1; line 4: count: must be >= 1"
     assert info.value.errors == ("line 3: priority: must be >= 1", "line 4: count: must be >= 1")
+
+
+def test_every_typo_is_reported_with_its_suggestion() -> None:
+    text = "name: demo\ntask: {image: img}\npriorty: 60\nresources: {cpus: 2, memroy: 100}\n"
+    with pytest.raises(SpecError) as info:
+        load_spec(text)
+    assert info.value.errors == (
+        "line 3: priorty: unknown field (did you mean 'priority'?)",
+        "line 4: resources.cpus: unknown field (did you mean 'cpu'?)",
+        "line 4: resources.memroy: unknown field (did you mean 'memory'?)",
+    )
+    assert str(info.value) == "; ".join(info.value.errors)
+    assert "more" not in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    pytest.param(GROUPS + "    resources: {cpu: 0}\n", "line 5: groups[trainer].resources.cpu: must be >= 1",
+                 id="pydantic-location"),
+    pytest.param(GROUPS + "    count: 2\n    ports: {http: {static: 8080}}\n",
+                 "line 1: groups[trainer]: static port 8080 (http) with count 2", id="validator-text"),
+    pytest.param(GROUPS + "    gpu_memory: 14\n", "line 1: groups[trainer]: gpu_memory needs a class",
+                 id="size-without-class"),
+    pytest.param("name: demo\ngroups:\n  - {name: a, task: {image: i}}\n  - {name: b, task: {image: i},"
+                 " gpu: {count: 0}}\n", "line 4: groups[b].gpu.count: must be >= 1", id="second-group"),
+])
+def test_groups_are_located_by_name(text: str, message: str) -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec(text)
+    assert str(info.value).startswith(message)
+
+
+@pytest.mark.parametrize(("written", "message"), [
+    pytest.param("16GB", "resources.memory: memory is in MiB: write 15259 for '16GB' (16384 for 16GiB)",
+                 id="decimal-unit"),
+    pytest.param("16GiB", "resources.memory: memory is in MiB: write 16384 for '16GiB'", id="binary-unit"),
+    pytest.param("512MiB", "resources.memory: memory is in MiB: write 512 for '512MiB'", id="mib"),
+    pytest.param("'2048'", "resources.memory: must be a whole number of MiB, got '2048'", id="quoted-number"),
+])
+def test_memory_with_a_unit_says_the_unit_is_mib(written: str, message: str) -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec(BASE + f"resources: {{memory: {written}}}\n")
+    assert str(info.value) == "line 3: " + message
+
+
+def test_memory_max_with_a_unit_says_the_unit_is_mib() -> None:
+    with pytest.raises(SpecError) as info:
+        load_spec(BASE + "resources: {memory: 1024, memory_max: 4GiB}\n")
+    assert str(info.value) == "line 3: resources.memory_max: memory is in MiB: write 4096 for '4GiB'"
 
 
 def test_a_spec_file_error_names_the_file_and_line(tmp_path: Path) -> None:
     path = tmp_path / "train.yaml"
     path.write_text("name: demo\ngroups:\n  - name: t\n    task: {image: i}\n    gpu:\n      count: 0\n")
-    with pytest.raises(SpecError, match=r"^train\.yaml:6: groups\[0\]\.gpu\.count: must be >= 1$"):
+    with pytest.raises(SpecError, match=r"^train\.yaml:6: groups\[t\]\.gpu\.count: must be >= 1$"):
         load_spec(path)
     with pytest.raises(SpecError, match=r"^train\.yaml:6: "):
         load_spec(str(path))
@@ -173,7 +222,7 @@ def test_a_missing_file_is_a_spec_error(tmp_path: Path) -> None:
 
 
 def test_parse_spec_takes_decoded_json_without_locations() -> None:
-    with pytest.raises(SpecError, match=r"^groups\[0\]\.gpu\.count: must be >= 1$"):
+    with pytest.raises(SpecError, match=r"^groups\[g\]\.gpu\.count: must be >= 1$"):
         parse_spec({"name": "demo", "groups": [{"name": "g", "task": {"image": "i"}, "gpu": {"count": 0}}]})
 
 
@@ -298,7 +347,7 @@ def test_sweep_names_must_leave_room_for_the_trial_suffix() -> None:
 
 
 def test_sweep_env_must_not_collide_with_trial_variables() -> None:
-    with pytest.raises(SpecError, match=r"groups\[0\]\.task\.env\.TRIAL_LR conflicts with sweep parameter 'lr'"):
+    with pytest.raises(SpecError, match=r"groups\[main\]\.task\.env\.TRIAL_LR conflicts with sweep parameter 'lr'"):
         load_spec("kind: sweep\nname: s\ntask: {image: i, env: {TRIAL_LR: x}}\nsweep: {parameters: {lr: [1]}}\n")
 
 

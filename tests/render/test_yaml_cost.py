@@ -8,21 +8,21 @@ from typing import Any
 
 import pytest
 
-from nomad_gpu.render import SpecError, loading
+from nomad_gpu.render import SpecError, strictyaml
 from nomad_gpu.render.loading import decode_spec
 
 
 @pytest.fixture
 def slow_loads(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     made: list[int] = []
-    real = loading._StrictLoader
+    real = strictyaml.StrictLoader
 
     class Counted(real):  # type: ignore[misc,valid-type]
         def __init__(self, stream: str) -> None:
             made.append(len(stream))
             super().__init__(stream)
 
-    monkeypatch.setattr(loading, "_StrictLoader", Counted)
+    monkeypatch.setattr(strictyaml, "StrictLoader", Counted)
     return made
 
 

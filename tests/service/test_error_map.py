@@ -68,5 +68,5 @@ def test_the_app_answers_a_raised_error_with_its_status_and_one_line(service: Sc
     r = TestClient(app, raise_server_exceptions=False).get("/boom")
     assert r.status_code == status
     expected = str(exc) if status != 500 else "internal error (LedgerConflict); see the service log"
-    assert r.json() == {"error": expected}
+    assert r.json() == {"error": expected, "errors": [expected]}  # every refusal lists its messages
 

@@ -66,7 +66,7 @@ def test_the_opt_in_queues_it_and_its_wait_reason_says_unschedulable(svc: Schedu
     svc.run_cycle()
     (entry,) = svc.store.list()
     assert entry.state.value == "queued"
-    assert entry.reason.startswith("unschedulable: group 'main': 9 GPUs of one model on one node asked for")
+    assert entry.reason.startswith("unschedulable: groups[main]: 9 GPUs of one model on one node asked for")
 
 
 def test_a_down_node_counts_it_may_come_back(svc: SchedulerService) -> None:
@@ -80,7 +80,7 @@ def test_an_entry_whose_nodes_went_away_says_so_while_it_waits(svc: SchedulerSer
     svc.on_node_removed("a1")
     svc.run_cycle()
     (entry,) = svc.store.list()
-    assert entry.reason.startswith("unschedulable: group 'main': 8 GPUs of one model on one node asked for; "
+    assert entry.reason.startswith("unschedulable: groups[main]: 8 GPUs of one model on one node asked for; "
                                    "at most 4 on one node here")
     svc.on_node(node("a2", A100, 8))
     svc.run_cycle()

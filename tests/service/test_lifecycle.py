@@ -18,7 +18,7 @@ from nomad_gpu.nomad.client import NomadUnavailable
 from nomad_gpu.nomad.decode import AllocInfo
 from nomad_gpu.service.runtimes import RuntimeDefaults
 from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.store import EntryState, SqliteStore
+from nomad_gpu.store import EntryState, QueueEntry, SqliteStore
 
 N1 = gpu_node("n1", 1)  # one GPU: a second job can only ever land on the first one's GPU
 
@@ -671,3 +671,17 @@ def test_placement_events_before_the_register_reply_are_applied_once(clock: Cloc
     assert e.state is EntryState.RUNNING and e.registered_at is not None and nomad.registers() == [job]
     svc.on_alloc(alloc(job, "complete", index=12))
     assert store.get(a.id).state is EntryState.COMPLETE and not svc.life.live
+
+
+def test_a_queued_entry_whose_stored_spec_is_no_longer_valid_fails_and_start_up_goes_on(
+        clock: Clock, ex: ManualExecutor) -> None:
+    """docs/reliability.md: a stored spec that a newer validator rejects fails its queued entry with the reason
+    instead of stopping start-up (the move queued -> failed must be one the store's table allows)."""
+    store = SqliteStore()
+    (bad,) = store.add([QueueEntry(id="", name="old", team="t", priority=50, spec={"name": "old", "groups": "x"},
+                                   submitted_at=clock.now)])
+    svc = started(store, FakeNomad(), clock, ex)
+    (good,) = svc.submit(spec("a"))
+    stored = store.get(bad.id)
+    assert stored.state is EntryState.FAILED and stored.reason.startswith("stored spec is no longer valid")
+    assert bad.id not in svc.life.entries and good.id in svc.life.waiting

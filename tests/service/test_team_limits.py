@@ -78,3 +78,35 @@ def test_bad_limits_are_one_line(raw: dict[str, Any]) -> None:
     from nomad_gpu.domain.errors import InvalidRequest
     with pytest.raises(InvalidRequest, match="team_limits"):
         access_from_mapping({"team_limits": raw})
+
+
+def test_a_team_keeps_a_bounded_history_and_its_usage_is_kept(service: SchedulerService) -> None:
+    """Finished entries counted against nothing and were kept 30 days (issue 31, item 4): a team's kept
+    entries are bounded, its oldest finished pruned first, and `/v1/usage` answers as before the pruning."""
+    limits = TeamLimits(max_entries=300, max_stored_bytes=1 << 20, max_kept_entries=600, max_kept_bytes=64 << 20)
+    client = TestClient(create_app(service, access=AccessSettings(tokens=TOKENS, team_limits=limits)))
+    headers = {"Authorization": f"Bearer {NLP}", "X-Nomad-Gpu-Client": "test"}
+    assert post(client, VISION, job("mine")).status_code == 201
+    for round_ in range(5):
+        values = ", ".join(str(i) for i in range(250))
+        r = post(client, NLP, f"kind: sweep\nname: hp{round_}\ntask: {{image: i}}\nsweep: {{parameters: "
+                              f"{{lr: [{values}]}}}}\n")
+        assert r.status_code == 201, r.text
+        sweep_id = r.json()["entries"][0]["sweep"]
+        assert client.delete(f"/v1/sweeps/{sweep_id}", headers=headers).status_code == 200
+        assert len(service.store.list(team="nlp")) <= 600
+    # every one of the 1,250 cancelled trials is still counted, though at most 600 entries are kept
+    rows = client.get("/v1/usage?since=1d", headers=headers).json()["rows"]
+    assert rows == [{"key": "nlp", "gpu_hours": 0.0, "jobs": 1250, "attempts": 0, "mean_wait_s": None,
+                     "p95_wait_s": None, "failures": 0}]
+    kept = {e.sweep for e in service.store.list(team="nlp")}
+    assert "hp4-s5" in kept and "hp0-s1" not in kept  # the oldest went first
+    assert len(service.store.list(team="vision")) == 1
+
+
+def test_kept_limits_default_to_twice_the_live_ones_and_may_not_be_below_them() -> None:
+    from nomad_gpu.domain.errors import InvalidRequest
+    got = access_from_mapping({"team_limits": {"max_entries": 50_000}}).team_limits
+    assert got.max_kept_entries == 100_000 and got.max_kept_bytes == TeamLimits().max_kept_bytes
+    with pytest.raises(InvalidRequest, match="max_kept_entries"):
+        access_from_mapping({"team_limits": {"max_entries": 500, "max_kept_entries": 400}})

@@ -6,7 +6,10 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from nomad_gpu.store import TRANSITIONS, EntryState, QueueEntry, SqliteStore
+from nomad_gpu.store.contract import StaleTransition
 from nomad_gpu.store.entries import JobRef, parse_job_id
 
 
@@ -44,3 +47,15 @@ def test_decoded_specs_are_kept_only_for_entries_in_flight() -> None:
     assert moved.spec == {"name": "a"} and a.id not in store._specs
     store.get(a.id)  # reads of ended entries (listings) do not fill it either
     assert a.id not in store._specs and store.get(b.id).spec == {"name": "b"}
+
+
+def test_a_batch_cancel_is_checked_against_the_same_table(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`cancel_queued` writes its batch without `_move`, but not around `TRANSITIONS`: a table without
+    queued -> cancelled refuses it and moves nothing."""
+    store = SqliteStore()
+    (e,) = store.add([entry()])
+    table = {**TRANSITIONS, EntryState.QUEUED: TRANSITIONS[EntryState.QUEUED] - {EntryState.CANCELLED}}
+    monkeypatch.setattr("nomad_gpu.store.sqlite.TRANSITIONS", table)
+    with pytest.raises(StaleTransition):
+        store.cancel_queued([e.id], 2.0, "cancelled by user")
+    assert store.get(e.id).state is EntryState.QUEUED

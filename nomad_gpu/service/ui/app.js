@@ -190,6 +190,9 @@ function renderQueue() {
       for (const c of new Set((e.placements || []).map((p) => p.choice).filter(Boolean))) {
         where.push(el("div", { class: "choice" }, c));  // what a workload class chose, and why
       }
+      for (const note of e.device_health || []) {  // a device under it turned unhealthy; Nomad lets it run
+        where.push(el("div", { class: "unhealthy-note" }, note));
+      }
       for (const [name, addr] of Object.entries(e.addresses || {})) {  // where it is reached, once running
         where.push(el("div", { class: "address", dataset: { port: name } }, `${name} ${addr}`));
       }
@@ -289,6 +292,7 @@ async function refreshJob() {
   for (const p of e.placements || []) {
     facts.push([`Placement ${p.group}[${p.index}]`, `${nodeName(p.node)}: ${(p.instance_ids || []).join(", ") || "no GPU"}`]);
   }
+  for (const note of e.device_health || []) facts.push(["Unhealthy device", note]);
   if (nomad) facts.push(["Nomad job", `${nomad.nomad_job_id} (namespace ${nomad.namespace})`]);
   const facts_ = facts.map(([k, v]) => el("div", {}, el("dt", {}, k), el("dd", {}, v)));
   if (nomad && nomad.nomad_ui) {  // Nomad's own page of the job, where its agent serves a UI
@@ -316,8 +320,14 @@ function holderText(holders) {
 
 function describe(node, device, kind, holders, state) {
   const who = holders.length ? `held by ${holderText(holders)}` : "free";
-  return `${node.name || node.id}, ${kind} ${device.id}: ${state === "unhealthy" ? "unhealthy, " : ""}`
+  return `${node.name || node.id}, ${kind} ${device.id}: ${state === "unhealthy" ? `${unhealthyText(device)}, ` : ""}`
     + `${state === "draining" ? "node draining or down, " : ""}${who}`;
+}
+
+// why the device plugin says a device is unhealthy, and since when the service has seen it so
+function unhealthyText(device) {
+  const since = device.unhealthy_since ? ` since ${new Date(device.unhealthy_since * 1000).toLocaleString()}` : "";
+  return `unhealthy${since}${device.health ? ` (${device.health})` : ""}`;
 }
 
 function select(text, id) {

@@ -1,12 +1,9 @@
-"""How an ended attempt's Nomad job is stopped, and when its capacity goes back to the ledger.
+"""How an ended attempt's Nomad job is stopped.
 
 A stop is an intent stored with the attempt's end (`store.stops`), sent from the executor outside the
-service lock, retried with backoff until Nomad confirms (across restarts too). A draining attempt's
-GPUs are released only once its job is stopped, no register for it is in flight, and every allocation
-Nomad made for it is terminal, so a replacement can never land on GPUs given to the next job.
-
-A mixin of `Lifecycle` (service/lifecycle.py), which alone moves entries: the attributes below are
-the life cycle's, named here so this part reads on its own.
+service lock, retried with backoff until Nomad confirms (across restarts too). When the job's attempt is
+draining, Nomad's confirmation (with the allocations it lists then) goes back to the life cycle as a
+`StopConfirmed` event: only the transition function releases a draining attempt's capacity.
 """
 
 from __future__ import annotations
@@ -15,39 +12,27 @@ import logging
 import threading
 from collections.abc import Callable
 
-from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.nomad.client import NomadError
 from nomad_gpu.nomad.decode import AllocInfo
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.outage import Outage
-from nomad_gpu.service.tracking import Draining, Executor, backoff_s
+from nomad_gpu.service.tracking import Executor, backoff_s
 from nomad_gpu.store.contract import StopIntent, Store
 
 logger = logging.getLogger("nomad_gpu.service.lifecycle")
 
 
 class Stops:
-    store: Store
-    ledger: Ledger
-    actuator: NomadActuator
-    lock: threading.RLock
-    executor: Executor
-    outage: Outage
-    draining: dict[str, Draining]
-    inflight: set[str]
+    def __init__(self, store: Store, actuator: NomadActuator, *, lock: threading.RLock, executor: Executor,
+                 outage: Outage, clock: Callable[[], float], inflight: set[str],
+                 draining: Callable[[str], bool], confirmed: Callable[[str, tuple[AllocInfo, ...]], None]) -> None:
+        """``draining(job)``: whether the job's capacity waits for the stop (its allocations are then read
+        back); ``confirmed(job, allocs)``: called under the lock once Nomad confirmed the stop."""
+        self.store, self.actuator, self.lock, self.executor = store, actuator, lock, executor
+        self.outage, self.clock, self.inflight = outage, clock, inflight
+        self.draining, self.confirmed = draining, confirmed
 
-    clock: Callable[[], float]
-    wake: Callable[[], None]
-
-    def maybe_release(self, d: Draining) -> bool:
-        if d.stopped and not d.register_in_flight and all(a.is_terminal for a in d.allocs.values()):
-            del self.draining[d.job_id]
-            if self.ledger.release(d.key) is not None:
-                self.wake()
-                return True
-        return False
-
-    def start_stop(self, job_id: str, namespace: str) -> None:
+    def start(self, job_id: str, namespace: str) -> None:
         key = f"stop:{namespace}/{job_id}"
         if key not in self.inflight:
             self.inflight.add(key)
@@ -56,7 +41,7 @@ class Stops:
     def _stop(self, job_id: str, namespace: str) -> None:
         """Executor: stop a job; when its capacity is draining, read back its allocations too."""
         with self.lock:
-            confirm = job_id in self.draining
+            confirm = self.draining(job_id)
         allocs: tuple[AllocInfo, ...] = ()
         try:
             self.actuator.stop(job_id, namespace)
@@ -77,16 +62,11 @@ class Stops:
             self.inflight.discard(f"stop:{namespace}/{job_id}")
             self.outage.reachable()
             self.store.stop_done(job_id, namespace)
-            d = self.draining.get(job_id)
-            if d is not None:
-                d.stopped = True
-                for a in allocs:
-                    d.allocs.setdefault(a.id, a)
-                self.maybe_release(d)
+            self.confirmed(job_id, allocs)
 
-    def _stop_orphan(self, a: AllocInfo) -> None:
+    def orphan(self, a: AllocInfo) -> None:
         """A job of this database that no live entry claims (it ended, or the entry is gone): stop it."""
         if not any(s.job_id == a.job_id for s in self.store.stops()):
             now = self.clock()
             self.store.add_stop(StopIntent(a.job_id, a.namespace, "no live entry claims it", now, 0, now))
-        self.start_stop(a.job_id, a.namespace)
+        self.start(a.job_id, a.namespace)

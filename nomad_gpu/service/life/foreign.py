@@ -2,7 +2,8 @@
 jobs of ours whose entry is gone. Every one's GPUs, CPU and memory are booked in the ledger under a
 team of their own, so the core never places onto what Nomad has already given away.
 
-A mixin of `Lifecycle` (service/lifecycle.py), which alone moves entries.
+They are the life cycle's third schedule state beside a register in flight and draining (service/life/
+machine.py): no entry's record claims them, so they are kept here, by allocation, for the life cycle.
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ FOREIGN = Team("_nomad")
 
 
 class ForeignAllocs:
-    ledger: Ledger
-    foreign: dict[str, AllocInfo]
+    def __init__(self, ledger: Ledger) -> None:
+        self.ledger = ledger
+        self.foreign: dict[str, AllocInfo] = {}
 
-    def _foreign_alloc(self, a: AllocInfo) -> bool:
+    def book(self, a: AllocInfo) -> bool:
         """Allocations of plain Nomad jobs (or of ours no entry claims) hold GPUs, CPU and memory too."""
         key = EntryId(f"nomad:{a.id}")
         if a.is_terminal:
@@ -39,7 +41,7 @@ class ForeignAllocs:
                            gpu_equivalents=float(len(a.device_ids)))
         self.foreign[a.id] = a
         try:
-            self.ledger.reserve(key, FOREIGN, [p])
+            self.ledger.reserve(key, FOREIGN, [p], reported=True)  # Nomad runs it, even on a sick device
         except LedgerConflict as exc:
             holders = sorted(self.ledger.entries_on(a.node_id))
             logger.error("allocation %s of job %s (%s) holds devices the ledger gave to %s: %s", a.id, a.job_id,
@@ -48,6 +50,6 @@ class ForeignAllocs:
 
     def reserve(self, entry: EntryId, team: Team, placements: Iterable[AllocPlacement]) -> None:
         try:
-            self.ledger.reserve(entry, team, placements)
+            self.ledger.reserve(entry, team, placements, reported=True)
         except LedgerConflict as exc:
             logger.error("reconcile: %s cannot be booked as Nomad reports it: %s", entry, exc)
