@@ -17,8 +17,11 @@ import psycopg
 from nomad_gpu.store import pgcounts
 from nomad_gpu.store.entries import EntryState, QueueEntry
 
-TABLES = ("kv", "spec_bases", "entries", "stops")
-"""What a copy moves, in this order (a table's column names are the same in both stores)."""
+TABLES = ("kv", "spec_bases", "entries", "stops", "usage_jobs", "usage_attempts")
+"""What a copy moves, in this order (a table's column names are the same in both stores; GPU accounting's
+record, store/usage.py, keeps its row IDs, which its attempts refer to)."""
+KEPT = ("entries", "spec_bases", "stops", "usage_jobs")
+"""Tables whose rows make a destination not empty."""
 SWEEP_SEQ = "sweep_seq"
 
 
@@ -43,7 +46,7 @@ class Transfer:
     def holds_data(self) -> bool:
         """Whether anything but this database's instance prefix is stored (a copy refuses to write over it)."""
         db = self._db
-        if any(db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in ("entries", "spec_bases", "stops")):
+        if any(db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in KEPT):
             return True
         row = db.execute("SELECT is_called FROM sweep_seq").fetchone()
         return bool(row and row[0]) or db.execute("SELECT 1 FROM kv WHERE key <> 'instance'").fetchone() is not None
@@ -71,8 +74,11 @@ class Transfer:
                     rows = [r for r in rows if r[0] != SWEEP_SEQ]
                     db.execute("DELETE FROM kv WHERE key = ANY(%s)", ([r[0] for r in rows],))
                 marks = ", ".join(["%s"] * len(columns))
-                db.cursor().executemany(f"INSERT INTO {table} ({', '.join(columns)}) VALUES ({marks})".encode(), rows)
+                names = ", ".join(f'"{c}"' for c in columns)  # quoted: `user` is a reserved word here
+                db.cursor().executemany(f"INSERT INTO {table} ({names}) VALUES ({marks})".encode(), rows)
             db.execute("SELECT setval('entry_seq', COALESCE((SELECT MAX(seq) FROM entries), 1),"
                        " (SELECT MAX(seq) FROM entries) IS NOT NULL)")
+            db.execute("SELECT setval(pg_get_serial_sequence('usage_jobs', 'id'), COALESCE((SELECT MAX(id) FROM"
+                       " usage_jobs), 1), (SELECT MAX(id) FROM usage_jobs) IS NOT NULL)")
             pgcounts.recount(db, [str(r[0]) for r in db.execute("SELECT DISTINCT sweep FROM entries"
                                                                  " WHERE sweep IS NOT NULL")])

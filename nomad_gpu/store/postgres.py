@@ -20,7 +20,7 @@ import builtins
 import json
 import secrets
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any, cast
@@ -29,7 +29,7 @@ import psycopg
 from psycopg.rows import dict_row
 
 from nomad_gpu.domain.errors import UnknownEntry
-from nomad_gpu.store import pgcounts, specdiff
+from nomad_gpu.store import pgcounts, pghistory, pgusage, specdiff
 from nomad_gpu.store.contract import Admission, StaleTransition, StopIntent
 from nomad_gpu.store.counts import SweepCount
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps
@@ -37,17 +37,19 @@ from nomad_gpu.store.pgconnect import PgSpace, checked_dsn, connect, hold_servic
 from nomad_gpu.store.pgglob import glob_regex
 from nomad_gpu.store.pgrows import Transfer, entry_of
 from nomad_gpu.store.pgschema import migrate
+from nomad_gpu.store.prune import new_sizes
 from nomad_gpu.store.quota import NewRow, TeamQuota, adding, judge
+from nomad_gpu.store.sweeplist import SweepSummary
+from nomad_gpu.store.usage import UsageTotals
 
 TEAM_LOCK = 0x6E67
 """First key of the advisory lock each team's submissions take (the second: hashtext of the team)."""
 _LIVE = [s.value for s in EntryState if not s.is_terminal()]
-_ENDED = [s.value for s in EntryState if s.is_terminal()]
 _INSERT = (
     "WITH n AS (SELECT nextval('entry_seq') AS seq) INSERT INTO entries (seq, id, name, team, priority, spec,"
     " submitted_at, state, attempts, max_retries, reason, placements, sweep, idempotency_key, history, job_prefix,"
-    " namespace, spec_base) SELECT n.seq, COALESCE(%s, 'q' || repeat('0', greatest(0, 6 - length(n.seq::text)))"
-    " || n.seq::text), %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s FROM n"
+    " namespace, spec_base, size) SELECT n.seq, COALESCE(%s, 'q' || repeat('0', greatest(0, 6 -"
+    " length(n.seq::text))) || n.seq::text), %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s FROM n"
     " ON CONFLICT (idempotency_key) DO NOTHING RETURNING id, job_prefix")
 
 
@@ -123,7 +125,10 @@ class PostgresStore(Transfer):
             return pgcounts.get(db, sweep)
 
     # ---- entries -----------------------------------------------------------------------------
-    def add(self, entries: Sequence[QueueEntry], quota: TeamQuota | None = None) -> builtins.list[QueueEntry]:
+    def add(self, entries: Sequence[QueueEntry], quota: TeamQuota | None = None, *,
+            keep: Callable[[], Collection[str]] | None = None) -> builtins.list[QueueEntry]:
+        """As SqliteStore.add: with ``quota``, the team's oldest finished entries but those ``keep`` names
+        deleted when it would keep more than it may (store/pghistory.py), under its advisory lock."""
         shared = _sweep_bases(entries)
         bases = {sweep_id: dumps(base) for sweep_id, base in shared.items()}
         with self._lock, self._tx() as db:
@@ -145,8 +150,12 @@ class PostgresStore(Transfer):
                 stored = dumps(specdiff.diff(shared[base_id], e.spec)) if base_id else dumps(e.spec)
                 plan.append(NewRow(e, base_id, stored))
             fresh = [p for p in plan if isinstance(p, NewRow)]
+            sizes = new_sizes(fresh, bases)
             if quota is not None:
                 self._check_quota(db, quota, fresh, bases)
+                for team in sorted({p.entry.team for p in fresh}):
+                    ours = [sizes[id(p)] for p in fresh if p.entry.team == team]
+                    pghistory.make_room(db, team, quota, len(ours), sum(ours), keep)
             with db.cursor() as cur:
                 cur.executemany("INSERT INTO spec_bases (id, spec) VALUES (%s, %s)",
                                 [(s, bases[s]) for s in sorted({p.base_id for p in fresh if p.base_id})])
@@ -155,7 +164,7 @@ class PostgresStore(Transfer):
                            p.entry.reason, dumps(list(p.entry.placements)), p.entry.sweep, p.entry.idempotency_key,
                            dumps(list(p.entry.history)),
                            p.entry.job_prefix or (self.instance if not p.entry.id else ""), p.entry.namespace,
-                           p.base_id) for p in fresh]
+                           p.base_id, sizes[id(p)]) for p in fresh]
                 stored_as: list[tuple[str, str] | None] = []
                 if len(params) == 1:  # the usual submission: one statement, without pipeline mode's set-up
                     stored_as.append(cast("tuple[str, str] | None", cur.execute(_INSERT, params[0]).fetchone()))
@@ -181,6 +190,7 @@ class PostgresStore(Transfer):
                 e = replace(p.entry, id=got[0], job_prefix=got[1])
                 if e.sweep:
                     changes.append((e.sweep, e.team, e.id, None, e.state))
+                pgusage.record_new(db, pgusage.facts(e), e.history)
                 out.append(e)
             pgcounts.apply(db, changes)
         return out
@@ -251,16 +261,19 @@ class PostgresStore(Transfer):
         at = fields.pop("at", None)
         event = {"from": current.state.value, "to": to.value, "at": at, "reason": fields.get("reason", "")}
         moved = replace(current, state=to, history=(*current.history, event)[-20:], **fields)
+        placements, history = dumps(list(moved.placements)), dumps(list(moved.history))
         done = db.execute(
             "UPDATE entries SET state=%s, attempts=%s, reason=%s, placements=%s, admitted_at=%s, finished_at=%s,"
-            " history=%s, registered_at=%s, refusals=%s, held=%s, priority=%s WHERE id=%s AND state = ANY(%s)",
-            (moved.state.value, moved.attempts, moved.reason, dumps(list(moved.placements)), moved.admitted_at,
-             moved.finished_at, dumps(list(moved.history)), moved.registered_at, moved.refusals, int(moved.held),
-             moved.priority, entry_id, [current.state.value]))
+            " history=%s, registered_at=%s, refusals=%s, held=%s, priority=%s, size = size - octet_length(history)"
+            " - octet_length(placements) + %s WHERE id=%s AND state = ANY(%s)",
+            (moved.state.value, moved.attempts, moved.reason, placements, moved.admitted_at, moved.finished_at,
+             history, moved.registered_at, moved.refusals, int(moved.held), moved.priority,
+             len(history.encode()) + len(placements.encode()), entry_id, [current.state.value]))
         if done.rowcount != 1:  # the row lock makes this unreachable; kept as the compare-and-set itself
             raise StaleTransition(f"{entry_id}: moved by another writer")
         if current.sweep:
             pgcounts.apply(db, [(current.sweep, current.team, entry_id, current.state, to)])
+        pgusage.record_move(db, pgusage.facts(moved), at)
         return moved
 
     def cancel_queued(self, entry_ids: Sequence[str], at: float, reason: str) -> set[str]:
@@ -270,8 +283,11 @@ class PostgresStore(Transfer):
             rows = db.execute("SELECT id, history, sweep, team FROM entries WHERE id = ANY(%s) AND state = %s"
                               " ORDER BY id FOR UPDATE", (list(entry_ids), queued)).fetchall()
             db.cursor().executemany(
-                "UPDATE entries SET state=%s, finished_at=%s, reason=%s, history=%s WHERE id=%s AND state=%s",
-                [(cancelled, at, reason, dumps([*json.loads(r[1]), event][-20:]), r[0], queued) for r in rows])
+                "UPDATE entries SET state=%s, finished_at=%s, reason=%s, history=%s, size = size -"
+                " octet_length(history) + %s WHERE id=%s AND state=%s",
+                [(cancelled, at, reason, h, len(h.encode()), r[0], queued)
+                 for r in rows for h in [dumps([*json.loads(r[1]), event][-20:])]])
+            pgusage.record_ended(db, [str(r[0]) for r in rows], cancelled, at)
             pgcounts.apply(db, [(r[2], r[3], r[0], EntryState.QUEUED, EntryState.CANCELLED) for r in rows if r[2]])
         return {str(r[0]) for r in rows}
 
@@ -296,13 +312,17 @@ class PostgresStore(Transfer):
 
     def purge_finished(self, before: float) -> int:
         with self._lock, self._tx() as db:
-            gone = db.execute("DELETE FROM entries WHERE state = ANY(%s) AND finished_at < %s"
-                              " AND seq < (SELECT MAX(seq) FROM entries) RETURNING sweep",  # IDs never reused
-                              (_ENDED, before)).fetchall()
-            db.execute("DELETE FROM spec_bases WHERE id NOT IN (SELECT spec_base FROM entries"
-                       " WHERE spec_base IS NOT NULL)")
-            pgcounts.recount(db, {str(r[0]) for r in gone if r[0]})
-        return len(gone)
+            return pghistory.purge_before(db, before)
+
+    def usage_report(self, by: str, since: float, until: float, now: float,
+                     team: str | None = None) -> builtins.list[UsageTotals]:
+        """GPU accounting over [since, until] from the compact usage record (store/pgusage.py)."""
+        with self._lock, self._read() as db:
+            return pgusage.report(db, by, since, until, now, team)
+
+    def sweep_summaries(self, team: str | None = None) -> builtins.list[SweepSummary]:
+        with self._lock, self._read() as db:
+            return pghistory.sweep_summaries(db, team)
 
     def _entry(self, row: Mapping[str, Any] | None) -> QueueEntry:
         assert row is not None

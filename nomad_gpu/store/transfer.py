@@ -19,7 +19,7 @@ from typing import Any
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.store.contract import Store
-from nomad_gpu.store.pgrows import TABLES
+from nomad_gpu.store.pgrows import KEPT, TABLES
 from nomad_gpu.store.postgres import PostgresStore
 from nomad_gpu.store.sqlite import SqliteStore
 
@@ -80,7 +80,7 @@ def _holds_data(store: Store) -> bool:
     if isinstance(store, PostgresStore):
         return store.holds_data()
     db = _sqlite(store)
-    if any(db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in ("entries", "spec_bases", "stops")):
+    if any(db.execute(f"SELECT 1 FROM {t} LIMIT 1").fetchone() for t in KEPT):
         return True
     return db.execute("SELECT 1 FROM kv WHERE key <> 'instance'").fetchone() is not None
 
