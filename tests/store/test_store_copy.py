@@ -1,5 +1,6 @@
 """`nomad-gpu store copy SRC DST`: a queue moved SQLite -> PostgreSQL -> SQLite is the same queue (entries,
-their history, stop intents, named values, sweep counters, the instance prefix), and IDs and sweep numbers
+their history, stop intents, named values, sweep counters, the instance prefix, GPU accounting's record
+and the sweep summaries), and IDs and sweep numbers
 carry on after the copy; a non-empty destination and a database a service holds are refused."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from nomad_gpu.cli.main import main
+from nomad_gpu.service.accounting import GROUPINGS
 from nomad_gpu.store import EntryState, Store, open_store
 from nomad_gpu.store.contract import StopIntent
 from tests.store.contract.conftest import entry
@@ -21,7 +23,8 @@ pytestmark = pytest.mark.server
 def fill(store: Store) -> None:
     sweep = store.new_sweep_id("hpo")
     trials = store.add([entry(f"t{i}", sweep=sweep, spec={"name": "t", "lr": i, "pad": "x" * 100}) for i in range(5)])
-    store.transition(trials[0].id, EntryState.ADMITTED, attempts=1, placements=({"node": "n1"},), at=2.0)
+    store.transition(trials[0].id, EntryState.ADMITTED, attempts=1, at=2.0,
+                     placements=({"node": "n1", "instance_ids": ["GPU-1"], "gpu_equivalents": 1.0},))
     store.transition(trials[1].id, EntryState.CANCELLED, finished_at=3.0, at=3.0, reason="by user")
     store.add([entry("keyed", key="k1", team="other")])
     store.add_stop(StopIntent("ngpu-x-q000001", "default", "cancelled", 1.0, 0, 5.0))
@@ -31,7 +34,12 @@ def fill(store: Store) -> None:
 def picture(store: Store) -> dict[str, object]:
     return {"entries": [e.to_json() for e in store.list()], "stops": store.stops(),
             "instance": store.instance, "relayouts": store.get_meta("relayouts"),
-            "counts": {s: store.sweep_count(s) for s in {e.sweep for e in store.list() if e.sweep}}}
+            "counts": {s: store.sweep_count(s) for s in {e.sweep for e in store.list() if e.sweep}},
+            "usage": usage(store), "sweeps": store.sweep_summaries()}
+
+
+def usage(store: Store) -> dict[str, object]:
+    return {by: store.usage_report(by, 0.0, 100.0, 100.0) for by in GROUPINGS}
 
 
 def copy(src: str, dst: str) -> tuple[int, str]:
@@ -50,13 +58,18 @@ def test_a_queue_copied_to_postgresql_and_back_is_the_same_queue(tmp_path: Path,
     assert picture(on_pg) == before and not on_pg.created
     assert on_pg.add([entry("next")])[0].id == "q000007"  # IDs carry on past the copied ones
     assert on_pg.new_sweep_id("hpo") == "hpo-s2"
+    grown = usage(on_pg)
+    assert grown != before["usage"]  # the new job counted
     on_pg.close()
     code, said = copy(pg_dsn, f"sqlite:///{tmp_path / 'b.db'}")
     assert code == 0, said
     back = open_store(str(tmp_path / "b.db"))
     after = picture(back)
     assert after["entries"][:6] == before["entries"]  # type: ignore[index]
-    assert {k: v for k, v in after.items() if k != "entries"} == {k: v for k, v in before.items() if k != "entries"}
+    moved_on = ("entries", "usage")  # the job added on PostgreSQL is in both: compared with `grown` below
+    assert {k: v for k, v in after.items() if k not in moved_on} == {k: v for k, v in before.items()
+                                                                       if k not in moved_on}
+    assert usage(back) == grown
     assert back.add([entry("again")])[0].id == "q000008" and back.new_sweep_id("x") == "x-s3"
     back.close()
 
