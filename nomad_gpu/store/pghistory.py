@@ -53,10 +53,11 @@ def make_room(db: Db, team: str, quota: TeamQuota, entries: int, size: int,
     return _delete(db, doomed)
 
 
-def purge_before(db: Db, before: float) -> int:
-    """Retention: the entries that finished before ``before`` deleted (their accounting kept)."""
+def purge_before(db: Db, before: float, limit: int) -> int:
+    """Retention: up to ``limit`` entries that finished before ``before`` deleted (their accounting kept)."""
     rows = db.execute("SELECT seq, id, spec_base FROM entries WHERE state = ANY(%s) AND finished_at < %s AND"
-                      " seq < (SELECT MAX(seq) FROM entries) FOR UPDATE", (_ENDED, before)).fetchall()
+                      " seq < (SELECT MAX(seq) FROM entries) LIMIT %s FOR UPDATE",
+                      (_ENDED, before, limit)).fetchall()
     return len(_delete(db, [(int(r[0]), str(r[1]), r[2]) for r in rows]))
 
 

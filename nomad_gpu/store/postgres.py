@@ -37,7 +37,7 @@ from nomad_gpu.store.pgconnect import PgSpace, checked_dsn, connect, hold_servic
 from nomad_gpu.store.pgglob import glob_regex
 from nomad_gpu.store.pgrows import Transfer, entry_of
 from nomad_gpu.store.pgschema import migrate
-from nomad_gpu.store.prune import new_sizes
+from nomad_gpu.store.prune import PURGE_BATCH, new_sizes
 from nomad_gpu.store.quota import NewRow, TeamQuota, adding, judge
 from nomad_gpu.store.sweeplist import SweepSummary
 from nomad_gpu.store.usage import UsageTotals
@@ -311,8 +311,14 @@ class PostgresStore(Transfer):
         return [(str(r[0]), EntryState(r[1])) for r in rows]
 
     def purge_finished(self, before: float) -> int:
-        with self._lock, self._tx() as db:
-            return pghistory.purge_before(db, before)
+        """Retention, a batch per transaction (as SQLite's) so that no replica waits for the whole of it."""
+        removed = 0
+        while True:
+            with self._lock, self._tx() as db:
+                n = pghistory.purge_before(db, before, PURGE_BATCH)
+            removed += n
+            if n < PURGE_BATCH:
+                return removed
 
     def usage_report(self, by: str, since: float, until: float, now: float,
                      team: str | None = None) -> builtins.list[UsageTotals]:
