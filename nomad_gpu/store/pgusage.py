@@ -22,40 +22,67 @@ from nomad_gpu.store.usage import FAILED, GROUP_COLUMNS, HOLDING, JobFacts, Usag
 Db = psycopg.Connection[tuple[Any, ...]]
 
 
+_INSERT_JOB = (
+    'INSERT INTO usage_jobs (entry_id, team, class, kind, model, "user", sweep, gpu_eq, submitted_at, finished_at,'
+    " failed, first_start, attempts) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s) RETURNING id")
+_MOVE = (
+    "WITH j AS (SELECT id, EXISTS (SELECT 1 FROM usage_attempts WHERE job = usage_jobs.id AND end_at IS NULL) AS"
+    " open FROM usage_jobs WHERE entry_id = %(entry)s), opened AS (SELECT id FROM j WHERE %(opens)s AND NOT open),"
+    " u AS (UPDATE usage_jobs SET class = %(class)s, kind = %(kind)s, model = %(model)s, gpu_eq = %(gpu_eq)s,"
+    " finished_at = %(finished)s::float8, failed = %(failed)s, attempts = attempts + (SELECT COUNT(*) FROM"
+    " opened), first_start = CASE WHEN EXISTS (SELECT 1 FROM opened) THEN COALESCE(first_start,"
+    " %(at)s::float8) ELSE first_start END FROM j WHERE usage_jobs.id = j.id RETURNING usage_jobs.id),"
+    " i AS (INSERT INTO usage_attempts (job, start_at, end_at) SELECT id, %(at)s::float8, NULL FROM opened),"
+    " c AS (UPDATE usage_attempts SET end_at = %(at)s::float8 FROM j WHERE %(closes)s AND usage_attempts.job ="
+    " j.id AND usage_attempts.end_at IS NULL) SELECT id FROM u")
+"""A move in one round trip: the job's keys and end again, and an attempt opened (it now holds GPUs and had
+none open) or closed (it no longer holds them); no row: the job has no record yet."""
+
+
+def _job_row(job: JobFacts, attempts: Sequence[tuple[float, float | None]]) -> tuple[Any, ...]:
+    k = keys_of(job.spec, job.placements, job.sweep)
+    return (job.entry_id, job.team, k.job_class, k.kind, k.model, k.user, k.sweep, k.gpu_equivalents,
+            job.submitted_at, job.finished_at, int(job.state in FAILED), attempts[0][0] if attempts else None,
+            len(attempts))
+
+
 def record_new(db: Db, job: JobFacts, history: Iterable[Mapping[str, Any]] = ()) -> None:
     """A job's record, with the attempts its history shows (none for a new submission)."""
-    k = keys_of(job.spec, job.placements, job.sweep)
     attempts = held_intervals(history)
-    row = db.execute(
-        'INSERT INTO usage_jobs (entry_id, team, class, kind, model, "user", sweep, gpu_eq, submitted_at,'
-        " finished_at, failed, first_start, attempts) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)"
-        " RETURNING id",
-        (job.entry_id, job.team, k.job_class, k.kind, k.model, k.user, k.sweep, k.gpu_equivalents, job.submitted_at,
-         job.finished_at, int(job.state in FAILED), attempts[0][0] if attempts else None, len(attempts))).fetchone()
+    row = db.execute(_INSERT_JOB, _job_row(job, attempts)).fetchone()
     if attempts and row is not None:
         db.cursor().executemany("INSERT INTO usage_attempts (job, start_at, end_at) VALUES (%s, %s, %s)",
                                 [(row[0], start, end) for start, end in attempts])
 
 
+def record_added(db: Db, jobs: Sequence[tuple[JobFacts, Iterable[Mapping[str, Any]]]]) -> None:
+    """The records of a submission's new entries: those that held no GPU yet (every new submission) sent
+    together (pipeline mode, as the entries themselves), any other one by one."""
+    plain: list[tuple[Any, ...]] = []
+    for job, history in jobs:
+        attempts = held_intervals(history)
+        if attempts:
+            record_new(db, job, history)
+        else:
+            plain.append(_job_row(job, attempts))
+    if len(plain) == 1:
+        db.execute(_INSERT_JOB, plain[0])
+    elif plain:
+        db.cursor().executemany(_INSERT_JOB, plain)
+
+
 def record_move(db: Db, job: JobFacts, at: object) -> None:
-    """The job moved to ``job.state`` at ``at`` (store/usage.py's `record_move`, the same steps)."""
-    row = db.execute("SELECT id FROM usage_jobs WHERE entry_id = %s", (job.entry_id,)).fetchone()
-    if row is None:  # written before this record existed, and not read into it: start it now
-        record_new(db, job)
-        row = db.execute("SELECT id FROM usage_jobs WHERE entry_id = %s", (job.entry_id,)).fetchone()
-    assert row is not None
+    """The job moved to ``job.state`` at ``at`` (store/usage.py's `record_move`, the same steps). A move
+    without a time changes no attempt."""
     k = keys_of(job.spec, job.placements, job.sweep)
-    db.execute("UPDATE usage_jobs SET class=%s, kind=%s, model=%s, gpu_eq=%s, finished_at=%s, failed=%s WHERE id=%s",
-               (k.job_class, k.kind, k.model, k.gpu_equivalents, job.finished_at, int(job.state in FAILED), row[0]))
-    if not isinstance(at, int | float):
-        return
-    open_ = db.execute("SELECT 1 FROM usage_attempts WHERE job = %s AND end_at IS NULL", (row[0],)).fetchone()
-    if job.state in HOLDING and open_ is None:
-        db.execute("INSERT INTO usage_attempts (job, start_at, end_at) VALUES (%s, %s, NULL)", (row[0], float(at)))
-        db.execute("UPDATE usage_jobs SET attempts = attempts + 1, first_start = COALESCE(first_start, %s)"
-                   " WHERE id = %s", (float(at), row[0]))
-    elif job.state not in HOLDING and open_ is not None:
-        db.execute("UPDATE usage_attempts SET end_at = %s WHERE job = %s AND end_at IS NULL", (float(at), row[0]))
+    timed = isinstance(at, int | float)
+    args = {"entry": job.entry_id, "class": k.job_class, "kind": k.kind, "model": k.model,
+            "gpu_eq": k.gpu_equivalents, "finished": job.finished_at, "failed": int(job.state in FAILED),
+            "at": float(at) if isinstance(at, int | float) else None,
+            "opens": timed and job.state in HOLDING, "closes": timed and job.state not in HOLDING}
+    if db.execute(_MOVE, args).fetchone() is None:  # written before this record existed: start it now
+        record_new(db, job)
+        db.execute(_MOVE, args)
 
 
 def record_ended(db: Db, entry_ids: Sequence[str], state: str, at: float) -> None:

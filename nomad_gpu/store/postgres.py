@@ -40,7 +40,7 @@ from nomad_gpu.store.pgschema import migrate
 from nomad_gpu.store.prune import PURGE_BATCH, new_sizes
 from nomad_gpu.store.quota import NewRow, TeamQuota, adding, judge
 from nomad_gpu.store.sweeplist import SweepSummary
-from nomad_gpu.store.usage import UsageTotals
+from nomad_gpu.store.usage import JobFacts, UsageTotals
 
 TEAM_LOCK = 0x6E67
 """First key of the advisory lock each team's submissions take (the second: hashtext of the team)."""
@@ -175,6 +175,7 @@ class PostgresStore(Transfer):
                         cur.nextset()
             out: list[QueueEntry] = []
             changes: list[pgcounts.Change] = []
+            added: list[tuple[JobFacts, Sequence[Mapping[str, Any]]]] = []
             rows = iter(stored_as)
             for p in plan:
                 if not isinstance(p, NewRow):
@@ -190,9 +191,10 @@ class PostgresStore(Transfer):
                 e = replace(p.entry, id=got[0], job_prefix=got[1])
                 if e.sweep:
                     changes.append((e.sweep, e.team, e.id, None, e.state))
-                pgusage.record_new(db, pgusage.facts(e), e.history)
+                added.append((pgusage.facts(e), e.history))
                 out.append(e)
             pgcounts.apply(db, changes)
+            pgusage.record_added(db, added)
         return out
 
     def _check_quota(self, db: psycopg.Connection[tuple[Any, ...]], quota: TeamQuota, fresh: Sequence[NewRow],
