@@ -215,8 +215,9 @@ def render(spec_file: Path, node: str, job_id: str | None, templates_dir: Path |
 
 # ---- running it ----------------------------------------------------------------------------------
 @main.command()
-@click.option("--db", "db_path", default="nomad-gpu.db", show_default=True,
-              help="The queue database: a SQLite file (WAL), as a path or sqlite:///path.")
+@click.option("--db", "db_path", default="nomad-gpu.db", show_default=True, envvar="NOMAD_GPU_DB", show_envvar=True,
+              help="The queue database: a SQLite file (WAL), a path or sqlite:///path; or postgresql://user@host:5432/"
+                   "dbname (the password from PGPASSWORD or ~/.pgpass, never on the command line).")
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML: teams, quotas, sharing, policy.")
 @click.option("--listen", default=None, help=f"API address (default NOMAD_GPU_ADDR or {DEFAULT_ADDR}).")
 @click.option("--tls-cert", type=click.Path(dir_okay=False), help="PEM certificate, for an https:// address.")
@@ -404,12 +405,11 @@ from nomad_gpu.cli.examples import example  # noqa: E402
 from nomad_gpu.cli.node import node  # noqa: E402
 from nomad_gpu.cli.queuecmds import cancel, queue  # noqa: E402
 from nomad_gpu.cli.report import report  # noqa: E402
+from nomad_gpu.cli.storecmd import store  # noqa: E402
 from nomad_gpu.cli.sweeps import sweep  # noqa: E402
 
-main.add_command(node)
-main.add_command(backup)
-main.add_command(deploy)
-for _command in (queue, cancel, sweep, hold, release, requeue, update, logs, example, report):
+for _command in (node, backup, deploy, store, queue, cancel, sweep, hold, release, requeue, update, logs, example,
+                 report):
     main.add_command(_command)
 
 

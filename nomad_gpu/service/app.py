@@ -27,9 +27,25 @@ from nomad_gpu.service.reload import reload_config
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import ServiceSettings
 from nomad_gpu.service.usage import UsagePoller
+from nomad_gpu.store.contract import Store
 from nomad_gpu.store.factory import open_store
 
 logger = logging.getLogger(__name__)
+
+
+SERVICE_KEY = "service_name"
+
+
+def claim_store(store: Store, service_name: str) -> None:
+    """The database is this service's: the first service to open it writes its `service_name`, and another
+    service (another `service_name`, pointed at this database by mistake: a DSN copied from the wrong
+    deployment) is refused before anything is written, rather than adopting and stopping its jobs."""
+    found = store.get_meta(SERVICE_KEY)
+    if found is None:
+        store.set_meta(SERVICE_KEY, service_name)
+    elif found != service_name:
+        raise InvalidRequest(f"the queue database belongs to the service {found!r}, not {service_name!r} "
+                             "(service_name in the config): point --db at this service's own database")
 
 
 class ServiceRuntime:
@@ -43,6 +59,11 @@ class ServiceRuntime:
                                   tls_key=settings.tls_key)
         self.metrics = Metrics()
         self.store = open_store(settings.db_path, exclusive=True)  # one service per database
+        try:
+            claim_store(self.store, settings.scheduling.service_name)
+        except BaseException:
+            self.store.close()
+            raise
         self.client = NomadClient(settings.nomad)
         self.actuator = Actuator(self.client, settings.templates_dir, settings.scheduling.service_name,
                                  local_parse=settings.scheduling.local_parse)

@@ -25,6 +25,7 @@ from nomad_gpu.service.confignumbers import read_numbers
 from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
 from nomad_gpu.service.runtimes import RuntimeDefaults, runtime_defaults_from_mapping
+from nomad_gpu.store.location import redacted
 
 DEFAULT_DRIVERS = frozenset({"docker", "exec"})
 """Task drivers a spec may use unless the config lists others (``raw_exec`` runs unisolated on the host)."""
@@ -207,7 +208,7 @@ class ServiceSettings:
     """The `--config` file, read again on SIGHUP for its teams and tokens (service/reload.py)."""
 
     def __repr__(self) -> str:
-        return f"ServiceSettings(nomad={self.nomad!r}, db_path={self.db_path!r}, listen={self.listen!r})"
+        return f"ServiceSettings(nomad={self.nomad!r}, db_path={redacted(self.db_path)!r}, listen={self.listen!r})"
 
 
 def load_scheduling(path: str | None) -> SchedulingSettings:

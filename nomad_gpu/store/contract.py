@@ -14,6 +14,8 @@ Guarantees that hold for every method:
 - A write that cannot be stored for space raises `StoreFull` (an `Unavailable`: 503, retry later) with
   nothing of it stored; the first write that succeeds after one failed for space calls the listeners
   of `space`.
+- A store on a database server raises `StoreUnavailable` (an `Unavailable` too) while the server cannot
+  be reached, and carries on once it can.
 - A write acknowledged with ``durable=True`` (the default) survives a power loss before the call returns.
 """
 
@@ -32,7 +34,7 @@ from nomad_gpu.store.sweeplist import SweepSummary
 from nomad_gpu.store.usage import UsageTotals
 
 __all__ = ["Admission", "SpaceSignal", "StaleTransition", "StopIntent", "Store", "StoreDamaged", "StoreFull",
-           "TeamQuota"]
+           "StoreUnavailable", "TeamQuota"]
 
 
 class StaleTransition(NomadGpuError):
@@ -45,6 +47,12 @@ class StoreDamaged(NomadGpuError):
 
 class StoreFull(Unavailable):
     """The database's disk (or its size limit) is full: nothing of the write was stored; retry later."""
+
+
+class StoreUnavailable(Unavailable):
+    """A database server cannot be reached now (down, restarting, the connection lost): 503, retry later.
+    The next call connects again. A write it interrupts was stored wholly or not at all; only one cut
+    during its COMMIT leaves which unknown, as with any client of a database server."""
 
 
 @dataclass(frozen=True)

@@ -3,8 +3,9 @@
 The service and the CLI never name an implementation; they call `open_store` and hold a `Store`
 (store/contract.py). Accepted: a plain path (`nomad-gpu.db`, `/var/lib/nomad-gpu/q.db`), `:memory:`, and
 SQLite URLs as SQLAlchemy writes them: `sqlite:///relative.db`, `sqlite:////absolute.db`, and
-`sqlite://` or `sqlite:///:memory:` for a database in memory. A `postgresql://` URL is refused in one
-line: that store comes with high availability (issue 36). A second store is added here, by scheme.
+`sqlite://` or `sqlite:///:memory:` for a database in memory; and a PostgreSQL URL,
+`postgresql://user:password@host:5432/dbname` (or `postgres://`, or libpq's options after `?`), for the
+PostgreSQL store (store/postgres.py), which several services can share.
 """
 
 from __future__ import annotations
@@ -13,11 +14,13 @@ import re
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.store.contract import Store
+from nomad_gpu.store.location import redacted
 from nomad_gpu.store.sqlite import SqliteStore
 
 MEMORY = ":memory:"
 _SCHEME = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*)://")
 _POSTGRES = ("postgres", "postgresql")
+"""libpq's own schemes (`postgresql+psycopg://`, SQLAlchemy's, is not a URL libpq reads)."""
 
 
 class UnsupportedStore(InvalidRequest):
@@ -32,12 +35,12 @@ def sqlite_path(location: str) -> str:
             raise UnsupportedStore("the queue database is empty: give a file path or sqlite:///path")
         return location
     scheme = m.group("scheme").lower()
-    if scheme.split("+")[0] in _POSTGRES:
-        raise UnsupportedStore(f"{_redacted(location)}: a PostgreSQL queue store is not supported yet (it comes "
-                               "with high availability, issue 36); use a SQLite file: a path or sqlite:///path")
+    if scheme in _POSTGRES:
+        raise UnsupportedStore(f"{redacted(location)}: a PostgreSQL queue, not a SQLite file: back it up with "
+                               "pg_dump, or copy it to a SQLite file with nomad-gpu store copy")
     if scheme != "sqlite":
-        raise UnsupportedStore(f"{_redacted(location)}: unknown queue store {scheme!r}; use a SQLite file: a path "
-                               "or sqlite:///path")
+        raise UnsupportedStore(f"{redacted(location)}: unknown queue store {scheme!r}; use a SQLite file (a path "
+                               "or sqlite:///path) or PostgreSQL (postgresql://user@host:5432/dbname)")
     rest = location[m.end():]
     if rest == "":
         return MEMORY
@@ -54,12 +57,26 @@ def open_store(location: str, *, exclusive: bool = False) -> Store:
     """The store at ``location`` (a path or URL, see the module docstring). ``exclusive=True`` (the
     service) holds the database for this process: a second service on it fails with StoreLocked before
     anything is read. StoreDamaged when the database fails its check; UnsupportedStore (one line) for a
-    location this release cannot open."""
-    path = sqlite_path(location)
-    store: Store = SqliteStore(path, exclusive=exclusive)  # mypy proves here that it keeps the contract
+    location this release cannot open; for PostgreSQL, StoreRefused (one line) for a DSN that cannot work
+    and StoreUnavailable for a server that cannot be reached now. On PostgreSQL ``exclusive`` holds an
+    advisory lock of the database's (store/pgconnect.py `hold_service_lock`) instead of a lock file."""
+    store: Store  # mypy proves at each assignment that the implementation keeps the contract
+    if is_postgres(location):
+        from nomad_gpu.store.postgres import PostgresStore  # psycopg is loaded only for this store
+
+        store = PostgresStore(_libpq(location), exclusive=exclusive)
+        return store
+    store = SqliteStore(sqlite_path(location), exclusive=exclusive)
     return store
 
 
-def _redacted(location: str) -> str:
-    """The location without a password (`postgresql://user:secret@host/db` -> `postgresql://user:***@host/db`)."""
-    return re.sub(r"^([^:/]+://[^:/@]*):[^@/]*@", r"\1:***@", location)
+def is_postgres(location: str) -> bool:
+    m = _SCHEME.match(location)
+    return m is not None and m.group("scheme").lower() in _POSTGRES
+
+
+def _libpq(location: str) -> str:
+    """The URL as libpq reads it (it knows `postgresql://` and `postgres://`, in lower case)."""
+    m = _SCHEME.match(location)
+    assert m is not None
+    return "postgresql://" + location[m.end():]

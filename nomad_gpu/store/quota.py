@@ -32,20 +32,37 @@ class NewRow:
     stored: str
 
 
-def check_quota(db: sqlite3.Connection, quota: TeamQuota, fresh: Sequence[NewRow], bases: Mapping[str, str]) -> None:
-    """OverLimit when a team's live entries or stored bytes, with ``fresh`` added, pass ``quota``."""
-    adding: dict[str, list[int]] = {}
+def adding(fresh: Sequence[NewRow], bases: Mapping[str, str]) -> dict[str, tuple[int, int]]:
+    """Per team, the entries and stored bytes ``fresh`` adds (a sweep's shared spec counted once)."""
+    out: dict[str, list[int]] = {}
     counted: set[str] = set()
     for p in fresh:
-        n = adding.setdefault(p.entry.team, [0, 0])
+        n = out.setdefault(p.entry.team, [0, 0])
         n[0] += 1
         n[1] += len(p.stored.encode())
         if p.base_id and p.base_id not in counted:
             counted.add(p.base_id)
             n[1] += len(bases[p.base_id].encode())
+    return {team: (n[0], n[1]) for team, n in out.items()}
+
+
+def judge(quota: TeamQuota, team: str, held: int, held_bytes: int, count: int, size: int) -> None:
+    """OverLimit when ``team``, holding ``held`` live entries of ``held_bytes``, may not add ``count`` of ``size``."""
+    if held + count > quota.max_entries:
+        raise OverLimit(f"team {team!r} holds {held} live entries; {count} more would pass its limit of "
+                        f"{quota.max_entries} (api.team_limits.max_entries): wait for some to end, or cancel "
+                        "some")
+    if held_bytes + size > quota.max_stored_bytes:
+        raise OverLimit(f"team {team!r} holds {held_bytes} bytes of live specs; {size} more would pass its "
+                        f"limit of {quota.max_stored_bytes} (api.team_limits.max_stored_bytes): wait for some "
+                        "to end, or cancel some")
+
+
+def check_quota(db: sqlite3.Connection, quota: TeamQuota, fresh: Sequence[NewRow], bases: Mapping[str, str]) -> None:
+    """OverLimit when a team's live entries or stored bytes, with ``fresh`` added, pass ``quota``."""
     live = [s.value for s in EntryState if not s.is_terminal()]
     marks = ",".join("?" * len(live))
-    for team, (count, size) in adding.items():
+    for team, (count, size) in adding(fresh, bases).items():
         held, held_bytes = db.execute(
             f"SELECT COUNT(*), COALESCE(SUM(LENGTH(CAST(spec AS BLOB))), 0) FROM entries WHERE team = ? AND state"
             f" IN ({marks})", (team, *live)).fetchone()
@@ -53,11 +70,4 @@ def check_quota(db: sqlite3.Connection, quota: TeamQuota, fresh: Sequence[NewRow
             "SELECT COALESCE(SUM(LENGTH(CAST(spec AS BLOB))), 0) FROM spec_bases WHERE id IN (SELECT spec_base FROM"
             f" entries WHERE team = ? AND state IN ({marks}) AND spec_base IS NOT NULL)",
             (team, *live)).fetchone()[0]
-        if held + count > quota.max_entries:
-            raise OverLimit(f"team {team!r} holds {held} live entries; {count} more would pass its limit of "
-                            f"{quota.max_entries} (api.team_limits.max_entries): wait for some to end, or cancel "
-                            "some")
-        if held_bytes + size > quota.max_stored_bytes:
-            raise OverLimit(f"team {team!r} holds {held_bytes} bytes of live specs; {size} more would pass its "
-                            f"limit of {quota.max_stored_bytes} (api.team_limits.max_stored_bytes): wait for some "
-                            "to end, or cancel some")
+        judge(quota, team, held, held_bytes, count, size)

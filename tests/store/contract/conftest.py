@@ -3,7 +3,8 @@
 Every test here takes `store` (a fresh database) or `store_factory` (to open several, or one again) and
 nothing of an implementation. A second store plugs in as one more param of `store_factory`; tests of a
 single implementation (SQLite's write-ahead log, its fsync modes, its lock file) stay beside it in
-tests/store/.
+tests/store/. The PostgreSQL param starts a server (tests/store/pg.py), so it is marked `server`: `make
+check` runs the suite on SQLite only, `make test` on both.
 """
 
 from __future__ import annotations
@@ -13,9 +14,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
+import psycopg
 import pytest
 
 from nomad_gpu.store import QueueEntry, SqliteStore, Store, open_store
+from nomad_gpu.store.postgres import PostgresStore
+from tests.store.pg import PgServer
 
 
 @dataclass
@@ -53,8 +57,45 @@ def _sqlite_free(store: Store) -> None:
     cast(SqliteStore, store)._db.execute("PRAGMA max_page_count = 1073741823")
 
 
-@pytest.fixture(params=["sqlite-file", "sqlite-memory"])
+_FULL = (
+    "CREATE FUNCTION disk_full() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION"
+    " 'could not extend file: No space left on device' USING ERRCODE = 'disk_full'; END $$",
+    *(f"CREATE TRIGGER full_{t} BEFORE INSERT OR UPDATE ON {t} FOR EACH STATEMENT EXECUTE FUNCTION disk_full()"
+      for t in ("entries", "kv", "stops", "spec_bases")),
+)
+
+
+def _pg_fill(store: Store) -> None:
+    """PostgreSQL's full disk as its clients see it: every write fails with SQLSTATE 53100 (disk_full),
+    raised here by triggers, since a test cannot fill the server's disk."""
+    with psycopg.connect(cast(PostgresStore, store).location, autocommit=True) as db:
+        for statement in _FULL:
+            db.execute(statement.encode())
+
+
+def _pg_free(store: Store) -> None:
+    with psycopg.connect(cast(PostgresStore, store).location, autocommit=True) as db:
+        db.execute("DROP FUNCTION disk_full() CASCADE")
+
+
+@pytest.fixture(params=["sqlite-file", "sqlite-memory", pytest.param("postgresql", marks=pytest.mark.server)])
 def store_factory(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[StoreFactory]:
+    if request.param == "postgresql":  # a fresh database on the session's throwaway server (tests/store/pg.py)
+        server: PgServer = request.getfixturevalue("pg_server")
+        names: dict[str, str] = {}
+
+        def open_pg(name: str) -> Store:
+            if name not in names:
+                names[name] = server.create_database()
+            return open_store(server.dsn(names[name]))
+
+        factory = StoreFactory(open_pg, persistent=True, fill=_pg_fill, free=_pg_free)
+        yield factory
+        for store in factory.opened:
+            store.close()
+        for dbname in names.values():
+            server.drop_database(dbname)
+        return
     if request.param == "sqlite-file":
         factory = StoreFactory(lambda name: open_store(f"sqlite:///{tmp_path / name}.db"), persistent=True,
                                fill=_sqlite_fill, free=_sqlite_free)

@@ -1,0 +1,135 @@
+"""Reaching the PostgreSQL store's database, and the one place its errors become the project's.
+
+What the operator typed wrong (a malformed DSN, a wrong password, a database or role that does not exist)
+is refused in one line (`StoreRefused`, bad input: exit 2); a server that cannot be reached now, or a
+connection lost under a query, is `StoreUnavailable` (503 with Retry-After from the API; the next call
+connects again); a write the server's disk cannot hold (SQLSTATE 53100, disk_full) is `StoreFull`; data the server finds
+damaged (XX001, XX002) is `StoreDamaged`.
+The password never appears in a message (`redacted`).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import conninfo
+
+from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.store.contract import StoreDamaged, StoreFull, StoreUnavailable
+from nomad_gpu.store.location import redacted
+
+logger = logging.getLogger(__name__)
+
+CONNECT_TIMEOUT_S = 5
+"""How long one connection attempt waits for the server (libpq's connect_timeout)."""
+_REFUSED = ("password authentication failed", "no password supplied", "does not exist", "invalid ",
+            "authentication failed", "not permitted to log in", "pg_hba.conf")
+"""libpq's words for a connection the operator's DSN cannot make, whatever is retried (it gives no SQLSTATE)."""
+DISK_FULL = "53100"
+DAMAGED = ("XX001", "XX002")
+"""data_corrupted, index_corrupted: what the server says of a damaged table or index."""
+
+
+class StoreRefused(InvalidRequest):
+    """The DSN cannot work as written: malformed, a wrong password, a database or role that does not exist."""
+
+
+def checked_dsn(location: str) -> str:
+    """``location`` if libpq can parse it and its port is a port; StoreRefused (one line) otherwise."""
+    try:
+        parts = conninfo.conninfo_to_dict(location)
+    except psycopg.ProgrammingError as exc:
+        said = _first_line(exc).replace(location, redacted(location))  # libpq quotes the whole URL
+        raise StoreRefused(f"{redacted(location)}: not a PostgreSQL URL ({said}); write "
+                           "postgresql://user@host:5432/dbname") from None
+    for port in str(parts.get("port", "5432")).split(","):
+        if not port.isdigit() or not 0 < int(port) < 65536:
+            raise StoreRefused(f"{redacted(location)}: port {port!r} is not a port number (1-65535)")
+    if not parts.get("dbname"):
+        raise StoreRefused(f"{redacted(location)}: name the database: postgresql://user@host:5432/dbname")
+    return location
+
+
+def connect(location: str) -> psycopg.Connection[tuple[Any, ...]]:
+    """A connection in autocommit (each transaction is opened explicitly); StoreRefused or StoreUnavailable."""
+    try:
+        return psycopg.connect(location, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
+                               application_name="nomad-gpu")
+    except psycopg.OperationalError as exc:
+        said = _first_line(exc).removeprefix("connection failed: ")
+        if any(word in said for word in _REFUSED):
+            raise StoreRefused(f"{redacted(location)}: {said}") from None
+        raise StoreUnavailable(f"the queue database {redacted(location)} cannot be reached: {said}") from None
+
+
+def hold_service_lock(location: str) -> psycopg.Connection[tuple[Any, ...]]:
+    """A connection of its own holding the database's service lock (`pgschema.SERVICE_LOCK`) for as long
+    as it is open: a second service on the database (or `store copy` while one serves it) is refused
+    with StoreLocked before anything is read. The server drops the lock when the session ends, a
+    killed service's included. A connection lost later lets the lock go: the leader lease of high
+    availability is what holds a service to it through outages."""
+    from nomad_gpu.store.lock import StoreLocked
+    from nomad_gpu.store.pgschema import SERVICE_LOCK
+
+    holder = connect(location)
+    row = holder.execute("SELECT pg_try_advisory_lock(%s)", (SERVICE_LOCK,)).fetchone()
+    if not row or not row[0]:
+        holder.close()
+        raise StoreLocked(f"the queue database {redacted(location)} is in use by another nomad-gpu service; "
+                          "run one service per database")
+    return holder
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+
+
+class PgSpace:
+    """Whether the database's disk was full at the last write, and who is told when space returns."""
+
+    def __init__(self) -> None:
+        self.full = False
+        self._listeners: list[Callable[[], None]] = []
+
+    def listen(self, returned: Callable[[], None]) -> None:
+        self._listeners.append(returned)
+
+    def failed(self) -> None:
+        if not self.full:
+            self.full = True
+            logger.warning("the queue database's disk is full: writes are refused until space is freed")
+
+    def succeeded(self) -> None:
+        if self.full:
+            self.full = False
+            logger.warning("the queue database's disk has space again")
+            for returned in self._listeners:
+                returned()
+
+
+@contextmanager
+def translated(location: str, space: PgSpace | None = None) -> Iterator[None]:
+    """Run a statement or transaction; PostgreSQL's full disk and lost connections as the contract's errors
+    (anything else, a unique key broken say, stays the driver's own)."""
+    try:
+        yield
+    except psycopg.Error as exc:
+        if exc.sqlstate == DISK_FULL:
+            if space is not None:
+                space.failed()
+            raise StoreFull("the queue database's disk is full: nothing was stored; free space on it and "
+                            "retry") from exc
+        if exc.sqlstate in DAMAGED:
+            raise StoreDamaged(f"the queue database {redacted(location)} reports damaged data ({_first_line(exc)}): "
+                               "restore it from a backup (pg_dump) or repair it") from exc
+        if isinstance(exc, psycopg.OperationalError) and not isinstance(exc, psycopg.errors.QueryCanceled):
+            raise StoreUnavailable(f"the queue database {redacted(location)} is unavailable: "
+                                   f"{_first_line(exc)}") from exc
+        raise
+    else:
+        if space is not None:
+            space.succeeded()
