@@ -66,9 +66,18 @@ class Runner:
         on the attempt's booking is read first (a restart books placements again at the resync)."""
         record = replace(record, booked=EntryId(entry.id) in self.ledger, held=entry.held)
         after, effects = apply(record, event)
-        if t is not None:
-            t.record = after
-        return after, self.perform(entry, t, after, effects)
+        if t is None:
+            return after, self.perform(entry, t, after, effects)
+        previous, stored = t.record, t.entry
+        t.record = after
+        try:
+            return after, self.perform(entry, t, after, effects)
+        except Exception:
+            # a store write refused (a full disk, a lost database) before the move took: nothing happened, so
+            # the record stays as it was and the same report from Nomad (the next resync) is applied again
+            if t.entry is stored and t.record is after:
+                t.record = previous
+            raise
 
     def perform(self, before: QueueEntry, t: Tracked | None, after: Record,
                  effects: Sequence[ev.Effect]) -> QueueEntry:
