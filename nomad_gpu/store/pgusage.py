@@ -9,15 +9,23 @@ attempt closed by its job (a job has at most one open attempt) rather than by SQ
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import psycopg
 
-from nomad_gpu.store import specdiff
 from nomad_gpu.store.entries import QueueEntry
-from nomad_gpu.store.usage import FAILED, GROUP_COLUMNS, HOLDING, JobFacts, UsageTotals, held_intervals, keys_of
+from nomad_gpu.store.usage import (
+    BACKFILL_ROWS,
+    FAILED,
+    GROUP_COLUMNS,
+    HOLDING,
+    JobFacts,
+    UsageTotals,
+    held_intervals,
+    keys_of,
+    stored_facts,
+)
 
 Db = psycopg.Connection[tuple[Any, ...]]
 
@@ -112,16 +120,12 @@ def fold(db: Db, entry_ids: Sequence[str]) -> None:
 
 def backfill(db: Db) -> None:
     """The records of a database written before they existed, read once from its entries (schema v2)."""
-    bases: dict[str, Any] = {}
-    for r in db.execute("SELECT id, team, spec, spec_base, placements, state, submitted_at, finished_at, history,"
-                        " sweep FROM entries ORDER BY seq").fetchall():
-        spec = json.loads(r[2])
-        if r[3]:
-            if r[3] not in bases:
-                found = db.execute("SELECT spec FROM spec_bases WHERE id = %s", (r[3],)).fetchone()
-                bases[r[3]] = json.loads(found[0]) if found is not None else {}
-            spec = specdiff.apply(bases[r[3]], spec)
-        record_new(db, JobFacts(r[0], r[1], spec, json.loads(r[4]), r[5], r[6], r[7], r[9]), json.loads(r[8]))
+    def base_spec(base: str) -> str | None:
+        found = db.execute("SELECT spec FROM spec_bases WHERE id = %s", (base,)).fetchone()
+        return None if found is None else str(found[0])
+
+    for facts, history in stored_facts(db.execute(BACKFILL_ROWS).fetchall(), base_spec):
+        record_new(db, facts, history)
 
 
 def report(db: Db, by: str, since: float, until: float, now: float, team: str | None = None) -> list[UsageTotals]:

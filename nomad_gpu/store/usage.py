@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -197,18 +197,34 @@ def fold(db: sqlite3.Connection, entry_ids: Sequence[str]) -> None:
         db.execute(f"UPDATE usage_jobs SET entry_id = NULL WHERE entry_id IN ({marks})", chunk)
 
 
-def backfill(db: sqlite3.Connection) -> None:
-    """The records of a database written before they existed, read once from its entries (schema v4)."""
+BACKFILL_ROWS = ("SELECT id, team, spec, spec_base, placements, state, submitted_at, finished_at, history, sweep"
+                 " FROM entries ORDER BY seq")
+"""The entries a backfill reads, in the column order `stored_facts` expects (both stores)."""
+
+
+def stored_facts(rows: Iterable[Sequence[Any]],
+                 base_spec: Callable[[str], str | None]) -> Iterator[tuple[JobFacts, list[Any]]]:
+    """Each stored entry of ``rows`` (`BACKFILL_ROWS`) as the record sees it, with its history; a sweep trial's
+    spec applied to its sweep's shared one (``base_spec``: the stored JSON of a spec base, None when gone)."""
     bases: dict[str, Any] = {}
-    for r in db.execute("SELECT id, team, spec, spec_base, placements, state, submitted_at, finished_at, history,"
-                        " sweep FROM entries ORDER BY seq").fetchall():
+    for r in rows:
         spec = json.loads(r[2])
         if r[3]:
             if r[3] not in bases:
-                found = db.execute("SELECT spec FROM spec_bases WHERE id = ?", (r[3],)).fetchone()
-                bases[r[3]] = json.loads(found[0]) if found is not None else {}
+                found = base_spec(r[3])
+                bases[r[3]] = json.loads(found) if found is not None else {}
             spec = specdiff.apply(bases[r[3]], spec)
-        record_new(db, JobFacts(r[0], r[1], spec, json.loads(r[4]), r[5], r[6], r[7], r[9]), json.loads(r[8]))
+        yield JobFacts(r[0], r[1], spec, json.loads(r[4]), r[5], r[6], r[7], r[9]), json.loads(r[8])
+
+
+def backfill(db: sqlite3.Connection) -> None:
+    """The records of a database written before they existed, read once from its entries (schema v4)."""
+    def base_spec(base: str) -> str | None:
+        found = db.execute("SELECT spec FROM spec_bases WHERE id = ?", (base,)).fetchone()
+        return None if found is None else str(found[0])
+
+    for facts, history in stored_facts(db.execute(BACKFILL_ROWS).fetchall(), base_spec):
+        record_new(db, facts, history)
 
 
 @dataclass(frozen=True)
