@@ -38,6 +38,11 @@ def test_the_jobs_list_answers_the_highest_of_jobs_and_job_summary(seed: DevClus
     job_written = client.job.get_job("summed")["ModifyIndex"]
     assert alloc["ModifyIndex"] > job_written
     assert _index(seed, "/v1/jobs") == alloc["ModifyIndex"], "the running allocation wrote the job's summary"
-    client.job.deregister_job("summed")  # desired stop: the summary is unchanged until the client reports
+    client.job.deregister_job("summed")
     stopped = client.job.get_job("summed")["ModifyIndex"]
-    assert _index(seed, "/v1/jobs") == stopped
+    assert stopped > alloc["ModifyIndex"]
+    # the desired stop leaves the summary alone; the client's report of the stopped task writes it (last)
+    wait_until(lambda: [a for a in job_allocs(seed.audit(), "summed") if a["client_status"] == "complete"])
+    (reported,) = client.job.get_allocations("summed")
+    assert reported["ModifyIndex"] > stopped
+    assert _index(seed, "/v1/jobs") == reported["ModifyIndex"]
