@@ -22,6 +22,7 @@ from nomad_gpu.render.loading import decode_spec
 from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
 from nomad_gpu.service.classconfig import classes_from_mapping
 from nomad_gpu.service.confignumbers import read_numbers
+from nomad_gpu.service.idleconfig import IdlePolicies, idle_from_classes
 from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
 from nomad_gpu.service.runtimes import RuntimeDefaults, runtime_defaults_from_mapping
@@ -90,6 +91,8 @@ class SchedulingSettings:
     """Device stats of running allocations: GPU utilisation per entry, idle GPUs."""
     classes: ClassPolicy = field(default_factory=ClassPolicy)
     """The operator's policy per workload class (`classes:`, service/classconfig.py)."""
+    idle: IdlePolicies = field(default_factory=lambda: idle_from_classes(None))
+    """Idle reclaim per class (`classes.<class>.idle`, service/idleconfig.py)."""
     mig_relayout: MigRelayoutConfig = field(default_factory=MigRelayoutConfig)
     """Queue-driven MIG re-layouts (`mig_relayout:`, service/relayoutconfig.py); off by default."""
     runtime_defaults: RuntimeDefaults = field(default_factory=RuntimeDefaults)
@@ -357,6 +360,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             service_name=_service_name(raw.get("service_name", base.service_name), where),
             usage=usage_from_mapping(raw.get("usage") or {}, f"{where}: usage"),
             classes=classes_from_mapping(raw.get("classes")),
+            idle=idle_from_classes(raw.get("classes")),
             mig_relayout=mig_relayout_from_mapping(raw.get("mig_relayout"), f"{where}: mig_relayout"),
             runtime_defaults=runtime_defaults_from_mapping(raw.get("runtime_defaults"), f"{where}: runtime_defaults"),
             local_parse=_local_parse(raw.get("nomad"), f"{where}: nomad"),
