@@ -64,7 +64,7 @@ OPERATIONS: tuple[Operation, ...] = (
               {200: "Entries in queue order.", 400: "An unknown state or sort, a bad limit/offset or filter."},
               "Entries",
               (Param("state", "query", "Comma-separated states: queued,admitted,running,complete,failed,cancelled,"
-                                      "dependency-failed."),
+                                      "dependency-failed,reclaimed."),
                Param("sweep", "query", "Only the trials of this sweep."),
                Param("team", "query", "Only this team's entries (a team's token: another team's name finds none)."),
                Param("name", "query", "Only entries whose name matches this glob (`*`, `?`, `[abc]`; `[!abc]` "

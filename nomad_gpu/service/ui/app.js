@@ -440,7 +440,7 @@ async function cancelSweep(id) {
 function renderSweeps() {
   const rows = view.sweepList.map((s) => {
     const st = s.states || {}, id = s.id;
-    const done = st.complete || 0, ended = (st.failed || 0) + (st.cancelled || 0) + (st["dependency-failed"] || 0);
+    const done = st.complete || 0, ended = (st.failed || 0) + (st.cancelled || 0) + (st["dependency-failed"] || 0) + (st.reclaimed || 0);
     const detail = view.openSweeps.has(id) ? view.sweeps.get(id) : null;
     const trials = detail ? (detail.trials || []).slice(0, TRIALS_LISTED).map((t) => el("li", {}, `${t.name}: `,
       el("span", { class: `state ${t.state}` }, t.state))) : [el("li", {}, "…")];
