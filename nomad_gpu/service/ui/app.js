@@ -264,6 +264,9 @@ function renderQueue() {
         }
         where.push(el("div", { class: "usage" }, parts.join(" · "), u.idle ? el("strong", {}, " · idle") : null));
       }
+      if (u && u.idle_note) {  // its class's idle reclaim: "idle 25 min: will be stopped in 5 min if a job is waiting"
+        where.push(el("div", { class: "idle-note" }, u.idle_note));
+      }
     } else {
       // the service gives every waiting entry its reason (throttled, after:, held, not decided yet)
       where = [el("span", { class: "reason" }, e.reason || "not decided yet")];
