@@ -23,8 +23,6 @@ from nomad_gpu.domain.errors import InvalidRequest
 
 MAX_WINDOW_S = 7 * 86400.0
 """An idle window or a keep longer than a week is a typo (`after: 30d`), not a policy: refused."""
-MIN_WINDOW_S = 60.0
-"""The usage poller reads every 30 s by default: a window under a minute would judge on one reading."""
 DEFAULT_MAX_KEEP_S = 4 * 3600.0
 
 
@@ -61,8 +59,8 @@ class IdlePolicy:
 
     def __post_init__(self) -> None:
         for key, value in (("after", self.after_s), ("warn_after", self.warn_after_s), ("max_keep", self.max_keep_s)):
-            if value is not None and (not math.isfinite(value) or not MIN_WINDOW_S <= value <= MAX_WINDOW_S):
-                raise InvalidRequest(f"{key}: must be from {MIN_WINDOW_S:.0f} s to {MAX_WINDOW_S / 86400:.0f} days")
+            if value is not None and (not math.isfinite(value) or not 0 < value <= MAX_WINDOW_S):
+                raise InvalidRequest(f"{key}: must be more than 0 and at most {MAX_WINDOW_S / 86400:.0f} days")
         if self.warn_after_s is not None and self.warn_after_s > self.after_s:
             raise InvalidRequest("warn_after: must not be longer than after")
 

@@ -27,7 +27,7 @@ from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.idle import DEFAULT_IDLE, DEFAULT_MAX_KEEP_S, IdleAction, IdlePolicy
 from nomad_gpu.render.spec import Seconds
 
-__all__ = ["IdlePolicies", "idle_from_classes"]
+__all__ = ["IdlePolicies", "check_rounds", "idle_from_classes"]
 
 IdlePolicies = Mapping[WorkloadClass, IdlePolicy | None]
 _KEYS = ("after", "warn_after", "action", "only_when_waiting", "max_keep")
@@ -85,3 +85,15 @@ def _duration(value: Any, where: str) -> float:
     except InvalidRequest as exc:
         raise InvalidRequest(f"{where}: {str(exc).partition(': ')[2]}") from exc
     return seconds
+
+
+def check_rounds(policies: IdlePolicies, interval_s: float, where: str = "classes") -> None:
+    """Refuse a window shorter than two of the usage poller's rounds (`usage.interval_s`): it would judge a
+    job idle on one reading. With the reads off (0) no job is ever idle, and any window is harmless."""
+    for cls, policy in policies.items():
+        if policy is None or interval_s <= 0:
+            continue
+        for key, value in (("after", policy.after_s), ("warn_after", policy.warn_after_s)):
+            if value is not None and value < 2 * interval_s:
+                raise InvalidRequest(f"{where}.{cls.value}.idle.{key}: {value:g} s is shorter than two rounds of "
+                                     f"usage.interval_s ({interval_s:g} s)")

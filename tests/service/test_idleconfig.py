@@ -46,10 +46,10 @@ def test_a_class_gives_its_own_policy_and_the_others_keep_theirs(tmp_path: Path)
     [
         pytest.param({"after": "-5m"}, "config: classes.interactive.idle.after: must be a duration", id="negative"),
         pytest.param({"after": 0}, "config: classes.interactive.idle.after: must be a duration", id="zero"),
-        pytest.param({"after": "90d"}, "config: classes.interactive.idle.after: must be from 60 s to 7 days",
-                     id="absurd"),
-        pytest.param({"after": "10s"}, "config: classes.interactive.idle.after: must be from 60 s to 7 days",
-                     id="too-short"),
+        pytest.param({"after": "90d"}, "config: classes.interactive.idle.after: must be more than 0 and at most "
+                     "7 days", id="absurd"),
+        pytest.param({"after": "50s"}, "config: classes.interactive.idle.after: 50 s is shorter than two rounds of "
+                     "usage.interval_s (30 s)", id="shorter-than-two-reads"),
         pytest.param({"after": "30m", "max_keep": "1y"}, "config: classes.interactive.idle.max_keep: must be",
                      id="absurd-keep"),
         pytest.param({"after": "30m", "action": "kill"},
@@ -70,6 +70,12 @@ def test_a_bad_idle_policy_is_one_line_naming_the_key(idle: object, message: str
         scheduling_from_mapping({"classes": {"interactive": {"idle": idle}}})
     assert str(info.value).startswith(message), str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_a_short_window_is_fine_with_frequent_reads() -> None:
+    idle = scheduling_from_mapping({"usage": {"interval_s": 0.5}, "classes": {"interactive": {"idle": {
+        "after": 2, "warn_after": 1}}}}).idle
+    assert idle[INT] == IdlePolicy(after_s=2, warn_after_s=1)
 
 
 def test_serving_may_be_flagged_never_stopped() -> None:
