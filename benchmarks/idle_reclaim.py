@@ -245,10 +245,7 @@ def replay(policy: str, idle_share: float, seed: int, speedup: float, fraction: 
                     due.discard(a.entry)
                     ledger.release(a.entry)
                     changed = True
-            elif kind == "plain-end":
-                ledger.release(payload)
-                changed = True
-            elif kind == "release":
+            elif kind in ("plain-end", "release"):  # a task's end, or a stopped session's grace over
                 ledger.release(payload)
                 draining.discard(payload)
                 changed = True
@@ -258,7 +255,7 @@ def replay(policy: str, idle_share: float, seed: int, speedup: float, fraction: 
                     continue
                 (go_active if a.idle_since is not None else go_idle)(a, now)
             elif kind == "cycle":
-                scheduled = False
+                scheduled = False  # the cycle runs below
             elif kind == "due":
                 a, version = payload
                 if not a.stopped and version == a.version:
@@ -361,11 +358,8 @@ def _mean_of(runs: list[dict[str, Any]], q: str) -> dict[str, float | None]:
 
 
 def _sum_never(runs: list[dict[str, Any]]) -> dict[str, int]:
-    out: dict[str, int] = {}
-    for r in runs:
-        for c, n in r["never_started"].items():
-            out[c] = out.get(c, 0) + n
-    return out
+    classes = {c for r in runs for c in r["never_started"]}
+    return {c: sum(r["never_started"].get(c, 0) for r in runs) for c in sorted(classes)}
 
 
 def _cut(before: float | None, after: float | None) -> float | None:
