@@ -7,7 +7,8 @@ first, takes it back through the life's one transition function (`Reclaim` event
 `reclaimed`, `requeue` queues it again. With `only_when_waiting` it acts only when a waiting job, in the
 cycle's order, would be admitted on the capacity it frees (domain/reclaimfit.py), and each waiting job
 is the reason for one take-back at a time: while the stopped job drains (its devices stay booked until
-Nomad reports its allocations terminal), nobody else is stopped for the same job.
+Nomad reports its allocations terminal), nobody else is stopped for the same job; after a restart, which
+forgets that, nothing is taken back until every stop of ours still draining is done.
 
 The stop is Nomad's: its job is stopped, and Nomad gives each task its `kill_timeout` (`reclaim_grace_s`)
 before it is killed. The owner may postpone it with `keep` (up to the class's `max_keep`), kept in the
@@ -33,6 +34,7 @@ from nomad_gpu.service.idleaccounts import IdleAccounts, key_of
 from nomad_gpu.service.idleconfig import IdlePolicies
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.store import EntryState, QueueEntry
+from nomad_gpu.store.entries import parse_job_id
 from nomad_gpu.store.usage import UsageKeys, keys_of
 
 if TYPE_CHECKING:
@@ -112,6 +114,8 @@ class IdleReclaim:
             for gone in [e for e in self._idle_at if e not in wholly]:
                 del self._idle_at[gone]
             self._settle_promises()
+            if due and self._unattributed_stop():
+                due = []  # whom that capacity will serve is unknown here: wait until it is free
             for _, entry_id, j, keys in sorted(due, key=lambda d: (-d[0], d[1])):
                 if self._take_back(entry_id, j, keys, now):
                     taken.append(entry_id)
@@ -150,6 +154,19 @@ class IdleReclaim:
         draining = {d.entry_id for d in self.scheduler.life.draining.values()}
         self._promised = {w: v for w, v in self._promised.items()
                           if v in draining and w in self.scheduler.life.waiting}
+
+    def _unattributed_stop(self) -> bool:
+        """A reclaimed job still drains that no waiting job is known to wait for (this process started while
+        it drained: a restart forgets whom it was stopped for), or a job of ours that no entry follows any
+        more still runs (after a restart an ended job's allocation is booked apart until Nomad ends it).
+        Taking anything back then might stop a second job for the same waiting one."""
+        life = self.scheduler.life
+        promised = set(self._promised.values())
+        if any(d.record.outcome is EntryState.RECLAIMED and d.entry_id not in promised
+               for d in life.draining.values()):
+            return True
+        return any((ref := parse_job_id(a.job_id)) is not None and ref.instance in ("", life.instance)
+                   and not a.is_terminal for a in life.foreign.values())
 
     def _take_back(self, entry_id: str, j: Judged, keys: UsageKeys, now: float) -> bool:
         sched = self.scheduler

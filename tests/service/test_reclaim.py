@@ -186,3 +186,20 @@ def test_the_keep_route_and_the_usage_report() -> None:
     (row,) = [r for r in rows if r["key"] == "interactive"]
     assert row["idle_gpu_hours"] == pytest.approx(1.5) and row["reclaims"] == 1
     assert row["reclaimed_gpu_hours"] == pytest.approx(0.5)
+
+
+def test_after_a_restart_nobody_else_is_stopped_while_a_reclaimed_job_drains() -> None:
+    """A new review (a restarted service: it has forgotten whom the draining job was stopped for) takes
+    nothing back until that job's GPU is free: else a second session would be stopped for the same job."""
+    svc, _, clock, ex, idle, meta = setup()
+    svc.on_resync([gpu_node("n1", 2)], [])
+    s1, s2 = running(svc, ex, "s1"), running(svc, ex, "s2")
+    waiting(svc)
+    since = clock.now
+    clock.now += 31 * MIN
+    assert idle.review(clock.now, {s1: since, s2: since}) == [s1]
+    accounts = IdleAccounts(lambda: meta.values.get("a"), lambda v: meta.values.__setitem__("a", v), 86400.0)
+    again = IdleReclaim(svc, idle.policies, accounts, Metrics(), load=lambda: meta.values.get("k"),
+                        save=lambda v: meta.values.__setitem__("k", v))
+    assert again.review(clock.now + 30, {s2: since}) == []
+    assert svc.store.get(s2).state is EntryState.RUNNING
