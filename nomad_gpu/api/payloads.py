@@ -50,6 +50,14 @@ class Patch(Payload):
     priority: int = field(default=50, metadata={"schema": {"minimum": 1, "maximum": 100}})
 
 
+@dataclass(frozen=True)
+class Kept(Payload):
+    """A keep's answer: until when the job is not taken back for being idle."""
+
+    id: str = ""
+    kept_until: float = doc("Unix seconds", default=0.0)
+
+
 # ---- entries ---------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -85,6 +93,15 @@ class Usage(Payload):
     idle_gpus: int = 0
     idle_since: float | None = None
     sampled_at: float = 0.0
+    idle_for_s: float | None = doc("Seconds every device it holds has been idle, where its class has an idle "
+                                   "policy (null: not idle, or no policy).", default=None)
+    idle_warned: bool = doc("Idle past its class's warning window.", default=False)
+    idle_note: str = doc("Once warned, its idle clock in words: `idle 25 min: will be stopped in 5 min if a job "
+                         "is waiting`.", default="")
+    reclaim_in_s: float | None = doc("Seconds until its class's idle action is due (0: due, done when a job "
+                                     "waits; null: its class only warns).", default=None)
+    kept_until: float | None = doc("Unix seconds until which `keep` postpones its reclaim (null: not kept).",
+                                   default=None)
 
 
 @dataclass(frozen=True)

@@ -106,6 +106,12 @@ class UsageRow(Payload):
                                     default=None)
     p95_wait_s: float | None = None
     failures: int = doc("Entries that ended failed (or dependency-failed) in the window.", default=0)
+    idle_gpu_hours: float = doc("GPU-equivalents held while every device of the job was idle x hours, in the "
+                                "window (measured by the usage poller's rounds).", default=0.0)
+    reclaimed_gpu_hours: float = doc("GPU-hours returned by idle reclaim in the window: each reclaimed job's "
+                                     "GPU-equivalents x the time from its reclaim to the window's end (or its "
+                                     "max_runtime, if sooner), which it would otherwise have held.", default=0.0)
+    reclaims: int = doc("Jobs taken back for being idle in the window.", default=0)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""The everyday commands of a batch queue once a job is in: hold, release, requeue, update, logs.
+"""The everyday commands of a batch queue once a job is in: hold, release, requeue, update, keep, logs.
 
 Each is one call to the service (`logs -f` a series of them), so a team's token acts only on its
 team's entries there, and a state that does not allow the change comes back as one line, exit 2.
@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from nomad_gpu.api.payloads import Entry, Patch
+from nomad_gpu.api.payloads import Entry, Kept, Patch
 from nomad_gpu.cli import connect
 from nomad_gpu.cli.api_client import ApiClient, ServiceError
 from nomad_gpu.cli.errors import friendly
@@ -71,6 +71,22 @@ def requeue(entry_id: str, as_json: bool) -> None:
 def update(entry_id: str, priority: int, as_json: bool) -> None:
     """Change a waiting or running entry's priority."""
     _done(_client().update(entry_id, Patch(priority=priority)), as_json, "priority")
+
+
+@click.command()
+@click.argument("entry_id")
+@click.option("--for", "for_", default=None, metavar="DURATION",
+              help="How long from now: 2h, 90m (default 1h, at most the class's idle max_keep).")
+@click.option("--json", "as_json", is_flag=True)
+@friendly
+def keep(entry_id: str, for_: str | None, as_json: bool) -> None:
+    """Postpone a running job's idle reclaim: it is not stopped for being idle until then."""
+    body = {"for": for_} if for_ is not None else {}
+    kept = Kept.from_json(_client().call("POST", f"/v1/jobs/{entry_id}/keep", json=body))
+    if as_json:
+        emit_json(kept.to_json())
+        return
+    click.echo(f"{kept.id}  kept until {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime(kept.kept_until))}")
 
 
 @click.command()

@@ -11,7 +11,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from nomad_gpu.api.payloads import Allocations, Entry, Placement
+from nomad_gpu.api.payloads import Allocations, Entry, Placement, Usage
 from nomad_gpu.cli.queueview import duration, short_model
 from nomad_gpu.render import META_TRIAL, META_TRIAL_PREFIX
 
@@ -35,6 +35,11 @@ def status_lines(entry: Entry, nomad: Allocations | None, nomad_error: str | Non
         lines.append(("held", "yes (release it to let it be admitted)"))
     if entry.reason:
         lines.append(("reason", entry.reason))
+    usage = entry.usage if isinstance(entry.usage, Usage) else None
+    if usage is not None and usage.idle_note:  # its class's idle reclaim: the clock the user sees
+        lines.append(("idle", usage.idle_note))
+    if usage is not None and usage.kept_until is not None:
+        lines.append(("kept", f"until {when(usage.kept_until)} (`nomad-gpu keep` postponed its idle reclaim)"))
     if entry.state == "queued":  # the place in the order the scheduler decides in
         lines.append(("position", str(entry.position) if entry.position is not None
                       else "none: the scheduler does not consider it now (see reason)"))

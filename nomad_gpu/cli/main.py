@@ -399,7 +399,7 @@ def _register_optional_groups() -> None:
 
 
 from nomad_gpu.cli.backup import backup  # noqa: E402
-from nomad_gpu.cli.control import hold, logs, release, requeue, update  # noqa: E402
+from nomad_gpu.cli.control import hold, keep, logs, release, requeue, update  # noqa: E402
 from nomad_gpu.cli.deploy import deploy  # noqa: E402
 from nomad_gpu.cli.examples import example  # noqa: E402
 from nomad_gpu.cli.node import node  # noqa: E402
@@ -409,7 +409,7 @@ from nomad_gpu.cli.storecmd import store  # noqa: E402
 from nomad_gpu.cli.sweeps import sweep  # noqa: E402
 
 for _command in (node, backup, deploy, store, queue, cancel, sweep, hold, release, requeue, update, logs, example,
-                 report):
+                 report, keep):
     main.add_command(_command)
 
 

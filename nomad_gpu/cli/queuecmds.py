@@ -48,7 +48,7 @@ def filters(fn: F) -> F:
         click.option("--team", help="Only entries of this team."),
         click.option("--name", "name_glob", help="Only entries whose name matches (a glob: 'resnet*')."),
         click.option("--state", help="Comma-separated states: queued,admitted,running,complete,failed,cancelled,"
-                                     "dependency-failed (default: queued,admitted,running)."),
+                                     "dependency-failed,reclaimed (default: queued,admitted,running)."),
         click.option("--sweep", "sweep_id", help="Only the trials of this sweep."),
     )):
         fn = option(fn)

@@ -2,7 +2,9 @@
 
 The service reads it to show GPU utilisation per running entry and to count idle GPUs, so the dev
 cluster serves the same shape, with the utilisation a job asks for in its meta (the spec's
-`dev: {gpu_util: N}`, rendered as `nomad_gpu_dev_gpu_util`; 100 when unset) standing in for NVML.
+`dev: {gpu_util: N}`, rendered as `nomad_gpu_dev_gpu_util`; 100 when unset) standing in for NVML. A
+timeline (`dev: {gpu_util: [[0, 80], [600, 0]]}`, rendered `0:80,600:0`) changes it over the task's life in
+dev-cluster time (seconds since the allocation started, times `--speed`): 100 before its first step.
 
 Modelled on Nomad v2.0.5:
 - the route and its errors (`command/agent/alloc_endpoint.go` allocStats): an allocation the cluster
@@ -45,7 +47,7 @@ def alloc_stats(state: ClusterState, alloc_id: str, task: str = "") -> JSON:
         plugin = node.device_plugin if node is not None else "nvidia"
         now = state.clock()
         running = alloc.client_status is ClientStatus.RUNNING
-        util = _gpu_util(alloc)
+        util = _gpu_util(alloc, _ran_s(alloc, now, state.speed))
         devices_all: list[JSON] = []
         tasks: JSON = {}
         memory_mb, cpu_pct, stamp = 0, 0.0, 0
@@ -64,17 +66,30 @@ def alloc_stats(state: ClusterState, alloc_id: str, task: str = "") -> JSON:
         return {"ResourceUsage": usage, "Tasks": tasks, "Timestamp": stamp}
 
 
-def _gpu_util(alloc: Alloc) -> float:
-    """The job's (or its group's) `nomad_gpu_dev_gpu_util` meta, 0..100; unset or unreadable: 100."""
+def _gpu_util(alloc: Alloc, ran_s: float) -> float:
+    """The job's (or its group's) `nomad_gpu_dev_gpu_util` meta, 0..100, at `ran_s` into the task's life;
+    unset or unreadable: 100."""
     meta = dict(alloc.job.get("Meta") or {})
     for group in alloc.job.get("TaskGroups") or []:
         if group.get("Name") == alloc.task_group:
             meta.update(group.get("Meta") or {})
+    text = str(meta.get(META_GPU_UTIL, DEFAULT_GPU_UTIL))
     try:
-        value = float(meta.get(META_GPU_UTIL, DEFAULT_GPU_UTIL))
-    except (TypeError, ValueError):
+        steps = [(float(at), float(pct)) for at, _, pct in (step.partition(":") for step in text.split(","))] \
+            if ":" in text else [(0.0, float(text))]
+    except ValueError:
         return DEFAULT_GPU_UTIL
+    value = DEFAULT_GPU_UTIL
+    for at, pct in steps:  # the last step started by now holds
+        if at <= ran_s:
+            value = pct
     return min(max(value, 0.0), 100.0) if value == value else DEFAULT_GPU_UTIL
+
+
+def _ran_s(alloc: Alloc, now: float, speed: float) -> float:
+    """Dev-cluster seconds since the allocation's task started (the clock is wall time; tasks run `speed`
+    times faster)."""
+    return 0.0 if alloc.started_at is None else max(now - alloc.started_at, 0.0) * speed
 
 
 def _group_stats(group: DeviceGroup, ids: tuple[str, ...], util: float, plugin: str, now: float) -> JSON | None:

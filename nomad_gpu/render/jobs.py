@@ -27,6 +27,7 @@ from nomad_gpu.render.devices import (
     GroupContext,
     adapter_for,
 )
+from nomad_gpu.render.devspec import gpu_util_meta
 from nomad_gpu.render.hcl import RenderError, hcl_ident, make_environment
 from nomad_gpu.render.jobjson import job_json
 from nomad_gpu.render.network import network_context, service_context
@@ -176,7 +177,7 @@ def build_job_context(
         if spec.dev.fail:
             meta[META_DEV_EXIT] = "fail"
         if spec.dev.gpu_util is not None:
-            meta[META_DEV_GPU_UTIL] = _seconds(spec.dev.gpu_util)
+            meta[META_DEV_GPU_UTIL] = gpu_util_meta(spec.dev.gpu_util)
     for key, value in extra_meta.items():
         hcl_ident(key)
         if not isinstance(value, str):

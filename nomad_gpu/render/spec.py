@@ -36,6 +36,7 @@ from pydantic import (
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.jobmeta import META_SWEEP, META_TRIAL, META_USER, SWEEP_CLASS
+from nomad_gpu.render.devspec import DevSpec
 from nomad_gpu.render.gpumemory import UNITS, gpu_memory_bytes, mib_covering
 from nomad_gpu.render.network import Ports, ServiceSpec, check_service_port
 from nomad_gpu.render.speckinds import added_fields, builtin_spec_kinds, spec_kind, spec_kinds, validate_added
@@ -313,15 +314,6 @@ class ShareSpec(_Model):
 
 
 builtin_spec_kinds(GpuSpec, MigSpec, ShareSpec)  # the kind fields below: render/speckinds.py
-
-
-class DevSpec(_Model):
-    """How the embedded dev cluster should "run" the job; ignored by a real Nomad."""
-
-    duration_s: Annotated[float, Field(ge=0, allow_inf_nan=False)]
-    fail: Annotated[bool, Field(strict=True)] = False
-    gpu_util: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] | None = None
-    """The GPU utilisation (%) its devices report while it runs (100 when unset)."""
 
 
 class GroupSpec(_Model):

@@ -143,7 +143,7 @@ EXTRA: dict[str, tuple[str, str, str]] = {
     "ShareSpec.milli": ("milli-GPU (1000 = the whole GPU)", "250", "The share of one GPU's time."),
     "DevSpec.duration_s": ("seconds", "120", "How long the task runs on the dev cluster."),
     "DevSpec.fail": ("", "true", "End the task with a failure instead of success."),
-    "DevSpec.gpu_util": ("%", "35", ""),
+    "DevSpec.gpu_util": ("%", "[[0, 80], [600, 0]]", ""),
 }
 
 
@@ -175,8 +175,10 @@ def type_text(annotation: Any) -> str:
         return " or ".join(dict.fromkeys(kinds))
     if origin is typing.Literal:
         return "one of " + ", ".join(str(a) for a in args)
-    if origin is list:
+    if origin is list or (origin is tuple and len(args) == 2 and args[1] is Ellipsis):
         return f"list of {type_text(args[0])}"
+    if origin is tuple:
+        return "[" + ", ".join(type_text(a) for a in args) + "]"
     if origin is dict:
         return f"map of {type_text(args[0])} to {type_text(args[1])}"
     if isinstance(annotation, type) and issubclass(annotation, BaseModel):

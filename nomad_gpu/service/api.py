@@ -53,8 +53,10 @@ from nomad_gpu.service.entryroutes import entry_routes
 from nomad_gpu.service.history import History
 from nomad_gpu.service.httpkit import Contained, error, read_body, status_of, visible_entry
 from nomad_gpu.service.jobdetail import NomadReads
+from nomad_gpu.service.keeproute import keep_routes
 from nomad_gpu.service.listroutes import list_routes
 from nomad_gpu.service.openapi import document
+from nomad_gpu.service.reclaim import IdleReclaim
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
 from nomad_gpu.service.submission import Request as SubmitRequest
@@ -79,7 +81,7 @@ def create_app(service: SchedulerService, token: str | None = None,
                history: History | None = None, usage: UsagePoller | None = None,
                nomad: NomadReads | None = None, templates: Collection[str] | None = None,
                namespace_pools: Callable[[str], str | None] | None = None,
-               live_tokens: LiveTokens | None = None) -> Starlette:
+               live_tokens: LiveTokens | None = None, idle: IdleReclaim | None = None) -> Starlette:
     """The API over ``service``; ``token`` (NOMAD_GPU_TOKEN) is an admin token added to ``access``.
 
     ``nomad_address`` is shown in the status (the dashboard links each job to Nomad's UI there);
@@ -88,7 +90,8 @@ def create_app(service: SchedulerService, token: str | None = None,
     answers what is read from Nomad for one entry (allocations, registered HCL, logs); ``templates``, the
     job templates a spec may name (checked at submit when given); ``namespace_pools``, a namespace's default
     node pool in Nomad (:class:`nomad_gpu.service.nodepools.NamespacePools`), for specs that name none;
-    ``live_tokens``, the tokens the gate checks, swapped by a config reload (made from ``access`` when None).
+    ``live_tokens``, the tokens the gate checks, swapped by a config reload (made from ``access`` when None);
+    ``idle``, idle reclaim (`keep`, and the idle figures of the usage report).
     """
     rules = (access or AccessSettings()).with_admin(token)
     limits = rules.team_limits
@@ -272,7 +275,8 @@ def create_app(service: SchedulerService, token: str | None = None,
         Route("/metrics", metrics, methods=["GET"]),
         Route("/openapi.json", openapi, methods=["GET"]),
         *entry_routes(service, entry_payload, nomad=nomad, nomad_address=nomad_address),
-        *list_routes(service),
+        *list_routes(service, idle=idle.accounts if idle is not None else None),
+        *keep_routes(service, idle),
         *ui_routes(),
     ]
     handlers = {NomadGpuError: refused, 404: not_found, 405: bad_method, Exception: crashed}

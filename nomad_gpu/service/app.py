@@ -16,10 +16,13 @@ from nomad_gpu.service.actuator import Actuator
 from nomad_gpu.service.api import create_app
 from nomad_gpu.service.existingjobs import BOTH_FLAGS, check_new_database
 from nomad_gpu.service.history import History, HistorySampler
+from nomad_gpu.service.idleaccounts import STORE_KEY as ACCOUNTS_KEY
+from nomad_gpu.service.idleaccounts import IdleAccounts
 from nomad_gpu.service.listen import ApiServer, plan_listen
 from nomad_gpu.service.livemetrics import install as install_live_metrics
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.nodepools import NamespacePools
+from nomad_gpu.service.reclaim import KEEPS_KEY, IdleReclaim
 from nomad_gpu.service.relayoutconfig import STORE_KEY as RELAYOUTS_KEY
 from nomad_gpu.service.relayoutconfig import build_loop
 from nomad_gpu.service.relayoutloop import RelayoutCollector
@@ -80,6 +83,12 @@ class ServiceRuntime:
         install_live_metrics(self.metrics, self.scheduler, self.watcher)
         self.history = History()
         self.usage = UsagePoller(self.client, self.scheduler, settings.scheduling.usage, self.metrics)
+        self.idle = IdleReclaim(  # idle reclaim reviews each round of the poller's figures
+            self.scheduler, settings.scheduling.idle,
+            IdleAccounts(lambda: self.store.get_meta(ACCOUNTS_KEY), lambda v: self.store.set_meta(ACCOUNTS_KEY, v),
+                         settings.scheduling.retention_s),
+            self.metrics, load=lambda: self.store.get_meta(KEEPS_KEY), save=lambda v: self.store.set_meta(KEEPS_KEY, v))
+        self.usage.on_round, self.usage.idle_fields = self.idle.review, self.idle.fields
         self.sampler = HistorySampler(self.history, self.scheduler.status,
                                       lambda: self.metrics.registry.get_sample_value("nomad_gpu_admitted_total") or 0.0)
         self.tokens = LiveTokens(self.access)
@@ -101,7 +110,7 @@ class ServiceRuntime:
             check_new_database(self.client, self.actuator, self.settings.scheduling.service_name,
                                ignore=self.settings.ignore_existing_jobs, adopt=self.settings.adopt_existing_jobs)
         self._api = ApiServer(create_app(self.scheduler, access=self.access, nomad_address=self.settings.nomad.address,
-                                         history=self.history, usage=self.usage, nomad=self.client,
+                                         history=self.history, usage=self.usage, nomad=self.client, idle=self.idle,
                                          templates=self.actuator.renderer.template_names(),
                                          namespace_pools=NamespacePools(self.client.namespace),
                                          live_tokens=self.tokens), self.listen,

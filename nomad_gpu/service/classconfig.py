@@ -27,7 +27,8 @@ from nomad_gpu.render.gpumemory import gpu_memory_bytes
 
 __all__ = ["classes_from_mapping"]
 
-_KEYS = frozenset({"tiers", "default_gpu_memory", "default_count", "allow_explicit"})
+_KEYS = frozenset({"tiers", "default_gpu_memory", "default_count", "allow_explicit", "idle"})
+"""`idle` is idle reclaim's policy, read by service/idleconfig.py."""
 
 
 def classes_from_mapping(raw: Any, where: str = "classes") -> ClassPolicy:
@@ -49,7 +50,7 @@ def classes_from_mapping(raw: Any, where: str = "classes") -> ClassPolicy:
 def _rule(body: Any, default: ClassRule, where: str) -> ClassRule:
     if not isinstance(body, Mapping):
         raise InvalidRequest(f"{where}: must be a mapping with tiers / default_gpu_memory / default_count / "
-                             "allow_explicit")
+                             "allow_explicit / idle")
     unknown = sorted(str(k) for k in set(body) - _KEYS)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")

@@ -324,6 +324,11 @@ class Lifecycle:
         """Stop a live attempt and queue the entry again (no retry used); a queued entry stays as it is."""
         return self._request_event(entry_id, ev.Requeue())
 
+    def reclaim(self, entry_id: str, reason: str, *, requeue: bool) -> QueueEntry:
+        """Take a live attempt's GPUs back (idle reclaim): it drains while Nomad stops it, then ends
+        `reclaimed`, or (`requeue`) is queued again with no retry used."""
+        return self._request_event(entry_id, ev.Reclaim(reason, requeue=requeue))
+
     def set_priority(self, entry_id: str, priority: int) -> QueueEntry:
         """Not a move: the entry stays in its state, with another priority."""
         if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= 100:

@@ -25,6 +25,7 @@ from nomad_gpu.api.payloads import SweepRow, Sweeps, UsageReport, UsageRow
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.service.access import caller_of
 from nomad_gpu.service.accounting import GROUPINGS, parse_since
+from nomad_gpu.service.idleaccounts import IdleAccounts, IdleTotals
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.store import EntryState
 from nomad_gpu.store.sweeplist import SweepSummary
@@ -55,7 +56,9 @@ def _states(raw: str | None) -> frozenset[str] | None:
     return wanted
 
 
-def list_routes(service: SchedulerService, clock: Callable[[], float] | None = None) -> list[Route]:
+def list_routes(service: SchedulerService, clock: Callable[[], float] | None = None, *,
+                idle: IdleAccounts | None = None) -> list[Route]:
+    """``idle``: idle reclaim's accounts, whose idle and returned GPU-hours the usage rows gain."""
     now = clock or service.clock
 
     async def sweeps(request: Request) -> Response:
@@ -81,8 +84,11 @@ def list_routes(service: SchedulerService, clock: Callable[[], float] | None = N
 
         def read() -> Response:  # summed in SQL from the compact usage record, on the team's index
             found = service.store.usage_report(by, since, until, until, team=caller.team)
+            extra = idle.totals(by, since, until, caller.team) if idle is not None else {}
             rows = tuple(UsageRow(key=r.key, gpu_hours=r.gpu_hours, jobs=r.jobs, attempts=r.attempts,
-                                  mean_wait_s=r.mean_wait_s, p95_wait_s=r.p95_wait_s, failures=r.failures)
+                                  mean_wait_s=r.mean_wait_s, p95_wait_s=r.p95_wait_s, failures=r.failures,
+                                  idle_gpu_hours=(x := extra.get(r.key, IdleTotals())).idle_gpu_hours,
+                                  reclaimed_gpu_hours=x.reclaimed_gpu_hours, reclaims=x.reclaims)
                          for r in found)
             return JSONResponse(UsageReport(since=since, until=until, by=by, rows=rows).to_json())
 

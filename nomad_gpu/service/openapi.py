@@ -64,7 +64,7 @@ OPERATIONS: tuple[Operation, ...] = (
               {200: "Entries in queue order.", 400: "An unknown state or sort, a bad limit/offset or filter."},
               "Entries",
               (Param("state", "query", "Comma-separated states: queued,admitted,running,complete,failed,cancelled,"
-                                      "dependency-failed."),
+                                      "dependency-failed,reclaimed."),
                Param("sweep", "query", "Only the trials of this sweep."),
                Param("team", "query", "Only this team's entries (a team's token: another team's name finds none)."),
                Param("name", "query", "Only entries whose name matches this glob (`*`, `?`, `[abc]`; `[!abc]` "
@@ -90,6 +90,11 @@ OPERATIONS: tuple[Operation, ...] = (
               {200: "The entry.", **ENTRY_ERRORS, **CONFLICT}, "Entry", (ID,), tags=("jobs",)),
     Operation("post", "/v1/jobs/{id}/requeue", "Stop a live entry's job and queue it again (no retry used).",
               {200: "The entry.", **ENTRY_ERRORS, **CONFLICT}, "Entry", (ID,), tags=("jobs",)),
+    Operation("post", "/v1/jobs/{id}/keep", "Postpone a running job's idle reclaim: `{\"for\": \"2h\"}` (default "
+              "1 h), at most its class's `max_keep`.",
+              {200: "Until when it is kept.", 400: "Not JSON, an unknown field, a bad duration or one past max_keep.",
+               **ENTRY_ERRORS, 409: "Not running, or its class is never taken back for being idle."}, "Kept", (ID,),
+              body=("application/json",), tags=("jobs",)),
     Operation("get", "/v1/jobs/{id}/allocations",
               "The current attempt's allocations as Nomad reports them, the entry's times and its Nomad UI page.",
               {200: "Allocations and times.", **ENTRY_ERRORS, 502: "Nomad could not be read.",
@@ -155,7 +160,7 @@ _S = {"type": "string"}
 PAYLOADS: tuple[type[payloads.Payload], ...] = (
     payloads.ErrorReply, payloads.Patch, payloads.Entry, payloads.Entries, payloads.Allocations, payloads.Hcl,
     payloads.Sweep, payloads.Inventory, payloads.Status, payloads.Teams, payloads.History, payloads.Sweeps,
-    payloads.UsageReport, payloads.Whoami,
+    payloads.UsageReport, payloads.Whoami, payloads.Kept,
 )
 """The answers' (and the PATCH body's) schemas come from their payload types: one definition of each shape."""
 

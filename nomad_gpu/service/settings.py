@@ -22,6 +22,7 @@ from nomad_gpu.render.loading import decode_spec
 from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
 from nomad_gpu.service.classconfig import classes_from_mapping
 from nomad_gpu.service.confignumbers import read_numbers
+from nomad_gpu.service.idleconfig import IdlePolicies, check_rounds, idle_from_classes
 from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
 from nomad_gpu.service.runtimes import RuntimeDefaults, runtime_defaults_from_mapping
@@ -90,6 +91,8 @@ class SchedulingSettings:
     """Device stats of running allocations: GPU utilisation per entry, idle GPUs."""
     classes: ClassPolicy = field(default_factory=ClassPolicy)
     """The operator's policy per workload class (`classes:`, service/classconfig.py)."""
+    idle: IdlePolicies = field(default_factory=lambda: idle_from_classes(None))
+    """Idle reclaim per class (`classes.<class>.idle`, service/idleconfig.py)."""
     mig_relayout: MigRelayoutConfig = field(default_factory=MigRelayoutConfig)
     """Queue-driven MIG re-layouts (`mig_relayout:`, service/relayoutconfig.py); off by default."""
     runtime_defaults: RuntimeDefaults = field(default_factory=RuntimeDefaults)
@@ -340,6 +343,9 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
                                 gpu_id=str(r.get("gpu_id", "")), slots=r.get("slots"))
                       for r in raw.get("sharing") or [])
         base = SchedulingSettings()  # a key the file leaves out keeps the one default, never a second copy
+        usage = usage_from_mapping(raw.get("usage") or {}, f"{where}: usage")
+        idle = idle_from_classes(raw.get("classes"))
+        check_rounds(idle, usage.interval_s)
         return SchedulingSettings(
             policy=policy,
             hol_threshold_s=float(raw.get("hol_threshold_s", base.hol_threshold_s)),
@@ -355,8 +361,9 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             admission_deadline_s=float(raw.get("admission_deadline_s", base.admission_deadline_s)),
             retention_s=float(raw.get("retention_s", base.retention_s)),
             service_name=_service_name(raw.get("service_name", base.service_name), where),
-            usage=usage_from_mapping(raw.get("usage") or {}, f"{where}: usage"),
+            usage=usage,
             classes=classes_from_mapping(raw.get("classes")),
+            idle=idle,
             mig_relayout=mig_relayout_from_mapping(raw.get("mig_relayout"), f"{where}: mig_relayout"),
             runtime_defaults=runtime_defaults_from_mapping(raw.get("runtime_defaults"), f"{where}: runtime_defaults"),
             local_parse=_local_parse(raw.get("nomad"), f"{where}: nomad"),

@@ -12,6 +12,11 @@ configured time, or for MIG (which reports no utilisation) memory in use below a
 Share instances report their whole GPU's figures: an entry's shares are read once per GPU, and a
 shared GPU is never called idle on one tenant's behalf. A figure the plugin does not report is
 absent, never 0, and a device without figures is never idle.
+
+Idle reclaim (service/reclaim.py) judges an entry as a whole: `all_idle_since` is set only while every
+device it holds reports figures below the threshold and every one of its running allocations was read in
+the round. A shared GPU would be judged per tenant only from per-process figures, which neither plugin
+reports (a share's figures are its whole GPU's): an entry holding a share is never idle for reclaim.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Collection, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import Gauge
@@ -62,6 +67,8 @@ class EntryUsage:
     idle_since: float | None
     """Since when its longest-idle device has been below the threshold (set once one is idle)."""
     sampled_at: float
+    all_idle_since: float | None = None
+    """Since when every device it holds has been below the threshold (None: one is not, or lacks figures)."""
 
     @property
     def idle(self) -> bool:
@@ -92,8 +99,8 @@ class UsageBook:
     def get(self, entry_id: str) -> EntryUsage | None:
         return self._entries.get(entry_id)
 
-    def record(self, entry_id: str, usages: Iterable[DeviceUsage], now: float) -> EntryUsage:
-        """One round's figures of an entry's devices."""
+    def record(self, entry_id: str, usages: Iterable[DeviceUsage], now: float, complete: bool = True) -> EntryUsage:
+        """One round's figures of an entry's devices (`complete`: of all its running allocations)."""
         seen: dict[str, DeviceUsage] = {}
         for u in usages:
             kind = device_kind(u.device_id)
@@ -101,12 +108,16 @@ class UsageBook:
             seen.setdefault(key, u)  # a GPU's share instances all carry the GPU's figures: once
         idle = dict.fromkeys(IDLE_KINDS, 0)
         since: list[float] = []
+        starts: list[float] = []
+        whole = complete and bool(seen)
         for key, u in seen.items():
             kind = device_kind(u.device_id)
             if kind == "share" or not self._below_threshold(kind, u):
                 self._below.pop(key, None)
+                whole = False
                 continue
             start = self._below.setdefault(key, now)
+            starts.append(start)
             if now - start >= self.settings.idle_after_s:
                 idle[kind] += 1
                 since.append(start)
@@ -118,7 +129,8 @@ class UsageBook:
         used = [u.memory_used_mib for u in seen.values() if u.memory_used_mib is not None]
         total = [u.memory_total_mib for u in seen.values() if u.memory_total_mib is not None]
         usage = EntryUsage(sum(utils) / len(utils) if utils else None, sum(used) if used else None,
-                           sum(total) if total else None, idle, min(since) if since else None, now)
+                           sum(total) if total else None, idle, min(since) if since else None, now,
+                           max(starts) if whole else None)
         self._entries[entry_id] = usage
         return usage
 
@@ -169,6 +181,10 @@ class UsagePoller:
         self._failing: set[str] = set()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.on_round: Callable[[float, dict[str, float | None]], object] | None = None
+        """Called after each round with each running entry's `all_idle_since` (idle reclaim's review)."""
+        self.idle_fields: Callable[[str], dict[str, Any]] | None = None
+        """An entry's idle clock for its `usage` (service/reclaim.py `fields`)."""
         self.idle_gauge = Gauge("nomad_gpu_idle_gpus", "Whole GPUs (kind gpu) and MIG instances (kind mig) held "
                                 "by running entries but idle", ["kind"], registry=metrics.registry)
         for kind in IDLE_KINDS:
@@ -180,9 +196,13 @@ class UsagePoller:
             return self.book.get(entry_id)
 
     def payload(self, entry_id: str) -> Usage | None:
-        """What the entry's `usage` is: None (null) until its allocations have been read."""
+        """What the entry's `usage` is: None (null) until its allocations have been read; with its idle clock
+        where idle reclaim judged it (`idle_fields`)."""
         usage = self.usage(entry_id)
-        return usage.to_payload() if usage is not None else None
+        if usage is None:
+            return None
+        found = usage.to_payload()
+        return replace(found, **self.idle_fields(entry_id)) if self.idle_fields is not None else found
 
     def utilisation(self) -> dict[str, float]:
         """Each reporting device's utilisation: what a node's `gpu_util_pct` is the mean of."""
@@ -213,6 +233,7 @@ class UsagePoller:
         order = sorted(owner, key=lambda a: (self._read_at.get(a, float("-inf")), a))[: self.settings.max_allocs]
         start = self.clock()
         got: dict[str, list[DeviceUsage]] = {}
+        reads: dict[str, int] = {}
         read = 0
         for alloc in order:
             if self._stop.is_set() or (read and self.clock() - start > max(self.settings.interval_s, 1.0)):
@@ -228,17 +249,21 @@ class UsagePoller:
             self._failing.discard(alloc)
             read += 1
             got.setdefault(owner[alloc], []).extend(found)
+            reads[owner[alloc]] = reads.get(owner[alloc], 0) + 1
         now = self.clock()
         with self._lock:
             for entry_id, usages in got.items():
-                self.book.record(entry_id, usages, now)
+                self.book.record(entry_id, usages, now, complete=reads[entry_id] == len(running[entry_id]))
             self.book.retain(running.keys())
             counts = self.book.idle_counts()
+            wholly = {e: u.all_idle_since for e in running if (u := self.book.get(e)) is not None}
         for alloc in [a for a in self._read_at if a not in owner]:
             del self._read_at[alloc]
         self._failing &= owner.keys()
         for kind, n in counts.items():
             self.idle_gauge.labels(kind).set(n)
+        if self.on_round is not None:
+            self.on_round(now, wholly)
         return read
 
     def start(self) -> None:

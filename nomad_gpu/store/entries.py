@@ -6,6 +6,7 @@
       │  ├─an `after:` dependency failed or was cancelled─► dependency-failed
       │  └─its stored spec is no longer valid (a newer validator)─► failed
       └──── retry (failed/lost with retries left, or a register that did not happen) ───┘
+    admitted | running ──its GPUs idle past its class's window, taken back for a waiting job──► reclaimed
 """
 
 from __future__ import annotations
@@ -30,9 +31,13 @@ class EntryState(enum.Enum):
     CANCELLED = "cancelled"
     DEPENDENCY_FAILED = "dependency-failed"
     """An entry it waited for (`after:`) failed or was cancelled: it never ran, and never will."""
+    RECLAIMED = "reclaimed"
+    """Its GPUs sat idle past its class's window and were taken back for a waiting job (idle reclaim):
+    neither its failure nor a user's cancel."""
 
     def is_terminal(self) -> bool:
-        return self in (EntryState.COMPLETE, EntryState.FAILED, EntryState.CANCELLED, EntryState.DEPENDENCY_FAILED)
+        return self in (EntryState.COMPLETE, EntryState.FAILED, EntryState.CANCELLED, EntryState.DEPENDENCY_FAILED,
+                        EntryState.RECLAIMED)
 
     def holds_capacity(self) -> bool:
         return self in (EntryState.ADMITTED, EntryState.RUNNING)
@@ -42,13 +47,14 @@ TRANSITIONS: Mapping[EntryState, frozenset[EntryState]] = {
     EntryState.QUEUED: frozenset({EntryState.ADMITTED, EntryState.CANCELLED, EntryState.DEPENDENCY_FAILED,
                                   EntryState.FAILED}),
     EntryState.ADMITTED: frozenset({EntryState.RUNNING, EntryState.QUEUED, EntryState.COMPLETE,
-                                    EntryState.FAILED, EntryState.CANCELLED}),
+                                    EntryState.FAILED, EntryState.CANCELLED, EntryState.RECLAIMED}),
     EntryState.RUNNING: frozenset({EntryState.COMPLETE, EntryState.FAILED, EntryState.QUEUED,
-                                   EntryState.CANCELLED}),
+                                   EntryState.CANCELLED, EntryState.RECLAIMED}),
     EntryState.COMPLETE: frozenset(),
     EntryState.FAILED: frozenset(),
     EntryState.CANCELLED: frozenset(),
     EntryState.DEPENDENCY_FAILED: frozenset(),
+    EntryState.RECLAIMED: frozenset(),
 }
 
 

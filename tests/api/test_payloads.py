@@ -22,6 +22,7 @@ from nomad_gpu.api.payloads import (
     History,
     Holder,
     Inventory,
+    Kept,
     MigGpu,
     MigRelayoutView,
     MigView,
@@ -73,6 +74,11 @@ SAMPLES: list[Payload] = [
     dataclasses.replace(MIG, gpu="GPU-9", start=0, memory_slices=4),
     Whoami("vision", False),
     dataclasses.replace(NODE, gpu_util_pct=64.0, gpu_util_devices=2),
+    Kept("q000001", 1234.5),
+    dataclasses.replace(USAGE, idle_for_s=1500.0, idle_warned=True, reclaim_in_s=300.0, kept_until=None,
+                        idle_note="idle 25 min: will be stopped in 5 min if a job is waiting"),
+    dataclasses.replace(UsageRow("vision", 12.5, 3, 4, 60.0, 120.0, 1), idle_gpu_hours=2.5, reclaimed_gpu_hours=1.0,
+                        reclaims=1),
 ]
 
 

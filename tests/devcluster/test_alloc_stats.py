@@ -75,3 +75,38 @@ def test_share_instances_report_their_gpu_and_mig_on_the_plugin_reports_memory(m
     (group,) = _stats(cluster, _running(cluster, "mig")["alloc_id"]).json()["ResourceUsage"]["DeviceStats"]
     attrs = next(iter(group["InstanceStats"].values()))["Stats"]["Attributes"]
     assert set(attrs) == {"Memory state"} and attrs["Memory state"]["IntNumeratorVal"] == 0
+
+
+def test_a_utilisation_timeline_changes_over_the_tasks_life(make_cluster: ClusterFactory) -> None:
+    """`dev: {gpu_util: [[0, 80], [600, 0]]}`: 80 % from its start, 0 % from 600 dev-cluster seconds."""
+    cluster = make_cluster(speed=1000.0)  # 600 dev-cluster seconds are 0.6 s here
+    client = nomad.Nomad(address=cluster.url)
+    submit(client, jobspec("session", gpus=1, duration=36000, meta={"nomad_gpu_dev_gpu_util": "0:80,600:0"}))
+    alloc = _running(cluster, "session")
+
+    def util() -> int:
+        (group,) = _stats(cluster, alloc["alloc_id"]).json()["ResourceUsage"]["DeviceStats"]
+        return int(next(iter(group["InstanceStats"].values()))["Summary"]["IntNumeratorVal"])
+
+    wait_until(lambda: util() == 0)
+    assert util() == 0  # and it stays at the last step
+
+
+@pytest.mark.parametrize(
+    ("meta", "ran_s", "util"),
+    [
+        pytest.param("35", 1e6, 35.0, id="a-plain-number-keeps-its-meaning"),
+        pytest.param("0:80,600:0", 0.0, 80.0, id="first-step"),
+        pytest.param("0:80,600:0", 599.9, 80.0, id="before-the-second"),
+        pytest.param("0:80,600:0", 600.0, 0.0, id="from-the-second"),
+        pytest.param("60:10", 30.0, 100.0, id="before-the-first-step"),
+        pytest.param("0:80,x:0", 900.0, 100.0, id="unreadable"),
+    ],
+)
+def test_the_utilisation_at_a_point_of_the_timeline(meta: str, ran_s: float, util: float) -> None:
+    from types import SimpleNamespace
+
+    from nomad_gpu.devcluster.usage import _gpu_util
+
+    alloc = SimpleNamespace(job={"Meta": {"nomad_gpu_dev_gpu_util": meta}, "TaskGroups": []}, task_group="g")
+    assert _gpu_util(alloc, ran_s) == util  # type: ignore[arg-type]

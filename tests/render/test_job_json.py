@@ -43,6 +43,7 @@ INLINE = {
     "max-runtime": "name: mr\ntask: {image: i}\nmax_runtime: 90\ngpu: {count: 1}\n",
     "max-runtime-fraction": "name: mf\ntask: {image: i}\nmax_runtime: 1.5\n",
     "dev-meta": "name: d\ntask: {image: i}\ndev: {duration_s: 2.5, fail: true, gpu_util: 40}\n",
+    "dev-timeline": "name: dt\ntask: {image: i}\ndev: {duration_s: 60, gpu_util: [[0, 80], [600, 0.5]]}\n",
     "share": "name: nb\ntask: {image: i, driver: docker}\nshare: {milli: 500}\n",
     "node-pool": "name: np\nnode_pool: a100\ndatacenters: [dc1, dc2]\npriority: 80\ntask: {image: i}\n",
     "ports": ("name: web\ntask: {image: i, driver: docker}\nports: {http: {to: 8080}, admin: {static: 9000},"

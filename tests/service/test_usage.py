@@ -64,10 +64,25 @@ def test_entries_that_stop_running_are_forgotten() -> None:
     assert not book.record("e", [gpu("GPU-a", 0.0)], now=601).idle  # a new run starts its own clock
 
 
+def test_an_entry_is_wholly_idle_only_while_every_device_reports_idle_figures() -> None:
+    """Idle reclaim's clock: from when the last of its devices went idle; a busy device, a device without
+    figures, a share (a whole GPU's figures, not its tenant's) or a round that missed an allocation: not idle."""
+    book = UsageBook(SETTINGS)
+    assert book.record("e", [gpu("GPU-a", 1.0), gpu("GPU-b", 50.0)], now=100).all_idle_since is None
+    assert book.record("e", [gpu("GPU-a", 1.0), gpu("GPU-b", 2.0)], now=200).all_idle_since == 200
+    assert book.record("e", [gpu("GPU-a", 1.0), gpu("GPU-b", 2.0)], now=300).all_idle_since == 200
+    assert book.record("e", [gpu("GPU-a", 1.0), gpu("GPU-b", None)], now=400).all_idle_since is None
+    assert book.record("e", [gpu("GPU-a", 1.0)], now=500, complete=False).all_idle_since is None
+    assert book.record("f", [gpu("GPU-s-share-0", 0.0)], now=500).all_idle_since is None
+    assert book.record("g", [], now=500).all_idle_since is None
+
+
 def test_json_fields() -> None:
     usage = UsageBook(SETTINGS).record("e", [gpu("GPU-a", 33.333, 1024.25, 81920)], now=5)
     assert usage.to_json() == {"gpu_util_pct": 33.3, "gpu_memory_used_mib": 1024.2, "gpu_memory_total_mib": 81920,
-                               "idle": False, "idle_gpus": 0, "idle_since": None, "sampled_at": 5}
+                               "idle": False, "idle_gpus": 0, "idle_since": None, "sampled_at": 5,
+                               "idle_for_s": None, "idle_warned": False, "idle_note": "", "reclaim_in_s": None,
+                               "kept_until": None}
 
 
 @pytest.mark.parametrize(("raw", "message"), [

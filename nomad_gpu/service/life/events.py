@@ -171,9 +171,14 @@ class Preempt:
 
 @dataclass(frozen=True)
 class Reclaim:
-    """Coming (DESIGN 17): a team's quota, or an idle job's GPUs, are taken back; as `Preempt`."""
+    """A job's GPUs are taken back (DESIGN 17): an idle job's (service/reclaim.py), or, coming, a team's quota.
+    The attempt drains (keeps its capacity) while Nomad stops it with its grace; then the entry is queued
+    again with its age kept and no retry used (`requeue`), or it ends `reclaimed` (not failed, not
+    cancelled)."""
 
     reason: str = "reclaimed"
+    requeue: bool = True
+    """True: queued again (work that checkpoints); False: it ends `reclaimed`."""
 
 
 @dataclass(frozen=True)

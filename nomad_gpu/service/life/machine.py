@@ -162,6 +162,8 @@ def _live(r: Record, e: Event) -> Result:
         if r.open or r.done or r.registering:
             return r, ()
         return _retry_or_fail(r, "its Nomad job was stopped outside nomad-gpu")
+    if isinstance(e, ev.Reclaim) and not e.requeue:  # idle reclaim's stop: its own end, nobody's failure
+        return _then(_end(r, EntryState.RECLAIMED, e.reason), ev.Count("reclaimed"))
     if isinstance(e, (ev.Preempt, ev.Reclaim)):
         label = "preempted" if isinstance(e, ev.Preempt) else "reclaimed"
         return _then(_end(r, EntryState.QUEUED, e.reason, refused=True), ev.Count(label))

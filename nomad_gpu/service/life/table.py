@@ -59,7 +59,8 @@ EVENTS: dict[str, ev.Event] = {
     "job dead": ev.JobDead(),
     "job deregistered": ev.JobDeregistered(),
     "preempt (coming)": ev.Preempt(),
-    "reclaim (coming)": ev.Reclaim(),
+    "reclaim: requeue": ev.Reclaim(),
+    "reclaim: stop": ev.Reclaim(requeue=False),
     "lease lost (coming)": ev.LeaseLost(),
 }
 """One of each kind of event (allocation updates in each of their outcomes)."""

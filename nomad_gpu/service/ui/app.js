@@ -264,6 +264,9 @@ function renderQueue() {
         }
         where.push(el("div", { class: "usage" }, parts.join(" · "), u.idle ? el("strong", {}, " · idle") : null));
       }
+      if (u && u.idle_note) {  // its class's idle reclaim: "idle 25 min: will be stopped in 5 min if a job is waiting"
+        where.push(el("div", { class: "idle-note" }, u.idle_note));
+      }
     } else {
       // the service gives every waiting entry its reason (throttled, after:, held, not decided yet)
       where = [el("span", { class: "reason" }, e.reason || "not decided yet")];
@@ -440,7 +443,7 @@ async function cancelSweep(id) {
 function renderSweeps() {
   const rows = view.sweepList.map((s) => {
     const st = s.states || {}, id = s.id;
-    const done = st.complete || 0, ended = (st.failed || 0) + (st.cancelled || 0) + (st["dependency-failed"] || 0);
+    const done = st.complete || 0, ended = (st.failed || 0) + (st.cancelled || 0) + (st["dependency-failed"] || 0) + (st.reclaimed || 0);
     const detail = view.openSweeps.has(id) ? view.sweeps.get(id) : null;
     const trials = detail ? (detail.trials || []).slice(0, TRIALS_LISTED).map((t) => el("li", {}, `${t.name}: `,
       el("span", { class: `state ${t.state}` }, t.state))) : [el("li", {}, "…")];

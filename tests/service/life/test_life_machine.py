@@ -97,6 +97,11 @@ def names(effects: tuple[ev.Effect, ...]) -> list[str]:
                  ["Move", "Drain", "Requeued", "Stop", "Wake", "Count"], id="preempt-drains-and-requeues"),
     pytest.param(RUNNING, ev.Reclaim(), Phase.DRAINING, EntryState.QUEUED,
                  ["Move", "Drain", "Requeued", "Stop", "Wake", "Count"], id="reclaim-drains-and-requeues"),
+    pytest.param(RUNNING, ev.Reclaim("idle 31 min: stopped for q2", requeue=False), Phase.DRAINING,
+                 EntryState.RECLAIMED, ["Move", "Drain", "Forget", "Stop", "Wake", "Count"],
+                 id="idle-reclaim-stops-it-reclaimed-and-drains"),
+    pytest.param(DRAINING, ev.Reclaim(requeue=False), Phase.DRAINING, EntryState.CANCELLED, [],
+                 id="a-reclaim-of-a-draining-attempt-changes-nothing"),
     pytest.param(RUNNING, ev.LeaseLost(), Phase.RUNNING, None, ["Forget"], id="lease-lost-forgets"),
     pytest.param(DRAINING, ev.StopConfirmed((("a1", True),)), Phase.DRAINING, EntryState.CANCELLED, [],
                  id="stopped-but-allocation-still-running"),
@@ -127,6 +132,16 @@ def test_a_requeue_uses_no_retry_and_a_refusal_says_so() -> None:
         assert move.to is EntryState.QUEUED and move.requeue and move.refused, event
     move = next(fx for fx in apply(RUNNING, FAILED_ALLOC)[1] if isinstance(fx, ev.Move))
     assert move.requeue and not move.refused and not move.durable
+
+
+def test_an_idle_reclaim_is_stored_terminal_with_its_reason_and_its_stop() -> None:
+    after, effects = apply(RUNNING, ev.Reclaim("idle 31 min: stopped for q2", requeue=False))
+    move = next(fx for fx in effects if isinstance(fx, ev.Move))
+    assert (move.to, move.reason, move.stop, move.requeue) == (EntryState.RECLAIMED, "idle 31 min: stopped for q2",
+                                                                True, False)
+    assert move.to.is_terminal() and not move.to.holds_capacity()
+    assert after.booked and ev.Count("reclaimed") in effects  # its devices stay booked until Nomad stopped it
+    assert apply(after, ev.Reclaim(requeue=False)) == (after, ())  # a second reclaim (two reviews) does nothing
 
 
 def test_every_stored_move_is_one_the_store_allows() -> None:

@@ -223,7 +223,8 @@ USER: dict[str, ev.Event] = {
         "cancel": ev.Cancel(), "requeue": ev.Requeue(), "hold": ev.Hold(True), "release": ev.Hold(False),
         "deadline": ev.TimerFired(ev.Timer.DEADLINE, "late"), "runtime": ev.TimerFired(ev.Timer.RUNTIME, "t"),
         "retry": ev.TimerFired(ev.Timer.RETRY), "resume": ev.Resume(), "preempt": ev.Preempt(),
-        "reclaim": ev.Reclaim(), "dependency": ev.DependencyFailed("dep")}
+        "reclaim": ev.Reclaim(), "reclaim-stop": ev.Reclaim("idle 31 min: stopped for q2", requeue=False),
+        "dependency": ev.DependencyFailed("dep")}
 
 
 class Lives(RuleBasedStateMachine):

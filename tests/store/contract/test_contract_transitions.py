@@ -15,7 +15,8 @@ PATH_TO = {EntryState.QUEUED: [], EntryState.ADMITTED: [EntryState.ADMITTED],
            EntryState.COMPLETE: [EntryState.ADMITTED, EntryState.COMPLETE],
            EntryState.FAILED: [EntryState.ADMITTED, EntryState.FAILED],
            EntryState.CANCELLED: [EntryState.CANCELLED],
-           EntryState.DEPENDENCY_FAILED: [EntryState.DEPENDENCY_FAILED]}
+           EntryState.DEPENDENCY_FAILED: [EntryState.DEPENDENCY_FAILED],
+           EntryState.RECLAIMED: [EntryState.ADMITTED, EntryState.RUNNING, EntryState.RECLAIMED]}
 
 
 @pytest.mark.parametrize(("start", "to"), [
@@ -45,6 +46,24 @@ def test_a_move_from_a_stale_state_is_refused_and_writes_nothing(store: Store) -
     assert store.stops() == []  # the intent is written with the move, or not at all
     with pytest.raises(UnknownEntry):
         store.transition("q999999", EntryState.CANCELLED, expect=(EntryState.QUEUED,))
+
+
+def test_an_idle_reclaim_is_stored_with_its_stop_and_is_final(store_factory: StoreFactory) -> None:
+    store = store_factory.open()
+    (e,) = store.add([entry()])
+    store.transition(e.id, EntryState.ADMITTED, placements=({"node": "n1"},))
+    store.transition(e.id, EntryState.RUNNING, expect=(EntryState.ADMITTED,))
+    stop = StopIntent(e.nomad_job_id, "default", "idle 31 min: stopped for q000002", 9.0, 0, 9.0)
+    store.transition(e.id, EntryState.RECLAIMED, expect=(EntryState.ADMITTED, EntryState.RUNNING), stop=stop,
+                     reason="idle 31 min: stopped for q000002", at=9.0, finished_at=9.0)
+    if store_factory.persistent:
+        store = store_factory.reopen(store)
+    got = store.get(e.id)
+    assert (got.state, got.reason, got.finished_at) == (EntryState.RECLAIMED, "idle 31 min: stopped for q000002", 9.0)
+    assert [s.job_id for s in store.stops()] == [e.nomad_job_id]
+    assert [x.id for x in store.list(states=[EntryState.RECLAIMED])] == [e.id]
+    with pytest.raises(StaleTransition):
+        store.transition(e.id, EntryState.QUEUED, expect=(EntryState.RECLAIMED,))
 
 
 def test_the_same_state_with_another_placement_is_refused(store: Store) -> None:
