@@ -56,7 +56,8 @@ _INSERT = (
 class PostgresStore(Transfer):
     """Thread-safe (one connection, one lock); several stores, in several processes, share one database."""
 
-    def __init__(self, location: str, *, exclusive: bool = False) -> None:
+    def __init__(self, location: str, *, exclusive: bool = False, replica: bool = False) -> None:
+        """``exclusive``: one service on the database; ``replica``: one of several replicas of one service."""
         self.location = checked_dsn(location)
         self._holder: psycopg.Connection[tuple[Any, ...]] | None = None
         self._lock = threading.RLock()
@@ -66,8 +67,8 @@ class PostgresStore(Transfer):
         self._db = connect(self.location)
         try:
             with translated(self.location):
-                if exclusive:
-                    self._holder = hold_service_lock(self.location)
+                if exclusive or replica:
+                    self._holder = hold_service_lock(self.location, shared=replica)
                 migrate(self._db)
                 self.instance = self._instance()
         except BaseException:

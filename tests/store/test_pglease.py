@@ -1,0 +1,122 @@
+"""The leader's lease on PostgreSQL (store/pglease.py): one holder at a time, an epoch that only grows, a killed
+holder noticed when its session ends, a silent one when its renewals stand still for a lease on the observer's
+clock, and a deposed holder told so. Against the throwaway server of tests/store/pg.py; clocks are fakes."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from nomad_gpu.cli.main import main
+from nomad_gpu.store import open_store
+from nomad_gpu.store.contract import StoreUnavailable
+from nomad_gpu.store.lock import StoreLocked
+from nomad_gpu.store.pglease import LeaseLost, PgLease
+
+pytestmark = pytest.mark.server
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def db(pg_dsn: str) -> Iterator[str]:
+    open_store(pg_dsn).close()  # the schema, with the lease row
+    yield pg_dsn
+
+
+def lease(dsn: str, clock: Clock, address: str) -> PgLease:
+    return PgLease(dsn, 10.0, address, clock=clock)
+
+
+def test_one_holder_at_a_time_and_its_address_is_published(db: str) -> None:
+    clock = Clock()
+    a, b = lease(db, clock, "http://a:4690"), lease(db, clock, "http://b:4690")
+    try:
+        assert a.try_acquire() and a.epoch == 1 and a.valid()
+        assert not b.try_acquire() and b.epoch is None
+        assert b.holder().address == "http://a:4690" and b.holder().epoch == 1
+        a.renew()
+        assert not b.try_acquire()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_holder_whose_session_ends_is_replaced_at_once_with_a_new_epoch(db: str) -> None:
+    clock = Clock()
+    a, b = lease(db, clock, "a"), lease(db, clock, "b")
+    try:
+        assert a.try_acquire()
+        a.close()  # as a killed process: the server ends the session and drops the lock
+        assert b.try_acquire() and b.epoch == 2 and b.holder().address == "b"
+        with pytest.raises(LeaseLost):
+            a.renew()  # reconnects and finds epoch 2
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_holder_that_stops_renewing_is_ended_after_a_lease_on_the_standbys_clock(db: str) -> None:
+    leader_clock, standby_clock = Clock(), Clock()
+    a, b = lease(db, leader_clock, "a"), lease(db, standby_clock, "b")
+    try:
+        assert a.try_acquire()
+        assert not b.try_acquire()  # first sight of (epoch 1, 0 renewals)
+        standby_clock.now += 9.9
+        assert not b.try_acquire()
+        a.renew()  # a renewal resets what the standby measures
+        standby_clock.now += 9.9
+        assert not b.try_acquire()
+        standby_clock.now += 9.9
+        assert not b.try_acquire()
+        # the leader is paused from here on: no renewal; it stopped writing at 8 s on its own clock
+        leader_clock.now += 8.0
+        assert not a.valid()
+        standby_clock.now += 10.0
+        assert b.try_acquire() and b.epoch == 2
+        with pytest.raises(StoreUnavailable):
+            a.renew()  # its session was ended
+        with pytest.raises(LeaseLost, match="epoch 1"):
+            a.renew()
+        assert not a.valid()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_the_leader_stops_writing_at_lease_minus_the_margin_after_the_renewal_it_sent(db: str) -> None:
+    clock = Clock()
+    a = lease(db, clock, "a")
+    try:
+        assert a.try_acquire()
+        clock.now += 7.9
+        assert a.valid()
+        a.renew()
+        clock.now += 7.9
+        assert a.valid() and a.remaining_s() == pytest.approx(0.1)
+        clock.now += 0.1
+        assert not a.valid()
+    finally:
+        a.close()
+
+
+def test_replicas_share_the_database_and_keep_store_copy_out(db: str, tmp_path: Path) -> None:
+    one, two = open_store(db, replica=True), open_store(db, replica=True)
+    try:
+        with pytest.raises(StoreLocked):
+            open_store(db, exclusive=True)
+        code = CliRunner().invoke(main, ["store", "copy", db, str(tmp_path / "b.db")])
+        assert code.exit_code == 2 and "in use" in code.output, code.output
+    finally:
+        one.close()
+        two.close()
+    open_store(db, exclusive=True).close()
