@@ -238,7 +238,6 @@ def serve(db_path: str, config_path: str | None, listen: str | None, tls_cert: s
     from nomad_gpu.domain.errors import InvalidRequest
     from nomad_gpu.service.app import ServiceRuntime
     from nomad_gpu.service.existingjobs import BOTH_FLAGS
-    from nomad_gpu.service.reload import wait_for_signals
 
     if ignore_existing_jobs and adopt_existing_jobs:  # before the database file is made
         raise InvalidRequest(BOTH_FLAGS)
@@ -248,8 +247,8 @@ def serve(db_path: str, config_path: str | None, listen: str | None, tls_cert: s
     runtime = ServiceRuntime(settings)
     addr = runtime.start()
     click.echo(f"nomad-gpu {__version__} serving on {addr}, Nomad at {runtime.settings.nomad.address}")
-    wait_for_signals(runtime.reload)  # SIGHUP: teams and tokens read again from --config
-    runtime.stop()
+    # SIGHUP: teams and tokens read again from --config; a replica another one deposed exits 1 (restarted, it stands by)
+    sys.exit(runtime.serve_until_signalled())
 
 
 def _service_settings(db_path: str, config_path: str | None, listen: str | None,

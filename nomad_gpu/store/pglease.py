@@ -73,6 +73,10 @@ class PgLease:
         self._seen: tuple[int, int] | None = None
         """The (epoch, renewals) a standby last observed, and since when on its own clock."""
         self._seen_at = 0.0
+        self._pid = 0
+        """The backend pid of the session that holds the lock (this replica's, while it leads)."""
+        self._lapsed = False
+        """The session that held the lock was lost: the lease is taken again, never just renewed."""
 
     # ---- both sides ------------------------------------------------------------------------------
     def _conn(self) -> psycopg.Connection[tuple[Any, ...]]:
@@ -108,6 +112,11 @@ class PgLease:
         cannot be reached (the lease then runs out on its own: `valid()` turns false)."""
         if self.epoch is None:
             raise LeaseLost("this replica never held the lease")
+        if self._db is None or self._db.closed or self._db.broken:
+            self._lapsed = True  # the session that held the lock is gone (or going): take the lease again
+        if self._lapsed:
+            self.try_acquire(expect=self.epoch)
+            return
         sent = self._clock()
         with translated(self.location):
             done = self._conn().execute(
@@ -119,9 +128,11 @@ class PgLease:
         self._valid_until = sent + self.lease_s * (1 - MARGIN)
 
     # ---- a standby --------------------------------------------------------------------------------
-    def try_acquire(self) -> bool:
+    def try_acquire(self, expect: int | None = None) -> bool:
         """One campaign step: take the lease when its holder's session ended, or when the holder stopped
-        renewing a lease ago (its session is ended first). True with `epoch` set to the new epoch."""
+        renewing a lease ago (its session is ended first). True with `epoch` set to the new epoch.
+        ``expect``: a leader taking its lease back after losing its session; LeaseLost unless the epoch is
+        still its own (nobody led in between), and its own old session is ended without waiting."""
         sent = self._clock()
         with translated(self.location):
             db = self._conn()
@@ -132,8 +143,10 @@ class PgLease:
                     row = db.execute(_ROW + " FOR UPDATE").fetchone()
                     assert row is not None, "the lease row is made by the schema's migration"
                     epoch, pid, renewals = int(row[0]), int(row[1]), int(row[3])
+                    if expect is not None and epoch != expect:
+                        raise LeaseLost(f"the lease of epoch {expect} was taken by another replica (epoch {epoch})")
                     if not got:
-                        if not self._expired((epoch, renewals), sent):
+                        if not (expect is not None and pid == self._pid) and not self._expired((epoch, renewals), sent):
                             return False
                         logger.warning("the leader of epoch %d has not renewed its lease for %.1f s: ending its "
                                        "session", epoch, self.lease_s)
@@ -143,16 +156,16 @@ class PgLease:
                         got = _try_lock(db)
                         if not got:
                             return False
-                    db.execute("UPDATE leader_lease SET epoch = %s, holder_pid = pg_backend_pid(), address = %s,"
-                               " lease_s = %s, renewals = 0, renewed_at = clock_timestamp() WHERE id = 1",
-                               (epoch + 1, self.address, self.lease_s))
+                    mine = db.execute("UPDATE leader_lease SET epoch = %s, holder_pid = pg_backend_pid(), address = %s,"
+                                      " lease_s = %s, renewals = 0, renewed_at = clock_timestamp() WHERE id = 1"
+                                      " RETURNING holder_pid", (epoch + 1, self.address, self.lease_s)).fetchone()
             except BaseException:
                 if got and not db.broken and not db.closed:  # a session lock outlives a rolled-back transaction
                     db.execute("SELECT pg_advisory_unlock(%s)", (LEADER_LOCK,))
                 raise
         if not got:
             return False
-        self.epoch = epoch + 1
+        self.epoch, self._pid, self._lapsed = epoch + 1, int(mine[0]) if mine else 0, False
         self._seen = None
         self._valid_until = sent + self.lease_s * (1 - MARGIN)
         return True

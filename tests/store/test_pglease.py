@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import psycopg
 import pytest
 from click.testing import CliRunner
 
@@ -120,3 +121,39 @@ def test_replicas_share_the_database_and_keep_store_copy_out(db: str, tmp_path: 
         one.close()
         two.close()
     open_store(db, exclusive=True).close()
+
+
+def test_a_leader_that_lost_its_session_takes_the_lease_back_when_nobody_led_in_between(
+        db: str) -> None:
+    clock = Clock()
+    a, b = lease(db, clock, "a"), lease(db, clock, "b")
+    try:
+        assert a.try_acquire() and a.epoch == 1
+        # the server ends the leader's session (a restart, a cut connection)
+        with psycopg.connect(db, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(holder_pid) FROM leader_lease")
+        with pytest.raises(StoreUnavailable):
+            a.renew()
+        a.renew()  # its own epoch is still the row's: taken back, one epoch on
+        assert a.epoch == 2 and a.valid()
+        assert not b.try_acquire()
+    finally:
+        a.close()
+        b.close()
+
+
+def test_a_lapsed_leader_finding_a_newer_epoch_is_deposed(db: str) -> None:
+    clock = Clock()
+    a, b = lease(db, clock, "a"), lease(db, clock, "b")
+    try:
+        assert a.try_acquire()
+        with psycopg.connect(db, autocommit=True) as admin:
+            admin.execute("SELECT pg_terminate_backend(holder_pid) FROM leader_lease")
+        assert b.try_acquire() and b.epoch == 2
+        with pytest.raises(StoreUnavailable):
+            a.renew()
+        with pytest.raises(LeaseLost, match="epoch 2"):
+            a.renew()
+    finally:
+        a.close()
+        b.close()
