@@ -17,11 +17,13 @@ and attempt, and a new leader reads Nomad (the resync) before it moves any attem
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
 import requests
 
+from nomad_gpu import __version__
 from nomad_gpu.nomad.client import NomadClient, NomadSettings, NomadUnavailable
 
 META_EPOCH = "nomad_gpu_epoch"
@@ -34,6 +36,8 @@ class FencedClient(NomadClient):
                  writable: Callable[[], bool] = lambda: True,
                  epoch: Callable[[], int | None] = lambda: None) -> None:
         super().__init__(settings, session)
+        # which process sent a write, for Nomad's logs and the dev cluster's audit (a replica's pid)
+        self.session.headers["User-Agent"] = f"nomad-gpu/{__version__} (pid {os.getpid()})"
         self.writable = writable
         self.epoch = epoch
 
