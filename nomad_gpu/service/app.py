@@ -14,7 +14,7 @@ import threading
 import time
 from typing import Any
 
-from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.domain.errors import InvalidRequest, NomadGpuError
 from nomad_gpu.nomad.watcher import Watcher
 from nomad_gpu.service.access import LiveTokens
 from nomad_gpu.service.actuator import Actuator
@@ -22,7 +22,7 @@ from nomad_gpu.service.api import create_app
 from nomad_gpu.service.existingjobs import BOTH_FLAGS, check_new_database
 from nomad_gpu.service.fencing import FencedClient
 from nomad_gpu.service.history import History, HistorySampler
-from nomad_gpu.service.leadership import LeaseKeeper, SoleLeader
+from nomad_gpu.service.leadership import LeaseKeeper, NothingStarted, SoleLeader
 from nomad_gpu.service.listen import ApiServer, plan_listen
 from nomad_gpu.service.livemetrics import install as install_live_metrics
 from nomad_gpu.service.metrics import Metrics
@@ -37,7 +37,6 @@ from nomad_gpu.service.standby import Switch, standby_app
 from nomad_gpu.service.usage import UsagePoller
 from nomad_gpu.store.contract import Store
 from nomad_gpu.store.factory import is_postgres, open_store
-from nomad_gpu.store.pglease import PgLease
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +77,8 @@ class ServiceRuntime:
             raise
         self.leadership: SoleLeader | LeaseKeeper = SoleLeader()
         if self.replicated:
+            from nomad_gpu.store.pglease import PgLease  # psycopg is loaded only for PostgreSQL
+
             lease = PgLease(getattr(self.store, "location", settings.db_path), settings.scheduling.ha.lease_s, "")
             self.leadership = LeaseKeeper(lease, self.metrics, elected=self._elected, deposed=self._deposed,
                                           regained=self._regained)
@@ -180,7 +181,23 @@ class ServiceRuntime:
     def _elected(self, epoch: int) -> None:
         """This replica leads: load the queue and follow Nomad from scratch, as a restart does, then serve
         the leader's API."""
-        self._build()
+        from nomad_gpu.store.pglease import epoch_check
+        from nomad_gpu.store.postgres import PostgresStore
+
+        if isinstance(self.leadership, LeaseKeeper) and isinstance(self.store, PostgresStore):
+            lease = self.leadership.lease
+            self.store.fence = epoch_check(lambda: lease.epoch)  # from now on every write proves the epoch
+        try:
+            for attempt in range(3):  # a connection the server ended in an outage fails once, then connects again
+                try:
+                    self.store.get_meta(SERVICE_KEY)
+                    break
+                except NomadGpuError:
+                    if attempt == 2:
+                        raise
+            self._build()
+        except NomadGpuError as exc:
+            raise NothingStarted(str(exc)) from exc
         self._check_new_database()
         self._start_leading()
         if self._switch is not None:

@@ -19,10 +19,14 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from nomad_gpu.domain.errors import NomadGpuError
 from nomad_gpu.service.metrics import Metrics
-from nomad_gpu.store.pglease import Holder, LeaseLost, PgLease
+from nomad_gpu.store.leaseterms import Holder, LeaseLost
+
+if TYPE_CHECKING:
+    from nomad_gpu.store.pglease import PgLease
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +35,10 @@ CAMPAIGN_POLL_S = 0.25
 most of the time from a leader's death to the takeover."""
 HOLDER_TTL_S = 1.0
 """How long a standby reuses the leader's address it read (it forwards every request there)."""
+
+
+class NothingStarted(Exception):
+    """Taking the lead failed before anything that acts on Nomad started: the lease can be handed back."""
 
 
 class SoleLeader:
@@ -72,7 +80,9 @@ class LeaseKeeper:
 
     @property
     def role(self) -> str:
-        return "leader" if self.leading else "standby"
+        """`leader` while this replica may act on Nomad; a leader whose lease ran out (the database unreachable)
+        stands by until it takes the lease back."""
+        return "leader" if self.writable() else "standby"
 
     @property
     def epoch(self) -> int | None:
@@ -120,7 +130,9 @@ class LeaseKeeper:
                 if self.leading:
                     self._lost("the lease's thread failed")
                     return
-            self._stop.wait(self.lease.lease_s / 3 if self.leading else CAMPAIGN_POLL_S)
+            # a leader whose session was lost takes its lease back as fast as a standby would take it
+            fast = not self.leading or self.lease.lapsed
+            self._stop.wait(CAMPAIGN_POLL_S if fast else self.lease.lease_s / 3)
 
     def _step(self) -> None:
         if not self.leading:
@@ -131,6 +143,11 @@ class LeaseKeeper:
                 logger.warning("this replica leads now (epoch %d)", self.lease.epoch or 0)
                 try:
                     self._elected(self.lease.epoch or 0)
+                except NothingStarted as exc:  # the database failed while the queue loaded: stand by again
+                    logger.warning("taking the lead failed before anything started (%s): standing by again", exc)
+                    self.lease.close()
+                    self.leading = False
+                    self._changed()
                 except Exception as exc:  # half started: never lead on it; the process ends and starts again
                     logger.exception("taking the lead failed")
                     raise LeaseLost(f"taking the lead failed: {exc}") from exc

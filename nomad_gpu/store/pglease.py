@@ -25,11 +25,12 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
+from nomad_gpu.store.contract import StoreUnavailable
+from nomad_gpu.store.leaseterms import Holder, LeaseLost
 from nomad_gpu.store.pgconnect import connect, translated
 
 logger = logging.getLogger(__name__)
@@ -44,16 +45,26 @@ TERMINATE_WAIT_MS = 5000
 _ROW = "SELECT epoch, holder_pid, address, renewals FROM leader_lease WHERE id = 1"
 
 
-class LeaseLost(Exception):
-    """Another replica holds the lease now (a higher epoch): this one was deposed."""
+class NotLeader(StoreUnavailable):
+    """A write of a replica whose epoch is no longer the lease's: refused, nothing written (503)."""
 
 
-@dataclass(frozen=True)
-class Holder:
-    """What the lease row says: the current epoch and the leader's API address (empty: nobody yet)."""
+def epoch_check(epoch: Callable[[], int | None]) -> Callable[[psycopg.Connection[tuple[Any, ...]]], None]:
+    """The fence of the leader's store writes: the first statement of each write transaction finds the lease row
+    still at this replica's epoch, and keeps it so (`FOR KEY SHARE`) until the transaction ends. A takeover
+    (`FOR UPDATE` on the row) therefore waits for the old leader's write in progress, and every write the old
+    leader begins after it fails: a deposed replica, even one resumed after a pause mid-request, never stores a
+    submission the new leader did not load. `KEY SHARE` does not hold up the leader's own renewals (which take
+    `FOR NO KEY UPDATE`)."""
 
-    epoch: int
-    address: str
+    def check(db: psycopg.Connection[tuple[Any, ...]]) -> None:
+        mine = epoch()
+        row = db.execute("SELECT 1 FROM leader_lease WHERE id = 1 AND epoch = %s FOR KEY SHARE", (mine,)).fetchone()
+        if mine is None or row is None:
+            raise NotLeader(f"this replica no longer leads (epoch {mine}): nothing was stored; retry (another "
+                            "replica leads now)")
+
+    return check
 
 
 class PgLease:
@@ -99,6 +110,11 @@ class PgLease:
         self._valid_until = 0.0
 
     # ---- the leader -------------------------------------------------------------------------------
+    @property
+    def lapsed(self) -> bool:
+        """The session that held the lock is gone: the lease must be taken back, not renewed."""
+        return self._lapsed or self._db is None or self._db.closed or self._db.broken
+
     def valid(self) -> bool:
         """Whether this replica may still write to Nomad: it holds the lease and is short of lease - margin
         since the last renewal it sent."""
@@ -140,13 +156,20 @@ class PgLease:
             try:
                 with db.transaction():
                     got = _try_lock(db)
+                    row = db.execute(_ROW).fetchone()  # no row lock while nothing is to be done: the leader's
+                    assert row is not None, "the lease row is made by the schema's migration"  # writes share it
+                    seen = (int(row[0]), int(row[3]))
+                    if not got and expect is None and not self._expired(seen, sent):
+                        return False
                     row = db.execute(_ROW + " FOR UPDATE").fetchone()
-                    assert row is not None, "the lease row is made by the schema's migration"
+                    assert row is not None
                     epoch, pid, renewals = int(row[0]), int(row[1]), int(row[3])
+                    if not got and expect is None and (epoch, renewals) != seen:
+                        return False  # renewed meanwhile
                     if expect is not None and epoch != expect:
                         raise LeaseLost(f"the lease of epoch {expect} was taken by another replica (epoch {epoch})")
                     if not got:
-                        if not (expect is not None and pid == self._pid) and not self._expired((epoch, renewals), sent):
+                        if expect is not None and pid != self._pid and not self._expired((epoch, renewals), sent):
                             return False
                         logger.warning("the leader of epoch %d has not renewed its lease for %.1f s: ending its "
                                        "session", epoch, self.lease_s)

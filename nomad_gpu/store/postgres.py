@@ -57,8 +57,8 @@ class PostgresStore(Transfer):
     """Thread-safe (one connection, one lock); several stores, in several processes, share one database."""
 
     def __init__(self, location: str, *, exclusive: bool = False, replica: bool = False) -> None:
-        """``exclusive``: one service on the database; ``replica``: one of several replicas of one service."""
         self.location = checked_dsn(location)
+        self.fence: Callable[[psycopg.Connection[tuple[Any, ...]]], None] = lambda db: None  # pglease.epoch_check
         self._holder: psycopg.Connection[tuple[Any, ...]] | None = None
         self._lock = threading.RLock()
         self.space = PgSpace()
@@ -98,6 +98,7 @@ class PostgresStore(Transfer):
         with translated(self.location, self.space):
             db = self._conn()
             with db.transaction():
+                self.fence(db)
                 if not durable:
                     db.execute("SET LOCAL synchronous_commit = off")
                 yield db

@@ -14,8 +14,9 @@ from click.testing import CliRunner
 from nomad_gpu.cli.main import main
 from nomad_gpu.store import open_store
 from nomad_gpu.store.contract import StoreUnavailable
+from nomad_gpu.store.leaseterms import LeaseLost
 from nomad_gpu.store.lock import StoreLocked
-from nomad_gpu.store.pglease import LeaseLost, PgLease
+from nomad_gpu.store.pglease import PgLease
 
 pytestmark = pytest.mark.server
 
