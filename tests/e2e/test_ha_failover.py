@@ -143,3 +143,27 @@ def test_a_database_outage_is_503_and_the_leader_admits_again_after(cluster: Dev
     assert overlaps(audit) == 0
     names = [e["name"] for e in requests.get(f"{leader.addr}/v1/jobs", headers=HEADERS, timeout=10).json()["entries"]]
     assert names == ["after-outage"]  # nothing of the refused submissions stored
+
+
+def test_a_paused_leaders_pending_stop_is_not_sent_after_it_resumes(cluster: DevCluster, pair: list[Replica]) -> None:
+    """The write a deposed leader would most surely send: a stop it was retrying when it was paused. Its lease
+    keeper needs a round trip or two to learn it was deposed; the check on its monotonic clock stops the
+    write meanwhile."""
+    a, b = pair
+    job = post(a, spec("to-cancel", duration_s=600.0), "to-cancel")
+    wait_for(lambda: state_of(a, job["id"]) == "running", 30, "running")
+    cluster.state.faults.unreachable(60)  # the stop cannot reach Nomad: the leader retries it with backoff
+    r = requests.delete(f"{a.addr}/v1/jobs/{job['id']}", headers=HEADERS, timeout=10)
+    assert r.status_code == 200, r.text
+    time.sleep(1.0)  # a few refused tries: the next retry is due within the pause
+    a.signal(signal.SIGSTOP)
+    wait_for(lambda: (b.status() or {}).get("role") == "leader", LEASE_S * 5, "b leading")
+    cluster.state.faults.reachable()
+    wait_for(lambda: not [x for x in cluster.audit()["allocations"] if x["job_id"] == job["nomad_job_id"]
+                          and x["client_status"] == "running"], 60, "the job stopped by the new leader")
+    resumed_at = time.time()
+    a.signal(signal.SIGCONT)
+    assert a.proc is not None and a.proc.wait(30) == 1
+    assert writes_of(cluster, a.pid, since=resumed_at) == []
+    stops = [w for w in cluster.audit()["writes"] if w["method"] == "DELETE"]
+    assert stops and all(f"pid {b.pid})" in w["agent"] for w in stops), stops
