@@ -247,12 +247,14 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 
 def _timings(faults: list[dict[str, Any]], audit: dict[str, Any]) -> dict[str, Any]:
-    """From the audit's write log: the next admission (a register under a newer epoch) after each fault, and
-    every write a replica sent after it was paused and deposed."""
+    """From the audit's write log: the next admission (a register under a newer epoch) after each fault; every
+    write that reached Nomad from a paused leader after its pause (one on the wire when it was paused may land),
+    and after it was resumed (none may)."""
     registers = sorted((w for w in audit.get("writes", []) if w["method"] in ("POST", "PUT") and w["status"] == 200
                         and w["path"].startswith("/v1/job")), key=lambda w: w["at"])
     after: dict[str, list[float]] = {"kill": [], "pause": []}
     deposed_writes, deposed_late = 0, 0
+    details: list[dict[str, Any]] = []
     for f in faults:
         newer = [w for w in registers if w["at"] > f["at"] and w.get("epoch") not in (None, str(f["epoch"]))]
         if newer:
@@ -260,7 +262,10 @@ def _timings(faults: list[dict[str, Any]], audit: dict[str, Any]) -> dict[str, A
         if f["kind"] == "pause":
             mine = [w for w in audit.get("writes", []) if f"pid {f['pid']})" in w["agent"] and w["at"] >= f["at"]]
             deposed_writes += len(mine)
-            deposed_late += sum(1 for w in mine if w["at"] > f["resumed_at"] + 1.0)
+            deposed_late += sum(1 for w in mine if w["at"] >= f["resumed_at"])
+            details += [{"method": w["method"], "path": w["path"], "status": w["status"], "epoch": w["epoch"],
+                         "s_after_pause": round(w["at"] - f["at"], 3),
+                         "s_after_resume": round(w["at"] - f["resumed_at"], 3)} for w in mine]
     return {
         "takeover_s": {k: [f["takeover_s"] for f in faults if f["kind"] == k] for k in ("kill", "pause")},
         "next_admission_after_kill_s": {"p50": _percentile(after["kill"], 0.5), "p99": _percentile(after["kill"], 0.99),
@@ -268,7 +273,8 @@ def _timings(faults: list[dict[str, Any]], audit: dict[str, Any]) -> dict[str, A
         "next_admission_after_pause_s": {"p50": _percentile(after["pause"], 0.5),
                                          "p99": _percentile(after["pause"], 0.99), "n": len(after["pause"])},
         "writes_from_deposed_leaders": deposed_writes,
-        "writes_from_deposed_leaders_after_resume_plus_1s": deposed_late,
+        "writes_from_deposed_leaders_after_resume": deposed_late,
+        "writes_from_deposed_leaders_detail": details,
         "deposed_exit_codes": [f.get("exit_code") for f in faults if f["kind"] == "pause"],
         "kills": sum(1 for f in faults if f["kind"] == "kill"),
         "pauses": sum(1 for f in faults if f["kind"] == "pause"),

@@ -2,7 +2,8 @@
 
 Nomad takes no fencing token, so the check is ours and sits at the last step before the socket: every
 call that changes Nomad's state (register, stop, stop an allocation) asks the leadership whether the lease
-is still valid on this replica's monotonic clock (store/pglease.py stops it at lease minus a margin,
+is still valid on this replica's monotonic clock, once as it is called and again in the transport, after its
+body was built, as its bytes leave (store/pglease.py stops it at lease minus a margin,
 before a standby may take over). A refused write is `NomadUnavailable`: to the life cycle it is an
 outage (the entry keeps its pins, admissions pause, nothing is marked failed), which is what it is for
 this replica. The outage probe is fenced too, so a replica without the lease never sees Nomad "back".
@@ -22,11 +23,32 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import requests
+from requests.adapters import BaseAdapter
+from requests.models import PreparedRequest, Response
 
 from nomad_gpu import __version__
 from nomad_gpu.nomad.client import NomadClient, NomadSettings, NomadUnavailable
 
 META_EPOCH = "nomad_gpu_epoch"
+_READS = ("GET", "HEAD")
+
+
+class _FencedAdapter(BaseAdapter):
+    """The last check, after the request's body was built and just before its bytes go: a leader paused
+    between the first check and here finds its lease run out when it resumes, and sends nothing."""
+
+    def __init__(self, inner: BaseAdapter, fence: Callable[[str], None]) -> None:
+        super().__init__()
+        self.inner, self.fence = inner, fence
+
+    def send(self, request: PreparedRequest, *args: Any, **kwargs: Any) -> Response:
+        path = request.path_url or ""
+        if request.method not in _READS and not path.startswith("/v1/jobs/parse"):  # a parse changes nothing
+            self.fence(f"{request.method} {path.split('?')[0]}")
+        return self.inner.send(request, *args, **kwargs)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 class FencedClient(NomadClient):
@@ -38,6 +60,8 @@ class FencedClient(NomadClient):
         super().__init__(settings, session)
         # which process sent a write, for Nomad's logs and the dev cluster's audit (a replica's pid)
         self.session.headers["User-Agent"] = f"nomad-gpu/{__version__} (pid {os.getpid()})"
+        for prefix, adapter in list(self.session.adapters.items()):  # checked again as the request leaves
+            self.session.mount(prefix, _FencedAdapter(adapter, self._fence))
         self.writable = writable
         self.epoch = epoch
 

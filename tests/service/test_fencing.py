@@ -76,3 +76,13 @@ def test_a_replica_without_a_valid_lease_writes_nothing_and_its_probe_fails(clus
     assert f"pid {os.getpid()}" in register["agent"]
     stored = client.job("fenced-1")
     assert stored is not None and stored["Meta"]["nomad_gpu_epoch"] == "4"
+
+
+def test_a_lease_that_runs_out_while_the_request_is_built_stops_it_as_it_leaves(cluster: DevCluster) -> None:
+    answers = iter([True, False])  # valid when register is called, run out by the time its bytes would go
+    client = FencedClient(NomadSettings(address=cluster.url), writable=lambda: next(answers, False),
+                          epoch=lambda: 1)
+    job = client.parse(JOB_HCL)
+    with pytest.raises(NomadUnavailable, match="leader's lease"):
+        client.register(job, JOB_HCL, create_only=True)
+    assert writes(cluster) == [] and client.job("fenced-1") is None
