@@ -13,6 +13,7 @@ is stored once.
 from __future__ import annotations
 
 import logging
+import ssl
 from collections.abc import Callable
 from typing import Any
 
@@ -49,6 +50,10 @@ def standby_app(leader: Callable[[], str], ha_status: Callable[[], dict[str, Any
     epoch and the leader's address, for its status."""
     session = requests.Session()
     session.trust_env = False  # a proxy from the environment must not sit between two replicas
+    # a leader serving https is verified against this node's system CAs (where an operator adds a private CA,
+    # as for Nomad's own checks: docs/deploy.md), not against the CA bundle requests ships
+    trusted = ssl.get_default_verify_paths()
+    session.verify = trusted.cafile or trusted.capath or True
 
     async def status(request: Request) -> Response:
         return JSONResponse(Status(ready=False, nomad_reachable=False, **ha_status()).to_json())
