@@ -208,7 +208,8 @@ def _check(settings: ServiceJobSettings) -> None:
     if not 1 <= settings.replicas <= 7:
         raise RenderError(f"replicas {settings.replicas}: must be from 1 to 7 (2 or 3 is the usual)")
     if settings.replicas > 1 and settings.variable is None:
-        raise RenderError("replicas share a PostgreSQL queue whose URL comes from a Nomad Variable (db_url): give its path")
+        raise RenderError("replicas share a PostgreSQL queue whose URL comes from a Nomad Variable (db_url): "
+                          "give its path")
     if settings.service_name is not None and settings.port is None:
         raise RenderError("a service registration needs the port the service listens on")
     for key in settings.env:
