@@ -20,7 +20,7 @@ DEFAULT_LEASE_S = 10.0
 MIN_LEASE_S = 0.5
 MAX_LEASE_S = 300.0
 _DURATION = re.compile(r"^(?P<n>\d+(?:\.\d+)?)(?P<unit>ms|s|m)?$")
-_URL = re.compile(r"^https?://[^\s/?#]+$")
+_URL = re.compile(r"^https?://[^\s/?#]+/?$")
 
 
 @dataclass(frozen=True)
