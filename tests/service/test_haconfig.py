@@ -20,7 +20,8 @@ from nomad_gpu.service.settings import load_config
     pytest.param({"lease": "1500ms"}, HaSettings(lease_s=1.5), id="milliseconds"),
     pytest.param({"lease": "1m"}, HaSettings(lease_s=60.0), id="minute"),
     pytest.param({"lease": 4}, HaSettings(lease_s=4.0), id="a number is seconds"),
-    pytest.param({"advertise": "https://10.0.0.5:4690/"}, HaSettings(advertise="https://10.0.0.5:4690"), id="advertise"),
+    pytest.param({"advertise": "https://10.0.0.5:4690/"}, HaSettings(advertise="https://10.0.0.5:4690"),
+                 id="advertise"),
 ])
 def test_what_ha_accepts(raw: object, want: HaSettings) -> None:
     assert ha_from_mapping(raw) == want
