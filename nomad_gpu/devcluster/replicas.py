@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psutil
 import requests
 
 from .chaos import TERMINAL, _free_port, job_spec, judge
@@ -136,6 +137,9 @@ class FailoverConfig:
     seed: int = 0
     timeout_s: float = 900.0
     workdir: Path | None = None
+    db_restarts: int = 0
+    restart_db: Callable[[], None] | None = None
+    """Restarts the database server (every session ends): the run's `db_restarts` faults."""
 
 
 @dataclass
@@ -147,6 +151,8 @@ class _Failover:
     acked: dict[str, dict[str, Any]] = field(default_factory=dict)
     faults: list[dict[str, Any]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
+    cpu: dict[int, float] = field(default_factory=dict)
+    """Each replica process's CPU seconds (user + system), as last sampled."""
 
 
 def run_failover(cfg: FailoverConfig, progress: Callable[[str], None] = lambda _: None) -> dict[str, Any]:
@@ -161,6 +167,7 @@ def run_failover(cfg: FailoverConfig, progress: Callable[[str], None] = lambda _
         for r in run.replicas:
             r.start(run.config)
         leader_of(run.replicas, timeout_s=60)
+        threading.Thread(target=_sample_cpu, args=(run,), daemon=True).start()
         rng = random.Random(cfg.seed)
         specs = [job_spec(i, rng, rng.uniform(*cfg.duration_s)) for i in range(cfg.jobs)]
         submitter = threading.Thread(target=_submit_all, args=(run, specs), daemon=True)
@@ -177,7 +184,9 @@ def run_failover(cfg: FailoverConfig, progress: Callable[[str], None] = lambda _
         dc.stop()
     report = judge(audit, entries, run.acked, {}, [], {k for k, _ in specs})
     report.update(_timings(run.faults, audit), settled=settled, wall_s=round(time.time() - started, 1),
-                  jobs=cfg.jobs, replicas=cfg.replicas, lease_s=cfg.lease_s, speed=cfg.speed)
+                  jobs=cfg.jobs, replicas=cfg.replicas, lease_s=cfg.lease_s, speed=cfg.speed,
+                  replicas_cpu_s=round(sum(run.cpu.values()), 2),
+                  replicas_cpu_ms_per_job=round(sum(run.cpu.values()) * 1000 / max(1, cfg.jobs), 1))
     for key in ("refused_requests_max_per_s", "refused_requests_worst_second", "replies_lost", "no_leader_refused",
                 "cancel_stop_s_max", "cancels_never_stopped", "recovery_s", "faults", "placed_on_unhealthy"):
         report.pop(key, None)
@@ -198,14 +207,39 @@ def _submit_all(run: _Failover, specs: list[tuple[str, str]]) -> None:
         time.sleep(gap)
 
 
+def _sample_cpu(run: _Failover) -> None:
+    """Every replica process's CPU, sampled twice a second (a killed one's last half second is missed)."""
+    while True:
+        for r in run.replicas:
+            try:
+                if r.alive():
+                    times = psutil.Process(r.pid).cpu_times()
+                    run.cpu[r.pid] = times.user + times.system
+            except psutil.Error:
+                pass
+        time.sleep(0.5)
+
+
 def _inject(run: _Failover, rng: random.Random, progress: Callable[[str], None]) -> None:
-    kinds = ["kill"] * run.cfg.kills + ["pause"] * run.cfg.pauses
+    kinds = ["kill"] * run.cfg.kills + ["pause"] * run.cfg.pauses + ["db_restart"] * run.cfg.db_restarts
     rng.shuffle(kinds)
     for kind in kinds:
         time.sleep(run.cfg.gap_s)
+        for r in run.replicas:  # one that ended by itself (deposed in a database restart's race): its supervisor
+            if not r.alive() and not r.paused:
+                r.start(run.config)
         old = leader_of(run.replicas, timeout_s=60)
         fault: dict[str, Any] = {"kind": kind, "pid": old.pid, "epoch": (old.status() or {}).get("epoch")}
         fault["at"] = time.time()
+        if kind == "db_restart":
+            assert run.cfg.restart_db is not None, "db_restarts needs restart_db"
+            run.cfg.restart_db()
+            new = leader_of(run.replicas, timeout_s=60)
+            fault["takeover_s"] = round(time.time() - fault["at"], 3)
+            fault["new_epoch"] = (new.status() or {}).get("epoch")
+            run.faults.append(fault)
+            progress(f"database restart: a replica leads (epoch {fault['new_epoch']}) {fault['takeover_s']} s after")
+            continue
         if kind == "kill":
             old.kill()
         else:
@@ -252,7 +286,7 @@ def _timings(faults: list[dict[str, Any]], audit: dict[str, Any]) -> dict[str, A
     and after it was resumed (none may)."""
     registers = sorted((w for w in audit.get("writes", []) if w["method"] in ("POST", "PUT") and w["status"] == 200
                         and w["path"].startswith("/v1/job")), key=lambda w: w["at"])
-    after: dict[str, list[float]] = {"kill": [], "pause": []}
+    after: dict[str, list[float]] = {"kill": [], "pause": [], "db_restart": []}
     deposed_writes, deposed_late = 0, 0
     details: list[dict[str, Any]] = []
     for f in faults:
@@ -267,11 +301,13 @@ def _timings(faults: list[dict[str, Any]], audit: dict[str, Any]) -> dict[str, A
                          "s_after_pause": round(w["at"] - f["at"], 3),
                          "s_after_resume": round(w["at"] - f["resumed_at"], 3)} for w in mine]
     return {
-        "takeover_s": {k: [f["takeover_s"] for f in faults if f["kind"] == k] for k in ("kill", "pause")},
+        "takeover_s": {k: [f["takeover_s"] for f in faults if f["kind"] == k] for k in ("kill", "pause", "db_restart")},
         "next_admission_after_kill_s": {"p50": _percentile(after["kill"], 0.5), "p99": _percentile(after["kill"], 0.99),
                                         "n": len(after["kill"])},
         "next_admission_after_pause_s": {"p50": _percentile(after["pause"], 0.5),
                                          "p99": _percentile(after["pause"], 0.99), "n": len(after["pause"])},
+        "next_admission_after_db_restart_s": after["db_restart"],
+        "db_restarts": sum(1 for f in faults if f["kind"] == "db_restart"),
         "writes_from_deposed_leaders": deposed_writes,
         "writes_from_deposed_leaders_after_resume": deposed_late,
         "writes_from_deposed_leaders_detail": details,
