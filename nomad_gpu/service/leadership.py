@@ -33,8 +33,6 @@ logger = logging.getLogger(__name__)
 CAMPAIGN_POLL_S = 0.25
 """How often a standby asks whether the lease is free: a killed leader's lock is gone at once, so this is
 most of the time from a leader's death to the takeover."""
-HOLDER_TTL_S = 1.0
-"""How long a standby reuses the leader's address it read (it forwards every request there)."""
 
 
 class NothingStarted(Exception):
@@ -74,7 +72,8 @@ class LeaseKeeper:
         self.leading = False
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._holder: tuple[float, Holder] | None = None
+        self._holder = Holder(0, "")
+        """Who leads, as the last campaign step read it."""
         self._unreachable = False
         metrics.leader.set(0)
 
@@ -89,8 +88,7 @@ class LeaseKeeper:
         """The epoch this replica leads under; a standby reports the leader's it last read."""
         if self.leading:
             return self.lease.epoch
-        held = self._holder[1].epoch if self._holder is not None else 0
-        return held or None
+        return self._holder.epoch or None
 
     def writable(self) -> bool:
         """Whether this replica may write to Nomad now (checked just before every write)."""
@@ -100,7 +98,7 @@ class LeaseKeeper:
         """The leader's API address (this replica's own while it leads); empty while nobody leads."""
         if self.leading:
             return self.lease.address
-        return self._holder[1].address if self._holder is not None else ""
+        return self._holder.address
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._run, name="lease", daemon=True)
@@ -153,7 +151,7 @@ class LeaseKeeper:
                     raise LeaseLost(f"taking the lead failed: {exc}") from exc
             else:
                 self._reached()
-                self._holder = (0.0, self.lease.holder())
+                self._holder = self.lease.seen
             return
         before = self.lease.epoch
         self.lease.renew()

@@ -84,6 +84,8 @@ class PgLease:
         self._seen: tuple[int, int] | None = None
         """The (epoch, renewals) a standby last observed, and since when on its own clock."""
         self._seen_at = 0.0
+        self.seen = Holder(0, "")
+        """The lease row as the last campaign step read it (a standby's view of who leads)."""
         self._pid = 0
         """The backend pid of the session that holds the lock (this replica's, while it leads)."""
         self._lapsed = False
@@ -159,6 +161,7 @@ class PgLease:
                     row = db.execute(_ROW).fetchone()  # no row lock while nothing is to be done: the leader's
                     assert row is not None, "the lease row is made by the schema's migration"  # writes share it
                     seen = (int(row[0]), int(row[3]))
+                    self.seen = Holder(int(row[0]), str(row[2]))
                     if not got and expect is None and not self._expired(seen, sent):
                         return False
                     row = db.execute(_ROW + " FOR UPDATE").fetchone()

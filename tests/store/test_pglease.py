@@ -46,6 +46,7 @@ def test_one_holder_at_a_time_and_its_address_is_published(db: str) -> None:
         assert a.try_acquire() and a.epoch == 1 and a.valid()
         assert not b.try_acquire() and b.epoch is None
         assert b.holder().address == "http://a:4690" and b.holder().epoch == 1
+        assert b.seen.address == "http://a:4690" and b.seen.epoch == 1  # what the campaign step read
         a.renew()
         assert not b.try_acquire()
     finally:
