@@ -9,6 +9,7 @@ write log (writelog.py), which names the process behind every write to Nomad.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -106,12 +107,12 @@ def leader_of(replicas: list[Replica], *, timeout_s: float, exclude: Replica | N
 
 def call(replicas: list[Replica], method: str, path: str, **kw: Any) -> requests.Response | None:
     """A request to any replica that answers (a user's client with several addresses)."""
+    headers = {**HEADERS, **kw.pop("headers", {})}  # every try carries them (an Idempotency-Key above all)
     for r in random.sample(replicas, len(replicas)):
         if not r.alive() or r.paused:
             continue
         try:
-            reply = requests.request(method, f"{r.addr}{path}", timeout=5, headers={**HEADERS, **kw.pop("headers", {})},
-                                     **kw)
+            reply = requests.request(method, f"{r.addr}{path}", timeout=5, headers=headers, **kw)
         except requests.RequestException:
             continue
         if reply.status_code != 503:
@@ -182,6 +183,9 @@ def run_failover(cfg: FailoverConfig, progress: Callable[[str], None] = lambda _
         for rep in run.replicas:
             rep.kill()
         dc.stop()
+    if cfg.workdir is not None:  # what the verdict rests on, for a reader who doubts it
+        for name, data in (("entries", entries), ("audit", audit), ("acked", run.acked), ("faults", run.faults)):
+            (workdir / f"{name}.json").write_text(json.dumps(data), encoding="utf-8")
     report = judge(audit, entries, run.acked, {}, [], {k for k, _ in specs})
     report.update(_timings(run.faults, audit), settled=settled, wall_s=round(time.time() - started, 1),
                   jobs=cfg.jobs, replicas=cfg.replicas, lease_s=cfg.lease_s, speed=cfg.speed,

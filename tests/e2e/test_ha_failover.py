@@ -167,3 +167,15 @@ def test_a_paused_leaders_pending_stop_is_not_sent_after_it_resumes(cluster: Dev
     assert writes_of(cluster, a.pid, since=resumed_at) == []
     stops = [w for w in cluster.audit()["writes"] if w["method"] == "DELETE"]
     assert stops and all(f"pid {b.pid})" in w["agent"] for w in stops), stops
+
+
+def test_one_idempotency_key_sent_to_both_replicas_at_once_is_one_entry(pair: list[Replica]) -> None:
+    from concurrent.futures import ThreadPoolExecutor
+
+    a, b = pair
+    text = spec("twice", duration_s=0.5)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        answers = list(pool.map(lambda r: post(r, text, "same-key"), [a, b] * 4))
+    assert {e["id"] for e in answers} == {answers[0]["id"]}
+    listed = requests.get(f"{b.addr}/v1/jobs", headers=HEADERS, timeout=10).json()["entries"]
+    assert [e["name"] for e in listed] == ["twice"]
