@@ -11,6 +11,8 @@ The password never appears in a message (`redacted`).
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,6 +26,9 @@ from nomad_gpu.store.location import redacted
 
 logger = logging.getLogger(__name__)
 
+APPLICATION_NAME = f"nomad-gpu {os.getpid()} {secrets.token_hex(4)}"
+"""Every connection of this process names itself so (`pg_stat_activity.application_name`): a replica that takes
+the leader's lease ends every session of the old leader's process by it (store/pglease.py)."""
 CONNECT_TIMEOUT_S = 5
 """How long one connection attempt waits for the server (libpq's connect_timeout)."""
 _REFUSED = ("password authentication failed", "no password supplied", "does not exist", "invalid ",
@@ -58,7 +63,7 @@ def connect(location: str) -> psycopg.Connection[tuple[Any, ...]]:
     """A connection in autocommit (each transaction is opened explicitly); StoreRefused or StoreUnavailable."""
     try:
         return psycopg.connect(location, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-                               application_name="nomad-gpu")
+                               application_name=APPLICATION_NAME)
     except psycopg.OperationalError as exc:
         said = _first_line(exc).removeprefix("connection failed: ")
         if any(word in said for word in _REFUSED):

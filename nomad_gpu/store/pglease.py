@@ -31,7 +31,7 @@ import psycopg
 
 from nomad_gpu.store.contract import StoreUnavailable
 from nomad_gpu.store.leaseterms import Holder, LeaseLost
-from nomad_gpu.store.pgconnect import connect, translated
+from nomad_gpu.store.pgconnect import APPLICATION_NAME, connect, translated
 
 logger = logging.getLogger(__name__)
 
@@ -42,7 +42,7 @@ MARGIN = 0.2
 TERMINATE_WAIT_MS = 5000
 """How long a standby waits for the old leader's backend to exit (`pg_terminate_backend`'s timeout)."""
 
-_ROW = "SELECT epoch, holder_pid, address, renewals FROM leader_lease WHERE id = 1"
+_ROW = "SELECT epoch, holder_pid, address, renewals, holder_app FROM leader_lease WHERE id = 1"
 
 
 class NotLeader(StoreUnavailable):
@@ -148,7 +148,9 @@ class PgLease:
     # ---- a standby --------------------------------------------------------------------------------
     def try_acquire(self, expect: int | None = None) -> bool:
         """One campaign step: take the lease when its holder's session ended, or when the holder stopped
-        renewing a lease ago (its session is ended first). True with `epoch` set to the new epoch.
+        renewing a lease ago. Every session of the old holder is ended first (its lease's, and its store's,
+        whose open write transaction, a leader paused mid-request, would otherwise keep the row locked), then
+        the lock and the next epoch are taken in one transaction. True with `epoch` set to the new epoch.
         ``expect``: a leader taking its lease back after losing its session; LeaseLost unless the epoch is
         still its own (nobody led in between), and its own old session is ended without waiting."""
         sent = self._clock()
@@ -158,43 +160,51 @@ class PgLease:
             try:
                 with db.transaction():
                     got = _try_lock(db)
-                    row = db.execute(_ROW).fetchone()  # no row lock while nothing is to be done: the leader's
-                    assert row is not None, "the lease row is made by the schema's migration"  # writes share it
-                    seen = (int(row[0]), int(row[3]))
-                    self.seen = Holder(int(row[0]), str(row[2]))
-                    if not got and expect is None and not self._expired(seen, sent):
-                        return False
-                    row = db.execute(_ROW + " FOR UPDATE").fetchone()
-                    assert row is not None
-                    epoch, pid, renewals = int(row[0]), int(row[1]), int(row[3])
-                    if not got and expect is None and (epoch, renewals) != seen:
-                        return False  # renewed meanwhile
+                    row = db.execute(_ROW).fetchone()  # no row lock yet: the leader's writes share the row
+                    assert row is not None, "the lease row is made by the schema's migration"
+                    epoch, pid, renewals, app = int(row[0]), int(row[1]), int(row[3]), str(row[4])
+                    self.seen = Holder(epoch, str(row[2]))
                     if expect is not None and epoch != expect:
                         raise LeaseLost(f"the lease of epoch {expect} was taken by another replica (epoch {epoch})")
+                    own = expect is not None and pid == self._pid
+                    if not got and not own and not self._expired((epoch, renewals), sent):
+                        return False
                     if not got:
-                        if expect is not None and pid != self._pid and not self._expired((epoch, renewals), sent):
-                            return False
                         logger.warning("the leader of epoch %d has not renewed its lease for %.1f s: ending its "
-                                       "session", epoch, self.lease_s)
-                        if pid:
-                            db.execute(f"SET LOCAL statement_timeout = {TERMINATE_WAIT_MS + 1000}".encode())
-                            db.execute("SELECT pg_terminate_backend(%s, %s)", (pid, TERMINATE_WAIT_MS))
-                        got = _try_lock(db)
-                        if not got:
-                            return False
+                                       "sessions", epoch, self.lease_s)
+                    if (not got or app != APPLICATION_NAME) and (pid or app):
+                        db.execute(f"SET LOCAL statement_timeout = {TERMINATE_WAIT_MS + 2000}".encode())
+                        db.execute("SELECT pg_terminate_backend(pid, %s) FROM pg_stat_activity WHERE datname ="
+                                   " current_database() AND pid <> pg_backend_pid() AND (pid = %s OR"
+                                   " (application_name = %s AND %s <> %s))",
+                                   (TERMINATE_WAIT_MS, pid, app, app, APPLICATION_NAME))
+                    got = got or _try_lock(db)
+                    if not got:
+                        return False
+                    row = db.execute(_ROW + " FOR UPDATE").fetchone()
+                    if row is None or (int(row[0]), int(row[3])) != (epoch, renewals):
+                        db.execute("SELECT pg_advisory_unlock(%s)", (LEADER_LOCK,))
+                        got = False
+                        return False  # renewed or taken meanwhile
                     mine = db.execute("UPDATE leader_lease SET epoch = %s, holder_pid = pg_backend_pid(), address = %s,"
-                                      " lease_s = %s, renewals = 0, renewed_at = clock_timestamp() WHERE id = 1"
-                                      " RETURNING holder_pid", (epoch + 1, self.address, self.lease_s)).fetchone()
+                                      " lease_s = %s, renewals = 0, renewed_at = clock_timestamp(), holder_app = %s"
+                                      " WHERE id = 1 RETURNING holder_pid",
+                                      (epoch + 1, self.address, self.lease_s, APPLICATION_NAME)).fetchone()
+            except psycopg.errors.QueryCanceled:  # a lock held past the statement timeout: not now
+                self._unlock(db, got)
+                return False
             except BaseException:
-                if got and not db.broken and not db.closed:  # a session lock outlives a rolled-back transaction
-                    db.execute("SELECT pg_advisory_unlock(%s)", (LEADER_LOCK,))
+                self._unlock(db, got)  # a session lock outlives a rolled-back transaction
                 raise
-        if not got:
-            return False
         self.epoch, self._pid, self._lapsed = epoch + 1, int(mine[0]) if mine else 0, False
         self._seen = None
         self._valid_until = sent + self.lease_s * (1 - MARGIN)
         return True
+
+    @staticmethod
+    def _unlock(db: psycopg.Connection[tuple[Any, ...]], got: bool) -> None:
+        if got and not db.broken and not db.closed:
+            db.execute("SELECT pg_advisory_unlock(%s)", (LEADER_LOCK,))
 
     def _expired(self, seen: tuple[int, int], now: float) -> bool:
         """Whether the holder's (epoch, renewals) has stood still for a whole lease on this replica's clock."""

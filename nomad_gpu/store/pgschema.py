@@ -127,7 +127,8 @@ CREATE TABLE usage_attempts (
 CREATE INDEX usage_attempts_job ON usage_attempts(job, end_at)
 """
 
-# v3: the leader's lease (store/pglease.py): one row, made here so that every campaign can lock it.
+# v3: the leader's lease (store/pglease.py): one row, made here so that every campaign can lock it; holder_app
+# is the leader process's application_name (pgconnect.APPLICATION_NAME), so a takeover can end all its sessions.
 _V3 = """
 CREATE TABLE leader_lease (
   id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -136,7 +137,8 @@ CREATE TABLE leader_lease (
   address TEXT NOT NULL,
   lease_s DOUBLE PRECISION NOT NULL,
   renewals BIGINT NOT NULL,
-  renewed_at TIMESTAMPTZ
+  renewed_at TIMESTAMPTZ,
+  holder_app TEXT NOT NULL DEFAULT ''
 );
 INSERT INTO leader_lease (id, epoch, holder_pid, address, lease_s, renewals) VALUES (1, 0, 0, '', 0, 0)
 """

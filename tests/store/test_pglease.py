@@ -16,7 +16,7 @@ from nomad_gpu.store import open_store
 from nomad_gpu.store.contract import StoreUnavailable
 from nomad_gpu.store.leaseterms import LeaseLost
 from nomad_gpu.store.lock import StoreLocked
-from nomad_gpu.store.pglease import PgLease
+from nomad_gpu.store.pglease import NotLeader, PgLease, epoch_check
 
 pytestmark = pytest.mark.server
 
@@ -157,5 +157,30 @@ def test_a_lapsed_leader_finding_a_newer_epoch_is_deposed(db: str) -> None:
         with pytest.raises(LeaseLost, match="epoch 2"):
             a.renew()
     finally:
+        a.close()
+        b.close()
+
+
+def test_a_takeover_ends_the_paused_leaders_open_write_and_fences_its_next_one(db: str) -> None:
+    """A leader paused in the middle of a store write holds the lease row's key-share lock (`epoch_check`): the
+    takeover ends every session of that process (by its application_name) instead of waiting for it."""
+    leader_clock, standby_clock = Clock(), Clock()
+    a, b = lease(db, leader_clock, "a"), lease(db, standby_clock, "b")
+    paused = psycopg.connect(db, autocommit=True, application_name="nomad-gpu 1 paused")
+    try:
+        assert a.try_acquire()
+        with psycopg.connect(db, autocommit=True) as admin:  # as if process "paused" held the lease
+            admin.execute("UPDATE leader_lease SET holder_app = 'nomad-gpu 1 paused'")
+        paused.execute("BEGIN")
+        epoch_check(lambda: 1)(paused)  # its write transaction, open when the process stopped
+        assert not b.try_acquire()
+        standby_clock.now += 10.0
+        assert b.try_acquire() and b.epoch == 2
+        with pytest.raises(psycopg.OperationalError):
+            paused.execute("SELECT 1")  # its session was ended: the write was rolled back
+        with psycopg.connect(db, autocommit=True) as again, pytest.raises(NotLeader), again.transaction():
+            epoch_check(lambda: 1)(again)  # what it writes next, after a reconnect, is refused
+    finally:
+        paused.close()
         a.close()
         b.close()
