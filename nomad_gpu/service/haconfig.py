@@ -2,7 +2,7 @@
 
     ha:
       lease: 10s          # how long a leader stays leader without renewing (renewed every lease/3)
-      advertise: http://10.0.0.5:4690   # where the other replicas forward requests (default: the listen address)
+      advertise: https://ctl-1.internal:PORT   # where the other replicas forward requests (default: --listen)
 
 On SQLite (one process per file) the section is read and has nothing to do.
 """
