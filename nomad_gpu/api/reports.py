@@ -37,6 +37,10 @@ class Status(Payload):
                               default=0)
     last_cycle_error: str | None = doc("The last failed cycle's error (admin callers only); null: none.",
                                        default=None)
+    role: str = doc("`leader`: this replica acts on Nomad (always, on SQLite); `standby`: it forwards requests "
+                    "to the leader (PostgreSQL, several replicas: docs/reliability.md).", default="leader")
+    epoch: int | None = doc("The leader's lease epoch (grows at every takeover); null on SQLite.", default=None)
+    leader: str = doc("The leader's API address; empty on SQLite, and while no replica leads.", default="")
 
 
 @dataclass(frozen=True)

@@ -90,12 +90,15 @@ def deploy() -> None:
 @click.option("--memory", type=click.IntRange(min=10), default=512, show_default=True,
               help="Memory (MiB) for the task.")
 @click.option("--priority", type=click.IntRange(1, 100), default=80, show_default=True, help="The job's priority.")
+@click.option("--replicas", type=click.IntRange(1, 7), default=1, show_default=True,
+              help="Above 1: that many replicas on distinct nodes sharing a PostgreSQL queue, its URL the Variable's "
+                   "db_url item (no host volume; docs/deploy.md, high availability).")
 @friendly
 def render(output: Path | None, driver: str, image: str | None, command: str, port: int, job_id: str,
            namespace: str, datacenters: tuple[str, ...], node_pool: str | None, variable: str | None, tls: bool,
            nomad_addr: str, nomad_ca: bool | None, nomad_client_cert: bool, service_name: str,
            service_provider: str, check_verify_tls: bool, host_volume: str, data_dir: str,
-           env_pairs: tuple[str, ...], cpu: int, memory: int, priority: int) -> None:
+           env_pairs: tuple[str, ...], cpu: int, memory: int, priority: int, replicas: int = 1) -> None:
     """Write the service's Nomad job (HCL2) for `nomad job run`: a port on the allocation's address, the
     config, tokens and TLS files from a Nomad Variable (never in the job), a health check on /v1/status, the
     queue on a host volume."""
@@ -117,7 +120,7 @@ def render(output: Path | None, driver: str, image: str | None, command: str, po
         host_volume=host_volume, data_dir=data_dir, port=port, variable=variable or f"nomad/jobs/{job_id}",
         tls=tls, nomad_ca=nomad_addr.startswith("https://") if nomad_ca is None else nomad_ca,
         nomad_client_cert=nomad_client_cert, service_name=service_name, service_provider=service_provider,
-        check_tls_skip_verify=not check_verify_tls)
+        check_tls_skip_verify=not check_verify_tls, replicas=replicas)
     hcl = render_service_job(settings)
     if output is None:
         click.echo(hcl, nl=False)

@@ -81,14 +81,15 @@ def submit(spec_file: Path, idempotency_key: str | None, allow_unschedulable: bo
 @click.argument("entry_id", required=False)
 @click.option("--hcl", is_flag=True, help="Print the exact HCL the entry's job was registered with (read from Nomad).")
 @click.option("--json", "as_json", is_flag=True)
+@click.option("--service", "service_only", is_flag=True, help="The service's own status (what no ID shows): its role.")
 @friendly
-def status(entry_id: str | None, hcl: bool, as_json: bool) -> None:
+def status(entry_id: str | None, hcl: bool, as_json: bool, service_only: bool = False) -> None:
     """The service's status (a table on a terminal, JSON with --json or when piped), or one entry's: its
     times, its Nomad job and allocations, where to see it."""
     from nomad_gpu.cli.api_client import ServiceError
 
     client = connect.client()
-    if not entry_id:
+    if not entry_id or service_only:
         if hcl:
             raise ValueError("--hcl needs an entry ID: nomad-gpu status ID --hcl")
         health = client.status()
@@ -238,7 +239,6 @@ def serve(db_path: str, config_path: str | None, listen: str | None, tls_cert: s
     from nomad_gpu.domain.errors import InvalidRequest
     from nomad_gpu.service.app import ServiceRuntime
     from nomad_gpu.service.existingjobs import BOTH_FLAGS
-    from nomad_gpu.service.reload import wait_for_signals
 
     if ignore_existing_jobs and adopt_existing_jobs:  # before the database file is made
         raise InvalidRequest(BOTH_FLAGS)
@@ -248,8 +248,8 @@ def serve(db_path: str, config_path: str | None, listen: str | None, tls_cert: s
     runtime = ServiceRuntime(settings)
     addr = runtime.start()
     click.echo(f"nomad-gpu {__version__} serving on {addr}, Nomad at {runtime.settings.nomad.address}")
-    wait_for_signals(runtime.reload)  # SIGHUP: teams and tokens read again from --config
-    runtime.stop()
+    # SIGHUP: teams and tokens read again from --config; a replica another one deposed exits 1 (restarted, it stands by)
+    sys.exit(runtime.serve_until_signalled())
 
 
 def _service_settings(db_path: str, config_path: str | None, listen: str | None,

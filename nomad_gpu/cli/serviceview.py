@@ -29,4 +29,7 @@ def service_rows(info: Status) -> list[tuple[str, str]]:
     if info.holds:
         rows.append(("head-of-line holds", ", ".join(f"{e} ({len(n)} nodes)" for e, n in sorted(info.holds.items()))))
     rows.append(("instance", info.instance or "-"))
+    if info.epoch is not None:  # replicas on PostgreSQL: which one acts on Nomad (docs/reliability.md)
+        rows.append(("role", f"{info.role} (epoch {info.epoch})"))
+        rows.append(("leader", info.leader or "none right now (a takeover is under way)"))
     return rows

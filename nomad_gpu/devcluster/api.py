@@ -53,6 +53,7 @@ from .stream import EventStreamEndpoint
 from .variables import Identities, VariableStore
 from .varroutes import variable_routes
 from .version import DEFAULT_NOMAD_VERSION, NomadVersion
+from .writelog import WriteRecorder, log_of
 
 logger = logging.getLogger(__name__)
 
@@ -96,4 +97,5 @@ def build_app(state: ClusterState, broker: EventBroker, *, heartbeat_s: float = 
     return Starlette(routes=routes, exception_handlers=handlers,
                      middleware=[Middleware(FaultGate, faults=state.faults),
                                  Middleware(LeaderGate, election=state.election, hold_s=rpc_hold_s),
-                                 Middleware(AclGate, acl=acl, alloc_namespace=alloc_namespace)])
+                                 Middleware(AclGate, acl=acl, alloc_namespace=alloc_namespace),
+                                 Middleware(WriteRecorder, log=log_of(state))])

@@ -17,6 +17,7 @@ from .jobs import JSON, job_stub
 from .jobstatus import job_status
 from .records import JobRecord, NotFound
 from .state import ClusterState
+from .writelog import log_of
 
 
 class BadRequest(ValueError):
@@ -193,6 +194,8 @@ def audit(state: ClusterState) -> JSON:
             "elections": state.election.snapshot(),
             # every spell a device instance was unhealthy (devicehealth.py): nothing may start on it meanwhile
             "device_health": [dict(spell) for node in state.nodes.values() for spell in node.health_log],
+            # every write that reached the cluster, with its caller and a register's nomad_gpu_epoch (writelog.py)
+            "writes": log_of(state).snapshot(),
         }
 
 

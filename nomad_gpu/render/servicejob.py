@@ -22,6 +22,7 @@ __all__ = [
     "DRIVERS",
     "ITEM_CHECK_TOKEN",
     "ITEM_CONFIG",
+    "ITEM_DB_URL",
     "ITEM_NOMAD_CA",
     "ITEM_NOMAD_CLIENT_CERT",
     "ITEM_NOMAD_CLIENT_KEY",
@@ -49,6 +50,8 @@ ITEM_TLS_KEY = "tls_key"
 ITEM_NOMAD_CA = "nomad_ca_cert"
 ITEM_NOMAD_CLIENT_CERT = "nomad_client_cert"
 ITEM_NOMAD_CLIENT_KEY = "nomad_client_key"
+ITEM_DB_URL = "db_url"
+"""The replicas' PostgreSQL URL, password included (`NOMAD_GPU_DB` in the task; never on the command line)."""
 
 CHECK_TOKEN_ENV = "NOMAD_GPU_CHECK_TOKEN"
 """The env var the health check's header reads (Nomad interpolates check headers with the task's
@@ -99,6 +102,9 @@ class ServiceJobSettings:
     service_provider: str = "nomad"
     check_interval: str = "10s"
     check_timeout: str = "3s"
+    replicas: int = 1
+    """Above 1, the high-availability form: that many replicas on distinct nodes sharing a PostgreSQL queue whose
+    URL is the Variable's ``db_url`` (docs/reliability.md); no host volume. 1: one service, SQLite on the volume."""
     check_tls_skip_verify: bool = True
     """Consul's check skips verifying the service's certificate (a private CA's); Nomad's own checks cannot:
     they trust the node's system CAs only, so the certificate's CA must be there."""
@@ -129,7 +135,8 @@ def service_job_context(settings: ServiceJobSettings) -> dict[str, Any]:
         "driver": settings.driver,
         "config": config,
         "args": list(settings.args),
-        "db": f"{settings.data_dir.rstrip('/')}/queue.db",
+        "db": f"{settings.data_dir.rstrip('/')}/queue.db" if settings.replicas == 1 else None,
+        "replicas": settings.replicas,
         "env": {ENV_VISIBLE_DEVICES: NO_GPU, **settings.env},  # the service itself needs no GPU
         "nomad_ca": settings.nomad_ca,  # the template names the files under ${NOMAD_SECRETS_DIR}
         "nomad_client_cert": settings.nomad_client_cert,
@@ -173,6 +180,8 @@ def _templates(settings: ServiceJobSettings) -> list[dict[str, Any]]:
         files += [("nomad-client.pem", ITEM_NOMAD_CLIENT_CERT), ("nomad-client-key.pem", ITEM_NOMAD_CLIENT_KEY)]
     out = [{"destination": f"secrets/{name}", "data": _item(path, item), "env": False} for name, item in files]
     env_lines = f"NOMAD_TOKEN={{{{ .{ITEM_NOMAD_TOKEN} }}}}\n"
+    if settings.replicas > 1:
+        env_lines += f"NOMAD_GPU_DB={{{{ .{ITEM_DB_URL} }}}}\n"
     if settings.service_name is not None:
         env_lines += f"{CHECK_TOKEN_ENV}={{{{ .{ITEM_CHECK_TOKEN} }}}}\n"
     out.append({"destination": "secrets/nomad-gpu.env", "env": True,
@@ -196,6 +205,11 @@ def _check(settings: ServiceJobSettings) -> None:
         check_variable_path(settings.variable)
     elif settings.tls or settings.nomad_ca or settings.nomad_client_cert:
         raise RenderError("TLS files come from a Nomad Variable: give its path")
+    if not 1 <= settings.replicas <= 7:
+        raise RenderError(f"replicas {settings.replicas}: must be from 1 to 7 (2 or 3 is the usual)")
+    if settings.replicas > 1 and settings.variable is None:
+        raise RenderError("replicas share a PostgreSQL queue whose URL comes from a Nomad Variable (db_url): "
+                          "give its path")
     if settings.service_name is not None and settings.port is None:
         raise RenderError("a service registration needs the port the service listens on")
     for key in settings.env:

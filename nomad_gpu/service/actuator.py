@@ -23,6 +23,7 @@ from nomad_gpu.nomad import versions
 from nomad_gpu.nomad.client import NomadClient, NomadError, NomadJobExists, NomadNotFound, NomadRejected
 from nomad_gpu.nomad.decode import AllocInfo, decode_alloc
 from nomad_gpu.render import META_ENTRY, JobRenderer, JobSpec, RenderPlacement
+from nomad_gpu.service.fencing import META_EPOCH
 from nomad_gpu.store import QueueEntry
 
 logger = logging.getLogger(__name__)
@@ -58,8 +59,11 @@ over minutes; a stale answer only means a job keeps the service's timer alone, o
 
 class Actuator:
     def __init__(self, client: NomadClient, templates_dir: Path | None = None, service_name: str = "nomad-gpu",
-                 clock: Callable[[], float] = time.monotonic, *, local_parse: bool = True) -> None:
+                 clock: Callable[[], float] = time.monotonic, *, local_parse: bool = True,
+                 epoch: Callable[[], int | None] = lambda: None) -> None:
+        """``epoch``: the leader's epoch, written into every job's meta (service/fencing.py; None on SQLite)."""
         self.client = client
+        self.epoch = epoch
         self.service_name = service_name
         self.local_parse = local_parse
         """Build the Job JSON of bundled templates here instead of asking Nomad's parse."""
@@ -86,7 +90,7 @@ class Actuator:
     def render(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str:
         limit = spec.max_runtime is not None and self.max_run_duration()
         return self.renderer.render_job(spec, job_id=entry.nomad_job_id, placement=placement,
-                                        extra_meta={**_meta(entry), META_SERVICE: self.service_name},
+                                        extra_meta=self._extra_meta(entry),
                                         max_run_duration=limit)
 
     def render_with_job(self, entry: QueueEntry, spec: JobSpec,
@@ -96,7 +100,7 @@ class Actuator:
             return self.render(entry, spec, placement), None
         field = self.max_run_duration()  # whether the agents have `MaxRunDuration` (the parse's key)
         return self.renderer.render_job_json(spec, job_id=entry.nomad_job_id, placement=placement,
-                                             extra_meta={**_meta(entry), META_SERVICE: self.service_name},
+                                             extra_meta=self._extra_meta(entry),
                                              max_run_duration=spec.max_runtime is not None and field,
                                              max_run_duration_field=field)
 
@@ -132,6 +136,11 @@ class Actuator:
         return JobState(status=str(job.get("Status") or ""), stopped=bool(job.get("Stop")),
                         meta={str(k): str(v) for k, v in (job.get("Meta") or {}).items()}, allocs=allocs)
 
+
+    def _extra_meta(self, entry: QueueEntry) -> dict[str, str]:
+        epoch = self.epoch()
+        return {**_meta(entry), META_SERVICE: self.service_name,
+                **({META_EPOCH: str(epoch)} if epoch is not None else {})}
 
     def ping(self) -> None:
         """Raise NomadError unless Nomad answers (an outage's probe)."""

@@ -33,6 +33,7 @@ import logging
 import time
 from collections.abc import Callable, Collection
 from dataclasses import replace
+from typing import Any
 
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -81,7 +82,8 @@ def create_app(service: SchedulerService, token: str | None = None,
                history: History | None = None, usage: UsagePoller | None = None,
                nomad: NomadReads | None = None, templates: Collection[str] | None = None,
                namespace_pools: Callable[[str], str | None] | None = None,
-               live_tokens: LiveTokens | None = None, idle: IdleReclaim | None = None) -> Starlette:
+               live_tokens: LiveTokens | None = None, idle: IdleReclaim | None = None,
+               ha_status: Callable[[], dict[str, Any]] | None = None) -> Starlette:
     """The API over ``service``; ``token`` (NOMAD_GPU_TOKEN) is an admin token added to ``access``.
 
     ``nomad_address`` is shown in the status (the dashboard links each job to Nomad's UI there);
@@ -92,6 +94,7 @@ def create_app(service: SchedulerService, token: str | None = None,
     node pool in Nomad (:class:`nomad_gpu.service.nodepools.NamespacePools`), for specs that name none;
     ``live_tokens``, the tokens the gate checks, swapped by a config reload (made from ``access`` when None);
     ``idle``, idle reclaim (`keep`, and the idle figures of the usage report).
+    ``ha_status``, this replica's role, epoch and the leader's address (service/leadership.py) for the status.
     """
     rules = (access or AccessSettings()).with_admin(token)
     limits = rules.team_limits
@@ -210,6 +213,7 @@ def create_app(service: SchedulerService, token: str | None = None,
         def read() -> Response:  # from memory: never waits long for the scheduler, never reads the store
             raw, teams = service.status_and_owners()
             out = Status.from_json(status_view(raw, caller, teams))
+            out = replace(out, **ha_status()) if ha_status is not None else out
             return answer(replace(out, nomad_address=nomad_address) if nomad_address else out)
 
         return await run_in_threadpool(read)

@@ -355,6 +355,14 @@ class Lifecycle:
         """A live attempt Nomad's listing does not show: its job is gone, or dead without allocations."""
         self.runner.run(t.entry, t, t.attempt, event)
 
+    def fence(self) -> None:
+        """This replica lost the leader's lease: every attempt it follows is fenced (`LeaseLost`) and forgotten
+        here, nothing is written; the next leader loads them from the store and reads Nomad."""
+        with self.lock:
+            for t in list(self.entries.values()):
+                self.runner.run(t.entry, t, t.attempt, ev.LeaseLost())
+            self.draining.clear()
+
     def allocs_gone(self, d: Draining) -> None:
         """A resync lists nothing of a draining attempt's stopped job: every allocation of it is gone."""
         d.allocs.clear()

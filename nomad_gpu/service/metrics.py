@@ -55,6 +55,11 @@ class Metrics:
         self.team_gpu = Gauge("nomad_gpu_team_gpu_in_use", "GPU-equivalents held per team", ["team"], registry=r)
         self.wait_seconds = Histogram("nomad_gpu_wait_seconds", "Time from submission to admission, one "
                                       "observation per admission", registry=r, buckets=WAIT_BUCKETS)
+        self.leader = Gauge("nomad_gpu_leader", "1 while this replica holds the leader's lease and acts on Nomad "
+                            "(always 1 on SQLite), 0 while it stands by", registry=r)
+        self.leader.set(1)
+        self.leader_changes = Counter("nomad_gpu_leader_changes_total", "Times this replica took or lost the "
+                                      "leader's lease", registry=r)
         self._at_scrape = _ReadAtScrape()
         r.register(self._at_scrape)
 

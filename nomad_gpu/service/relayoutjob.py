@@ -36,8 +36,9 @@ def apply_job_id(node_id: str, gpu: str, serial: int) -> str:
 
 
 def apply_job_hcl(job_id: str, node_id: str, gpu: str, layout: str, expect_idle: tuple[str, ...],
-                  settings: ApplyJobSettings = ApplyJobSettings()) -> str:
-    """The jobspec; every value is checked against a strict pattern before it reaches HCL (no `${`)."""
+                  settings: ApplyJobSettings = ApplyJobSettings(), *, epoch: int | None = None) -> str:
+    """The jobspec; every value is checked against a strict pattern before it reaches HCL (no `${`).
+    ``epoch``: the registering leader's (service/fencing.py), written into the job's meta."""
     for what, value in (("job", job_id), ("node", node_id), ("gpu", gpu), ("layout", layout),
                         ("instance", ",".join(expect_idle)), ("driver", settings.driver),
                         ("command", settings.command), ("namespace", settings.namespace)):
@@ -52,6 +53,7 @@ def apply_job_hcl(job_id: str, node_id: str, gpu: str, layout: str, expect_idle:
         f"  datacenters = [{', '.join(q(d) for d in settings.datacenters)}]",
         "  meta {",
         '    nomad_gpu_internal = "mig-relayout"',
+        *([f"    nomad_gpu_epoch = {q(str(int(epoch)))}"] if epoch is not None else []),
         "  }",
         "  constraint {",
         '    attribute = "${node.unique.id}"',

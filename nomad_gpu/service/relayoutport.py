@@ -17,6 +17,7 @@ from nomad_gpu.domain.migplanner import MigGpu
 from nomad_gpu.nomad.client import NomadClient, NomadJobExists, NomadNotFound
 from nomad_gpu.nomad.decode import decode_alloc
 from nomad_gpu.nomad.migdecode import busy_instances, decode_mig_placements, mig_gpus, relayout_opted_in
+from nomad_gpu.service.fencing import FencedClient
 from nomad_gpu.service.relayout import Record
 from nomad_gpu.service.relayoutjob import ApplyJobSettings, apply_job_hcl
 
@@ -29,7 +30,9 @@ class NomadRelayoutPort:
         self.job = job or ApplyJobSettings()
 
     def register_apply(self, record: Record) -> None:
-        hcl = apply_job_hcl(record.job_id, record.node, record.gpu, record.layout, record.expect_idle, self.job)
+        epoch = self.client.epoch() if isinstance(self.client, FencedClient) else None
+        hcl = apply_job_hcl(record.job_id, record.node, record.gpu, record.layout, record.expect_idle, self.job,
+                            epoch=epoch)
         try:
             self.client.register(self.client.parse(hcl), hcl, create_only=True, namespace=self.job.namespace)
         except NomadJobExists:  # registered before a lost reply or a restart: the same job, nothing to do

@@ -51,13 +51,14 @@ def reload_config(path: str | None, scheduler: SchedulerService, tokens: LiveTok
     return True
 
 
-def wait_for_signals(reload: Callable[[], object]) -> None:
-    """Block until SIGINT or SIGTERM; on SIGHUP, ``reload()`` (in this thread, not in the signal handler)."""
+def wait_for_signals(reload: Callable[[], object], until: threading.Event | None = None) -> None:
+    """Block until SIGINT or SIGTERM (or ``until`` is set); on SIGHUP, ``reload()`` (in this thread, not in the
+    signal handler)."""
     stop, hup = threading.Event(), threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     signal.signal(signal.SIGHUP, lambda *_: hup.set())
-    while not stop.wait(0.5):
+    while not stop.wait(0.5) and not (until is not None and until.is_set()):
         if hup.is_set():
             hup.clear()
             reload()

@@ -21,11 +21,12 @@ from nomad_gpu.render import SpecError
 from nomad_gpu.render.loading import decode_spec
 from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
 from nomad_gpu.service.classconfig import classes_from_mapping
-from nomad_gpu.service.confignumbers import read_numbers
+from nomad_gpu.service.haconfig import HaSettings, ha_from_mapping
 from nomad_gpu.service.idleconfig import IdlePolicies, check_rounds, idle_from_classes
 from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
 from nomad_gpu.service.runtimes import RuntimeDefaults, runtime_defaults_from_mapping
+from nomad_gpu.service.usageconfig import UsageSettings, usage_from_mapping
 from nomad_gpu.store.location import redacted
 
 DEFAULT_DRIVERS = frozenset({"docker", "exec"})
@@ -35,36 +36,6 @@ MIN_TOKEN_CHARS = 16
 _TEAM = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
 _DRIVER = re.compile(r"[a-z0-9_-]{1,64}")
 _HOST = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]{0,252}|\[?[0-9A-Fa-f:.]{2,45}\]?")
-
-
-@dataclass(frozen=True)
-class UsageSettings:
-    """Reading the device stats of running allocations, and when a held GPU counts as idle."""
-
-    interval_s: float = 30.0
-    """Between two rounds of reads; 0 turns the reads off."""
-    timeout_s: float = 5.0
-    """Of one read (one allocation)."""
-    max_allocs: int = 500
-    """Allocations read per round at most (the ones read longest ago first)."""
-    idle_util_pct: float = 5.0
-    """A whole GPU below this utilisation is idle ..."""
-    idle_mig_memory_mib: float = 512.0
-    """... a MIG instance (which reports no utilisation) below this much memory in use ..."""
-    idle_after_s: float = 1800.0
-    """... once it has stayed so this long."""
-
-
-def usage_from_mapping(raw: Any, where: str = "usage") -> UsageSettings:
-    """``usage: {interval_s, timeout_s, max_allocs, idle_util_pct, idle_mig_memory_mib, idle_after_s}``."""
-    values = read_numbers(raw, UsageSettings(), where,
-                          lambda v: isinstance(v, int | float) and v >= 0 and v == v, "must be a number >= 0")
-    if values["timeout_s"] <= 0 or int(values["max_allocs"]) < 1:
-        raise InvalidRequest(f"{where}: timeout_s must be > 0 and max_allocs >= 1")
-    return UsageSettings(interval_s=float(values["interval_s"]), timeout_s=float(values["timeout_s"]),
-                         max_allocs=int(values["max_allocs"]), idle_util_pct=float(values["idle_util_pct"]),
-                         idle_mig_memory_mib=float(values["idle_mig_memory_mib"]),
-                         idle_after_s=float(values["idle_after_s"]))
 
 
 @dataclass(frozen=True)
@@ -100,6 +71,8 @@ class SchedulingSettings:
     local_parse: bool = True
     """`nomad: {local_parse: ...}`: a bundled template's Job JSON is built by the service (render/jobjson.py,
     proven equal to Nomad's parse) instead of asked of `/v1/jobs/parse`; false asks Nomad for every job."""
+    ha: HaSettings = field(default_factory=HaSettings)
+    """`ha:` (service/haconfig.py): the leader's lease when replicas share a PostgreSQL queue."""
     service_name: str = "nomad-gpu"
     """Written into every job's meta (`nomad_gpu_service`): two services on one cluster tell their jobs
     apart by it (the job-ID prefix is random per database)."""
@@ -329,7 +302,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
     known = {"policy", "hol_threshold_s", "tick_s", "half_life_s", "teams", "default_team", "sharing",
              "actuator_workers", "model_weights", "api", "refusal_avoid_s", "admission_deadline_s",
              "retention_s", "usage", "min_cycle_interval_s", "classes", "mig_relayout", "service_name",
-             "runtime_defaults", "nomad"}
+             "runtime_defaults", "nomad", "ha"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -367,6 +340,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             mig_relayout=mig_relayout_from_mapping(raw.get("mig_relayout"), f"{where}: mig_relayout"),
             runtime_defaults=runtime_defaults_from_mapping(raw.get("runtime_defaults"), f"{where}: runtime_defaults"),
             local_parse=_local_parse(raw.get("nomad"), f"{where}: nomad"),
+            ha=ha_from_mapping(raw.get("ha"), f"{where}: ha"),
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from exc

@@ -36,7 +36,7 @@ from nomad_gpu.nomad.client import NomadError
 from nomad_gpu.nomad.decode import AllocStatus
 from nomad_gpu.nomad.stats import DeviceUsage, decode_alloc_stats
 from nomad_gpu.service.metrics import Metrics
-from nomad_gpu.service.settings import UsageSettings
+from nomad_gpu.service.usageconfig import UsageSettings
 from nomad_gpu.sharecontract import SHARE_SEP
 
 if TYPE_CHECKING:

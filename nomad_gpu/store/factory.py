@@ -53,20 +53,22 @@ def sqlite_path(location: str) -> str:
     return path
 
 
-def open_store(location: str, *, exclusive: bool = False) -> Store:
+def open_store(location: str, *, exclusive: bool = False, replica: bool = False) -> Store:
     """The store at ``location`` (a path or URL, see the module docstring). ``exclusive=True`` (the
     service) holds the database for this process: a second service on it fails with StoreLocked before
     anything is read. StoreDamaged when the database fails its check; UnsupportedStore (one line) for a
     location this release cannot open; for PostgreSQL, StoreRefused (one line) for a DSN that cannot work
     and StoreUnavailable for a server that cannot be reached now. On PostgreSQL ``exclusive`` holds an
-    advisory lock of the database's (store/pgconnect.py `hold_service_lock`) instead of a lock file."""
+    advisory lock of the database's (store/pgconnect.py `hold_service_lock`) instead of a lock file;
+    ``replica=True`` shares that lock with the other replicas of a highly available service (SQLite has one
+    process per file: there it is ``exclusive``)."""
     store: Store  # mypy proves at each assignment that the implementation keeps the contract
     if is_postgres(location):
         from nomad_gpu.store.postgres import PostgresStore  # psycopg is loaded only for this store
 
-        store = PostgresStore(_libpq(location), exclusive=exclusive)
+        store = PostgresStore(_libpq(location), exclusive=exclusive, replica=replica)
         return store
-    store = SqliteStore(sqlite_path(location), exclusive=exclusive)
+    store = SqliteStore(sqlite_path(location), exclusive=exclusive or replica)
     return store
 
 

@@ -11,6 +11,8 @@ The password never appears in a message (`redacted`).
 from __future__ import annotations
 
 import logging
+import os
+import secrets
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -24,6 +26,9 @@ from nomad_gpu.store.location import redacted
 
 logger = logging.getLogger(__name__)
 
+APPLICATION_NAME = f"nomad-gpu {os.getpid()} {secrets.token_hex(4)}"
+"""Every connection of this process names itself so (`pg_stat_activity.application_name`): a replica that takes
+the leader's lease ends every session of the old leader's process by it (store/pglease.py)."""
 CONNECT_TIMEOUT_S = 5
 """How long one connection attempt waits for the server (libpq's connect_timeout)."""
 _REFUSED = ("password authentication failed", "no password supplied", "does not exist", "invalid ",
@@ -58,7 +63,7 @@ def connect(location: str) -> psycopg.Connection[tuple[Any, ...]]:
     """A connection in autocommit (each transaction is opened explicitly); StoreRefused or StoreUnavailable."""
     try:
         return psycopg.connect(location, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-                               application_name="nomad-gpu")
+                               application_name=APPLICATION_NAME)
     except psycopg.OperationalError as exc:
         said = _first_line(exc).removeprefix("connection failed: ")
         if any(word in said for word in _REFUSED):
@@ -66,17 +71,20 @@ def connect(location: str) -> psycopg.Connection[tuple[Any, ...]]:
         raise StoreUnavailable(f"the queue database {redacted(location)} cannot be reached: {said}") from None
 
 
-def hold_service_lock(location: str) -> psycopg.Connection[tuple[Any, ...]]:
+def hold_service_lock(location: str, *, shared: bool = False) -> psycopg.Connection[tuple[Any, ...]]:
     """A connection of its own holding the database's service lock (`pgschema.SERVICE_LOCK`) for as long
     as it is open: a second service on the database (or `store copy` while one serves it) is refused
-    with StoreLocked before anything is read. The server drops the lock when the session ends, a
-    killed service's included. A connection lost later lets the lock go: the leader lease of high
-    availability is what holds a service to it through outages."""
+    with StoreLocked before anything is read. ``shared``: a replica of a highly available service, which
+    shares the lock with the other replicas (the leader's lease, store/pglease.py, says which one acts)
+    and still keeps `store copy` out. The server drops the lock when the session ends, a killed
+    service's included. A connection lost later lets the lock go: the leader's lease is what holds a
+    service to the database through outages."""
     from nomad_gpu.store.lock import StoreLocked
     from nomad_gpu.store.pgschema import SERVICE_LOCK
 
     holder = connect(location)
-    row = holder.execute("SELECT pg_try_advisory_lock(%s)", (SERVICE_LOCK,)).fetchone()
+    take = "pg_try_advisory_lock_shared" if shared else "pg_try_advisory_lock"
+    row = holder.execute(f"SELECT {take}(%s)".encode(), (SERVICE_LOCK,)).fetchone()
     if not row or not row[0]:
         holder.close()
         raise StoreLocked(f"the queue database {redacted(location)} is in use by another nomad-gpu service; "

@@ -7,8 +7,9 @@ table written in the transaction that moves a trial (counters kept in one proces
 another replica's writes). Every version's statements run in one transaction under a transaction-level
 advisory lock, so two services started at once on an empty database migrate it once.
 
-Room for high availability: the leader lease (a row with an increasing epoch beside the session-level
-advisory lock on `SERVICE_LOCK` that a service holds today) is one more migration here.
+High availability: v3 adds the leader's lease row (store/pglease.py), beside the session-level advisory
+lock `pglease.LEADER_LOCK`; every replica holds `SERVICE_LOCK` shared, so `store copy` (which takes it
+exclusive) is refused while any replica serves.
 """
 
 from __future__ import annotations
@@ -29,9 +30,9 @@ class ForeignDatabase(InvalidRequest):
 MIGRATE_LOCK = 0x6E67_7075_0001
 """pg_advisory_xact_lock key held while the schema is brought forward ("ngpu" 1)."""
 SERVICE_LOCK = 0x6E67_7075_0002
-"""The session-level advisory lock a service holds on its database (one service per database, as the
-SQLite file's lock), on a connection of its own. The leader lease of high availability replaces it: the
-same lock, held by the leader only, plus a lease row with an increasing epoch."""
+"""The session-level advisory lock a service holds on its database, on a connection of its own: exclusive
+for a single service and `store copy` (one per database, as the SQLite file's lock), shared by the replicas
+of one service (which one of them acts on Nomad is the leader's lease, store/pglease.py)."""
 
 _V1 = """
 CREATE SEQUENCE entry_seq;
@@ -126,6 +127,22 @@ CREATE TABLE usage_attempts (
 CREATE INDEX usage_attempts_job ON usage_attempts(job, end_at)
 """
 
+# v3: the leader's lease (store/pglease.py): one row, made here so that every campaign can lock it; holder_app
+# is the leader process's application_name (pgconnect.APPLICATION_NAME), so a takeover can end all its sessions.
+_V3 = """
+CREATE TABLE leader_lease (
+  id INTEGER PRIMARY KEY CHECK (id = 1),
+  epoch BIGINT NOT NULL,
+  holder_pid INTEGER NOT NULL,
+  address TEXT NOT NULL,
+  lease_s DOUBLE PRECISION NOT NULL,
+  renewals BIGINT NOT NULL,
+  renewed_at TIMESTAMPTZ,
+  holder_app TEXT NOT NULL DEFAULT ''
+);
+INSERT INTO leader_lease (id, epoch, holder_pid, address, lease_s, renewals) VALUES (1, 0, 0, '', 0, 0)
+"""
+
 
 def _v2(db: psycopg.Connection[tuple[object, ...]]) -> None:
     _run(db, _V2)
@@ -141,7 +158,7 @@ def _run(db: psycopg.Connection[tuple[object, ...]], statements: str) -> None:
 Migration = str | Callable[[psycopg.Connection[tuple[object, ...]]], None]
 """SQL statements, or a step that also needs Python (reading the JSON the entries hold)."""
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _v2)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _v2, _V3)
 VERSION = len(MIGRATIONS)
 
 

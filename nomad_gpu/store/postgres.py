@@ -56,8 +56,9 @@ _INSERT = (
 class PostgresStore(Transfer):
     """Thread-safe (one connection, one lock); several stores, in several processes, share one database."""
 
-    def __init__(self, location: str, *, exclusive: bool = False) -> None:
+    def __init__(self, location: str, *, exclusive: bool = False, replica: bool = False) -> None:
         self.location = checked_dsn(location)
+        self.fence: Callable[[psycopg.Connection[tuple[Any, ...]]], None] = lambda db: None  # pglease.epoch_check
         self._holder: psycopg.Connection[tuple[Any, ...]] | None = None
         self._lock = threading.RLock()
         self.space = PgSpace()
@@ -66,8 +67,8 @@ class PostgresStore(Transfer):
         self._db = connect(self.location)
         try:
             with translated(self.location):
-                if exclusive:
-                    self._holder = hold_service_lock(self.location)
+                if exclusive or replica:
+                    self._holder = hold_service_lock(self.location, shared=replica)
                 migrate(self._db)
                 self.instance = self._instance()
         except BaseException:
@@ -97,6 +98,7 @@ class PostgresStore(Transfer):
         with translated(self.location, self.space):
             db = self._conn()
             with db.transaction():
+                self.fence(db)
                 if not durable:
                     db.execute("SET LOCAL synchronous_commit = off")
                 yield db

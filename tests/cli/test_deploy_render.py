@@ -140,11 +140,14 @@ def test_the_deploy_page_renders_what_it_says(tmp_path: Path) -> None:
     assert {str(team) for team in scheduling.fair.teams} == {"vision", "nlp", "monitoring"}
     assert scheduling.fair.teams[Team("monitoring")].quota_gpu == 0  # the check's team holds no GPU
     shell = "\n".join(_blocks("sh")).replace("\\\n", " ")
-    (render_line,) = [line for line in shell.splitlines() if line.startswith("nomad-gpu deploy render")]
-    code, out, err = run(*render_line.split(">")[0].split()[1:])
-    assert code == 0, err
-    (put_line,) = [line for line in shell.splitlines() if line.startswith("nomad var put")]
-    put_items = {word.split("=")[0] for word in put_line.split() if "=" in word}
-    read_items = set(re.findall(r"\{\{ \.(\w+) \}\}", out))
-    assert read_items == put_items
-    assert "nomad/jobs/nomad-gpu" in put_line and "check_token=c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8" in put_line
+    renders = [line for line in shell.splitlines() if line.startswith("nomad-gpu deploy render")]
+    puts = [line for line in shell.splitlines() if line.startswith("nomad var put")]
+    assert len(renders) == len(puts) == 2  # one service on SQLite, then the replicas on PostgreSQL
+    for render_line, put_line in zip(renders, puts, strict=True):
+        code, out, err = run(*render_line.split(">")[0].split()[1:])
+        assert code == 0, err
+        put_items = {word.split("=")[0] for word in put_line.split() if "=" in word}
+        read_items = set(re.findall(r"\{\{ \.(\w+) \}\}", out))
+        assert read_items == put_items, render_line
+        assert "nomad/jobs/nomad-gpu" in put_line and "check_token=c3d2e1f0a9b8c7d6e5f4a3b2c1d0e9f8" in put_line
+    assert "--replicas 3" in renders[1] and "db_url=postgresql://" in puts[1]

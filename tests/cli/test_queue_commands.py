@@ -143,3 +143,15 @@ def test_status_rows_read_as_sentences() -> None:
                                     team_usage_gpu={"vision": 2.5}, nomad_address="http://nomad:4646")))
     assert rows["nomad"] == "http://nomad:4646 (NOT REACHABLE (admissions paused))"
     assert rows["queued"] == "3" and rows["admitted or running"] == "2" and rows["in use by vision"] == "2.50 GPU-eq"
+
+
+def test_status_rows_name_the_replicas_role_on_postgresql() -> None:
+    rows = dict(service_rows(Status(ready=True, role="standby", epoch=3, leader="http://10.0.0.5:4690")))
+    assert rows["role"] == "standby (epoch 3)" and rows["leader"] == "http://10.0.0.5:4690"
+    assert "role" not in dict(service_rows(Status(ready=True)))  # SQLite: one service, no epoch
+
+
+def test_status_service_flag_shows_the_service(served: tuple[SchedulerService, str]) -> None:
+    _, address = served
+    code, out, _ = cli(address, "status", "--service", "--json")
+    assert code == 0 and json.loads(out)["role"] == "leader" and json.loads(out)["epoch"] is None

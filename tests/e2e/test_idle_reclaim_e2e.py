@@ -24,7 +24,7 @@ from nomad_gpu.domain.classes import WorkloadClass
 from nomad_gpu.domain.idle import IdleAction, IdlePolicy
 from nomad_gpu.service.idleconfig import idle_from_classes
 from nomad_gpu.service.reclaim import NOMAD_DEFAULT_KILL_TIMEOUT_S
-from nomad_gpu.service.settings import UsageSettings
+from nomad_gpu.service.usageconfig import UsageSettings
 
 pytestmark = pytest.mark.e2e
 

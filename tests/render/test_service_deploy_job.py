@@ -134,3 +134,26 @@ def test_refused_settings(change: dict, message: str) -> None:
 @pytest.mark.parametrize("path", ["nomad/jobs/nomad-gpu", "ops/nomad-gpu", "a~b_c-d/e"])
 def test_variable_paths_nomad_accepts(path: str) -> None:
     assert check_variable_path(path) == path
+
+
+def test_the_ha_form_runs_replicas_on_distinct_nodes_with_the_database_url_from_the_variable() -> None:
+    _, job = parse_job(render_service_job(dataclasses.replace(DEPLOY, replicas=3)))
+    assert_allowed_shape("job", job)
+    group = labelled(job, "group")["nomad-gpu"]
+    assert group["count"] == 3
+    (constraint,) = group["constraint"]
+    assert target(constraint["operator"]) == "distinct_hosts" and target(constraint["value"]) == "true"
+    assert "volume" not in group  # the queue lives in PostgreSQL, not on a node
+    task = _task(job)
+    assert "volume_mount" not in task
+    args = _args(task)
+    assert "--db" not in args and args[0] == "serve"  # the URL, with its password, never on the command line
+    env_file = _templates(task)["secrets/nomad-gpu.env"]
+    assert "NOMAD_GPU_DB={{ .db_url }}" in text(env_file["data"]).splitlines()
+    assert "db_url" not in render_service_job(DEPLOY)  # one replica keeps its SQLite file on the host volume
+
+
+def test_the_ha_form_needs_the_variable() -> None:
+    with pytest.raises(RenderError, match="Variable"):
+        render_service_job(dataclasses.replace(DEPLOY, replicas=2, variable=None, tls=False, nomad_ca=False,
+                                               service_name=None))

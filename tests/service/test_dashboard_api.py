@@ -15,8 +15,9 @@ from nomad_gpu.nomad.stats import DeviceUsage
 from nomad_gpu.service.api import create_app
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, UsageSettings
+from nomad_gpu.service.settings import AccessSettings
 from nomad_gpu.service.usage import UsageBook, UsagePoller
+from nomad_gpu.service.usageconfig import UsageSettings
 from nomad_gpu.service.views import with_utilisation
 from nomad_gpu.store import SqliteStore
 

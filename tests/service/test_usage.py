@@ -15,8 +15,8 @@ from nomad_gpu.nomad.decode import AllocInfo, AllocStatus
 from nomad_gpu.nomad.stats import DeviceUsage
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import UsageSettings, usage_from_mapping
 from nomad_gpu.service.usage import UsageBook, UsagePoller
+from nomad_gpu.service.usageconfig import UsageSettings, usage_from_mapping
 
 SETTINGS = UsageSettings(interval_s=10, idle_util_pct=5, idle_mig_memory_mib=512, idle_after_s=600, max_allocs=2)
 

@@ -106,6 +106,16 @@ def throwaway_server(*, durable: bool = False) -> Iterator[tuple[PgServer, Path]
         shutil.rmtree(root, ignore_errors=True)
 
 
+def restart(data: Path) -> None:
+    """Restart a throwaway server as a crash would (an immediate shutdown, then a start with the options it
+    ran with, `postmaster.opts`): every session ends, and what was committed is there again after recovery."""
+    bin_dir = bindir()
+    assert bin_dir is not None
+    run_as = ["runuser", "-u", _UNPRIVILEGED, "--"] if os.geteuid() == 0 else []
+    subprocess.run([*run_as, str(bin_dir / "pg_ctl"), "-D", str(data), "-l", str(data.parent / "log"), "-m",
+                    "immediate", "-w", "-t", "60", "restart"], check=True, capture_output=True, timeout=120)
+
+
 @pytest.fixture(scope="session")
 def pg_server() -> Iterator[PgServer]:
     if bindir() is None:

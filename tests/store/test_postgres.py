@@ -120,7 +120,7 @@ def test_a_lost_connection_is_unavailable_and_the_next_call_connects_again(pg_ds
     (e,) = store.add([entry()])
     with pg_server.admin() as admin:
         admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s"
-                      " AND application_name = 'nomad-gpu'", (pg_dsn.rsplit("/", 1)[1],))
+                      " AND application_name LIKE 'nomad-gpu %%'", (pg_dsn.rsplit("/", 1)[1],))
     with pytest.raises(StoreUnavailable):  # a 503 with Retry-After from the API
         store.transition(e.id, EntryState.CANCELLED, finished_at=1.0)
     assert store.get(e.id).state is EntryState.QUEUED  # nothing half written
