@@ -6,6 +6,11 @@
       │  ├─an `after:` dependency failed or was cancelled─► dependency-failed
       │  └─its stored spec is no longer valid (a newer validator)─► failed
       └──── retry (failed/lost with retries left, or a register that did not happen) ───┘
+
+    running ──preempt──► preempting ──every allocation terminal──► queued (a new attempt, no retry used)
+                            │  (holds its capacity while Nomad      │
+                            │   stops it with its checkpoint grace) └─► complete (it exited 0 in its grace)
+                            └──cancel──► cancelled
 """
 
 from __future__ import annotations
@@ -30,12 +35,15 @@ class EntryState(enum.Enum):
     CANCELLED = "cancelled"
     DEPENDENCY_FAILED = "dependency-failed"
     """An entry it waited for (`after:`) failed or was cancelled: it never ran, and never will."""
+    PREEMPTING = "preempting"
+    """Its GPUs are taken back for a waiting job (DESIGN 17): Nomad stops it with its checkpoint grace, and
+    it holds its capacity until every allocation is terminal; its reason names the preemptor and the node."""
 
     def is_terminal(self) -> bool:
         return self in (EntryState.COMPLETE, EntryState.FAILED, EntryState.CANCELLED, EntryState.DEPENDENCY_FAILED)
 
     def holds_capacity(self) -> bool:
-        return self in (EntryState.ADMITTED, EntryState.RUNNING)
+        return self in (EntryState.ADMITTED, EntryState.RUNNING, EntryState.PREEMPTING)
 
 
 TRANSITIONS: Mapping[EntryState, frozenset[EntryState]] = {
@@ -44,7 +52,9 @@ TRANSITIONS: Mapping[EntryState, frozenset[EntryState]] = {
     EntryState.ADMITTED: frozenset({EntryState.RUNNING, EntryState.QUEUED, EntryState.COMPLETE,
                                     EntryState.FAILED, EntryState.CANCELLED}),
     EntryState.RUNNING: frozenset({EntryState.COMPLETE, EntryState.FAILED, EntryState.QUEUED,
-                                   EntryState.CANCELLED}),
+                                   EntryState.CANCELLED, EntryState.PREEMPTING}),
+    EntryState.PREEMPTING: frozenset({EntryState.QUEUED, EntryState.COMPLETE, EntryState.FAILED,
+                                      EntryState.CANCELLED}),
     EntryState.COMPLETE: frozenset(),
     EntryState.FAILED: frozenset(),
     EntryState.CANCELLED: frozenset(),
