@@ -375,5 +375,6 @@ def _update(a: AllocInfo, timeout: str = "", pin_short: str = "", preempted: str
     return ev.AllocUpdate(a.id, terminal=a.is_terminal, succeeded=a.succeeded,
                           complete=a.client_status is AllocStatus.COMPLETE,
                           outcome=a.outcome() if a.is_terminal else "", timeout=timeout, pin_short=pin_short,
+                          exited_zero=a.stopped_zero,
                           preempted=preempted)
 
