@@ -154,5 +154,11 @@ def parse_job_id(job_id: str) -> JobRef | None:
     return JobRef(m.group("inst") or "", m.group("entry"), int(m.group("attempt") or 0))
 
 
+def entry_of_job(job_id: str) -> str | None:
+    """`ngpu-<instance>-q000012-3` (or an older `ngpu-q000012`) -> `q000012`; None for jobs not ours."""
+    ref = parse_job_id(job_id)
+    return ref.entry if ref is not None else None
+
+
 def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
