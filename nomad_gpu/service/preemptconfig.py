@@ -25,7 +25,8 @@ from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.preemption import NEVER_A_VICTIM, Preemptible, PreemptionPolicy
 from nomad_gpu.render.durations import seconds_of
 
-__all__ = ["CLASS_KEYS", "MAX_KILL_TIMEOUT_S", "TakeBackSettings", "grace_warning", "take_back_from_config"]
+__all__ = ["CLASS_KEYS", "MAX_KILL_TIMEOUT_S", "TakeBackSettings", "entry_warnings", "grace_warning",
+           "take_back_from_config"]
 
 CLASS_KEYS = frozenset({"preempts", "preemptible"})
 """Keys of a class under `classes:` that this module reads (service/classconfig.py leaves them to it)."""
@@ -138,6 +139,16 @@ def _max_kill_timeout(raw: Any, where: str) -> float:
     if seconds <= 0:
         raise InvalidRequest(f"{where}: must be more than 0s")
     return seconds
+
+
+def entry_warnings(spec: Mapping[str, Any], max_kill_timeout_s: float) -> tuple[str, ...]:
+    """An entry's warnings, from its stored spec (a checkpoint's grace is stored in seconds)."""
+    checkpoint = spec.get("checkpoint")
+    grace = checkpoint.get("grace") if isinstance(checkpoint, Mapping) else None
+    if not isinstance(grace, int | float):
+        return ()
+    text = grace_warning(float(grace), max_kill_timeout_s)
+    return (text,) if text else ()
 
 
 def grace_warning(grace_s: float, max_kill_timeout_s: float) -> str:

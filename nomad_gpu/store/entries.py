@@ -112,6 +112,7 @@ class QueueEntry:
             placements=tuple(_placement(p) for p in self.placements), admitted_at=self.admitted_at,
             finished_at=self.finished_at, sweep=self.sweep, spec=dict(self.spec), namespace=self.namespace,
             registered_at=self.registered_at, refusals=self.refusals, held=self.held,
+            preemptions=sum(1 for h in self.history if h.get("to") == EntryState.PREEMPTING.value),
         )
 
     def to_json(self) -> dict[str, Any]:
