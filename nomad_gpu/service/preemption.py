@@ -110,6 +110,8 @@ class Preemptions:
             self._start(waits, holds, now)
         for preemptor, p in self.in_progress.items():
             self._say(preemptor, p, reasons)
+        for d in waits:
+            self._keep_why(d.entry, reasons)
 
     def _settle(self, holds: MutableMapping[EntryId, frozenset[NodeId]], waiting: set[EntryId]) -> None:
         """Forget preemptions whose preemptor was admitted, cancelled or left the queue; one whose victims are
@@ -181,6 +183,19 @@ class Preemptions:
                 f"for them to stop (grace up to {p.grace_s:g} s)")
         if t.entry.reason != text:
             reasons[preemptor] = text
+            t.entry = replace(t.entry, reason=text)
+
+    def _keep_why(self, entry: EntryId, reasons: MutableMapping[str, str]) -> None:
+        """A victim queued again says first why (`preempted by ...`), then why it waits now."""
+        t = self.entries.get(entry)
+        history = t.entry.history if t is not None else ()
+        if t is None or len(history) < 2 or history[-1].get("from") != EntryState.PREEMPTING.value:
+            return
+        why = str(history[-2].get("reason") or "")
+        now = reasons.get(entry, t.entry.reason)
+        if why.startswith("preempted by") and not now.startswith(why):
+            text = f"{why}; {now}" if now else why
+            reasons[entry] = text
             t.entry = replace(t.entry, reason=text)
 
     # ---- after a restart ----------------------------------------------------------------------
