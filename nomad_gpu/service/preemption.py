@@ -30,8 +30,10 @@ from nomad_gpu.domain.preemption import Preemption, Running, Waiting, plan_preem
 from nomad_gpu.render import JobSpec
 from nomad_gpu.render.checkpoint import grace_s
 from nomad_gpu.service.life import events as ev
+from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
-from nomad_gpu.service.preemptconfig import TakeBackSettings, grace_warning
+from nomad_gpu.service.preemptconfig import grace_warning
+from nomad_gpu.service.settings import SchedulingSettings
 from nomad_gpu.service.tracking import Tracked
 from nomad_gpu.service.translate import placement_from_json
 from nomad_gpu.store import EntryState, QueueEntry
@@ -81,23 +83,26 @@ def started_at(t: Tracked) -> float:
 class Preemptions:
     """Owned by the scheduler; every method runs under the service lock."""
 
-    def __init__(self, settings: TakeBackSettings, fit_policy: str, ledger: Ledger, entries: Mapping[str, Tracked],
-                 run: Callable[[Tracked, ev.Event], None], metrics: Metrics) -> None:
-        """``run(t, event)``: apply an event to a followed entry through the life's runner."""
-        self.settings, self.policy = settings, settings.preemption
-        self.fit_policy = get_policy(fit_policy)
-        self.ledger, self.entries, self.run, self.metrics = ledger, entries, run, metrics
+    def __init__(self, settings: SchedulingSettings, ledger: Ledger, life: Lifecycle, metrics: Metrics) -> None:
+        self.settings, self.policy = settings.take_back, settings.take_back.preemption
+        self.fit_policy = get_policy(settings.policy)
+        self.ledger, self.entries, self.metrics = ledger, life.entries, metrics
+        self.run: Callable[[Tracked, ev.Event], None] = life.apply_event
         self.in_progress: dict[EntryId, InProgress] = {}
         self.waiting_since: dict[EntryId, float] = {}
         """When this process first saw each entry wait (a restart starts the clock again: it waits longer)."""
         self.recovered = False
 
-    # ---- after a cycle ------------------------------------------------------------------------
+    # ---- around a cycle -----------------------------------------------------------------------
+    def before_cycle(self, holds: MutableMapping[EntryId, frozenset[NodeId]]) -> None:
+        """The first cycle after a start (Nomad's nodes known): the holds of the preemptions under way."""
+        if not self.recovered and len(self.ledger.inventory):
+            self.recover(holds)
+
     def after_cycle(self, result: CycleResult, holds: MutableMapping[EntryId, frozenset[NodeId]], now: float,
                     reasons: MutableMapping[str, str]) -> None:
         """Start what the cycle's waits allow; keep each preemptor's hold and reason while its victims stop."""
-        if not self.recovered and len(self.ledger.inventory):
-            self.recover(holds)
+        self.before_cycle(holds)
         waits = [d for d in result.decisions if isinstance(d, Wait)]
         waiting_ids = {d.entry for d in waits}
         for entry in list(self.waiting_since):
