@@ -178,3 +178,33 @@ def test_a_kill_9_while_victims_stop_resumes_after_the_restart(tmp_path: Path) -
         freed = {d for v in victims for d in _runs(audit, v)[0]["device_ids"]}
         assert set(served["device_ids"]) == freed, "the preemptor took the devices its victims freed"
         assert served["started_at"] >= max(_runs(audit, v)[0]["finished_at"] for v in victims)
+
+
+MIG_NODE: dict[str, Any] = {"name": "mig", "nodes": [{"name": "m1", "gpus": [
+    {"model": "NVIDIA H100 80GB HBM3", "count": 1, "memory_mib": 81920, "mig": ["1g.10gb"] * 7}]}]}
+
+
+def test_serving_preempts_an_exploratory_mig_instance(tmp_path: Path) -> None:
+    with DevCluster(MIG_NODE, speed=SPEED, heartbeat_s=1.0) as dc:
+        runtime = start_service(dc.url, tmp_path / "q.db", take_back=POLICY)
+        try:
+            mig = "mig: {profile: 1g.10gb}\ncheckpoint: {grace: 10s}\n"
+            explore = [submit(runtime, spec(f"x{k}", duration_s=60.0, gpus=0, extra=f"class: exploratory\n{mig}"))
+                       [0]["id"] for k in range(7)]
+            wait_for(lambda: all(_entry(runtime, i)["state"] == "running" for i in explore), what="seven instances")
+            serving = submit(runtime, spec("chat", duration_s=10.0, gpus=0,
+                                           extra="class: serving\nmig: {profile: 1g.10gb}\n"))[0]["id"]
+            wait_for(lambda: _entry(runtime, serving)["state"] in ("running", "complete"),
+                     timeout_s=PREEMPT_AFTER_S + 10 / SPEED + 5.0, what="the serving job on a MIG instance")
+            victims = [i for i in explore if _entry(runtime, i)["preemptions"] == 1]
+            assert len(victims) == 1
+            wait_for(lambda: all(_entry(runtime, i)["state"] == "complete" for i in [serving, *explore]),
+                     timeout_s=30, what="every job complete")
+        finally:
+            runtime.stop()
+        audit = dc.audit()
+        assert overlaps(audit) == 0 and audit["double_bookings_refused"] == 0
+        (served,) = _runs(audit, serving)
+        first = _runs(audit, victims[0])[0]
+        assert served["device_ids"] == first["device_ids"] and served["device_ids"][0].startswith("MIG-")
+        assert served["started_at"] >= first["finished_at"]
