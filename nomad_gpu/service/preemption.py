@@ -42,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 BY = re.compile(r"^preempted by (q\d+) \(")
 """A preempting victim's reason: its preemptor."""
+LOOKED_AT = 8
+"""Waiting jobs a cycle looks at for a preemption, in its own order (bounds the cost of a cycle)."""
 FOR = re.compile(r"^preempting (q\d+(?:, q\d+)*) on node (\S+)")
 """A preemptor's reason while its victims stop: them, and the node (its ID)."""
 
@@ -138,10 +140,20 @@ class Preemptions:
         return t is not None and t.entry.state is EntryState.PREEMPTING
 
     def _start(self, waits: list[Wait], holds: MutableMapping[EntryId, frozenset[NodeId]], now: float) -> None:
-        waiting = [Waiting(t.request, job_class(t.spec), self.waiting_since[d.entry]) for d in waits
-                   if (t := self.entries.get(d.entry)) is not None and t.request is not None]
-        running = {EntryId(t.entry.id): self._running(t) for t in self.entries.values()
-                   if t.entry.state is EntryState.RUNNING and t.spec is not None}
+        running = {EntryId(t.entry.id): r for t in self.entries.values()
+                   if t.entry.state is EntryState.RUNNING and t.spec is not None
+                   and (r := self._running(t)).preemptible and self.policy.guard(r, now) is None}
+        if not running:
+            return  # the usual case: nothing may be taken back now, whatever waits
+        waiting = []
+        for d in waits:  # the cycle's order; only the first few that waited long enough are looked at
+            t = self.entries.get(d.entry)
+            if t is None or t.request is None or d.entry in self.in_progress:
+                continue
+            if now - self.waiting_since[d.entry] >= self.policy.preempt_after_s:
+                waiting.append(Waiting(t.request, job_class(t.spec), self.waiting_since[d.entry]))
+            if len(waiting) >= LOOKED_AT:
+                break
         busy_nodes = {n for e, nodes in holds.items() for n in nodes}
         plans = plan_preemptions(waiting, running, self.ledger, policy=self.policy, fit_policy=self.fit_policy,
                                  now=now, busy_nodes=busy_nodes, busy_entries=self.in_progress)
