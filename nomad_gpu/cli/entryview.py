@@ -17,7 +17,7 @@ from nomad_gpu.render import META_TRIAL, META_TRIAL_PREFIX
 
 BAR_WIDTH = 40
 DONE = ("complete",)
-ACTIVE = ("admitted", "running")
+ACTIVE = ("admitted", "running", "preempting")
 
 
 def when(t: Any) -> str:

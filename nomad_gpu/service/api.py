@@ -217,7 +217,8 @@ def create_app(service: SchedulerService, token: str | None = None,
         caller = caller_of(request.scope)
 
         def read() -> Response:
-            live = service.store.list([EntryState.QUEUED, EntryState.ADMITTED, EntryState.RUNNING])
+            live = service.store.list([EntryState.QUEUED, EntryState.ADMITTED, EntryState.RUNNING,
+                                       EntryState.PREEMPTING])
             with service._lock:  # reads only: the usage and the inventory at one instant
                 usage = dict(service.ledger.team_usage())
                 capacity = capacity_gpu(service.ledger)
