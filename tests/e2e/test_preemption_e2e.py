@@ -77,6 +77,10 @@ def test_serving_preempts_exploratory_work_within_its_bound(tmp_path: Path) -> N
             victims = [i for i in explore if _entry(runtime, i)["preemptions"] == 1]
             assert len(victims) == 1, [_entry(runtime, i) for i in explore]
             assert _entry(runtime, victims[0])["reason"].startswith(f"preempted by {serving} (serving) on n1")
+            stopped = runtime.scheduler.store.get(victims[0])
+            first_job = stopped.nomad_job_id.rsplit("-", 1)[0]  # its first attempt's job, as Nomad holds it
+            (task,) = requests.get(f"{dc.url}/v1/job/{first_job}", timeout=5).json()["TaskGroups"][0]["Tasks"]
+            assert (task["KillSignal"], task["KillTimeout"]) == ("SIGTERM", int(GRACE_S * 10**9))
             wait_for(lambda: all(_entry(runtime, i)["state"] == "complete" for i in [serving, *explore]),
                      timeout_s=30, what="the serving job and every exploratory job complete")
             metrics = requests.get(f"{runtime.address}/metrics", timeout=5).text
