@@ -136,14 +136,17 @@ class Preemption:
 
 def plan_preemptions(waiting: Sequence[Waiting], running: Mapping[EntryId, Running], ledger: Ledger, *,
                      policy: PreemptionPolicy, fit_policy: Policy, now: float,
-                     busy_nodes: Iterable[NodeId] = (), busy_entries: Iterable[EntryId] = (),
+                     held: Mapping[EntryId, frozenset[NodeId]] | None = None, busy_entries: Iterable[EntryId] = (),
                      limit: int = 8) -> tuple[Preemption, ...]:
     """Preemptions to start now, in the order of `waiting` (the cycle's own), at most one per node and per
-    preemptor. `busy_nodes`: nodes with a preemption in progress or held for another job; `busy_entries`:
-    preemptors already waiting for their victims. At most `limit` waiting jobs are looked at."""
+    preemptor. `held`: the cycle's holds (a node held for one job is not preempted on for another; its own
+    hold does not keep a starving head off its node); `busy_entries`: preemptors already waiting for their
+    victims. At most `limit` waiting jobs are looked at."""
     if not policy.enabled:
         return ()
-    nodes_taken, busy, chosen = set(busy_nodes), set(busy_entries), []
+    holds = held or {}
+    nodes_taken: set[NodeId] = set()
+    busy, chosen = set(busy_entries), []
     victims_taken: set[EntryId] = set()
     for w in [w for w in waiting if w.job.entry not in busy][:limit]:
         if now - w.waited_since < policy.preempt_after_s:
@@ -152,7 +155,8 @@ def plan_preemptions(waiting: Sequence[Waiting], running: Mapping[EntryId, Runni
                    and (why := policy.reason_to_preempt(w, r)) is not None}
         if not allowed:
             continue
-        found = _on_best_node(w.job, allowed, running, ledger, fit_policy, nodes_taken)
+        others = {n for e, nodes in holds.items() if e != w.job.entry for n in nodes}
+        found = _on_best_node(w.job, allowed, running, ledger, fit_policy, nodes_taken | others)
         if found is None:
             continue
         node, victims = found

@@ -154,9 +154,8 @@ class Preemptions:
                 waiting.append(Waiting(t.request, job_class(t.spec), self.waiting_since[d.entry]))
             if len(waiting) >= LOOKED_AT:
                 break
-        busy_nodes = {n for e, nodes in holds.items() for n in nodes}
         plans = plan_preemptions(waiting, running, self.ledger, policy=self.policy, fit_policy=self.fit_policy,
-                                 now=now, busy_nodes=busy_nodes, busy_entries=self.in_progress)
+                                 now=now, held=holds, busy_entries=self.in_progress)
         for plan in plans:
             self._carry_out(plan, running, holds, now)
 

@@ -92,7 +92,10 @@ def test_disabled_plans_nothing_and_a_victim_is_not_taken_twice() -> None:
     assert plan([waiting(job("s", whole(1)))], runs, full_node(), policy=PreemptionPolicy(enabled=False)) == ()
     two = plan([waiting(job("s", whole(2))), waiting(job("t", whole(2)))], runs, full_node())
     assert len(two) == 1, "one preemption per node at a time"
-    assert plan([waiting(job("s", whole(1)))], runs, full_node(), busy_nodes=[NodeId("n1")]) == ()
+    held = {EntryId("other"): frozenset({NodeId("n1")})}
+    assert plan([waiting(job("s", whole(1)))], runs, full_node(), held=held) == (), "held for another job"
+    own = {EntryId("s"): frozenset({NodeId("n1")})}
+    assert plan([waiting(job("s", whole(1)))], runs, full_node(), held=own), "a starving head's own node"
     assert plan([waiting(job("s", whole(1)))], runs, full_node(), busy_entries=[EntryId("s")]) == ()
 
 
