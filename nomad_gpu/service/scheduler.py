@@ -548,7 +548,7 @@ class SchedulerService:
                 "mig_relayouts": self.relayout.status() if self.relayout is not None else None,
                 **self._status_now(),
             }
-            owners = {e: t.entry.team for e in self.holds if (t := self.life.entries.get(e)) is not None}
+            owners = {e: t.entry.team for e in [*self.holds, *out["grace_warnings"]] if (t := self.life.entries.get(e))}
             self._status_seen = (out, owners)
             return out, owners
         finally:

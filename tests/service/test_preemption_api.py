@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 from starlette.testclient import TestClient
 
+from nomad_gpu.service.access import Caller, status_view
 from nomad_gpu.service.api import create_app
 from nomad_gpu.service.scheduler import SchedulerService
 
@@ -37,3 +38,12 @@ def test_bad_input_is_a_400_naming_the_key(service: SchedulerService, extra: str
     r = client.post("/v1/jobs", content=SPEC + extra)
     assert r.status_code == 400 and key in r.json()["error"], r.text
     assert service.store.list() == []
+
+
+def test_a_team_sees_only_its_own_preemptions_and_warnings() -> None:
+    raw = {"preemptions": [{"preemptor": "q1", "victims": ["q2"]}, {"preemptor": "q3", "victims": ["q4"]}],
+           "grace_warnings": {"q1": "w1", "q5": "w5"}}
+    teams = {"q1": "vision", "q3": "speech", "q5": "speech"}
+    view = status_view(raw, Caller("vision"), teams)
+    assert view["preemptions"] == [{"preemptor": "q1", "victims": ["q2"]}] and view["grace_warnings"] == {"q1": "w1"}
+    assert status_view(raw, Caller(None), teams) == raw
