@@ -94,6 +94,8 @@ class Preemptions:
         self.waiting_since: dict[EntryId, float] = {}
         """When this process first saw each entry wait (a restart starts the clock again: it waits longer)."""
         self.recovered = False
+        self.written: dict[EntryId, str] = {}
+        """The reason last stored here for each waiting entry (so an unchanged one is not written each cycle)."""
 
     # ---- around a cycle -----------------------------------------------------------------------
     def before_cycle(self, holds: MutableMapping[EntryId, frozenset[NodeId]]) -> None:
@@ -110,6 +112,7 @@ class Preemptions:
         for entry in list(self.waiting_since):
             if entry not in waiting_ids:
                 del self.waiting_since[entry]
+                self.written.pop(entry, None)
         for d in waits:
             self.waiting_since.setdefault(d.entry, now)
         self._settle(holds, waiting_ids)
@@ -197,9 +200,8 @@ class Preemptions:
             return
         text = (f"preempting {', '.join(sorted(p.victims_left))} on node {p.plan.node} ({p.node_name}): waiting "
                 f"for them to stop (grace up to {p.grace_s:g} s)")
-        if t.entry.reason != text:
-            reasons[preemptor] = text
-            t.entry = replace(t.entry, reason=text)
+        if t.entry.reason != text or preemptor in reasons:
+            self._reason(t, text, reasons)
 
     def _keep_why(self, entry: EntryId, reasons: MutableMapping[str, str]) -> None:
         """A victim queued again says first why (`preempted by ...`), then why it waits now."""
@@ -210,9 +212,17 @@ class Preemptions:
         why = str(history[-2].get("reason") or "")
         now = reasons.get(entry, t.entry.reason)
         if why.startswith("preempted by") and not now.startswith(why):
-            text = f"{why}; {now}" if now else why
+            self._reason(t, f"{why}; {now}" if now else why, reasons)
+
+    def _reason(self, t: Tracked, text: str, reasons: MutableMapping[str, str]) -> None:
+        """Say `text` for a waiting entry; stored only when it changed (the cycle wrote its own words first)."""
+        entry = EntryId(t.entry.id)
+        t.entry = replace(t.entry, reason=text)
+        if self.written.get(entry) == text:
+            reasons.pop(entry, None)  # stored already: the cycle's words for it are not written either
+        else:
             reasons[entry] = text
-            t.entry = replace(t.entry, reason=text)
+            self.written[entry] = text
 
     # ---- after a restart ----------------------------------------------------------------------
     def recover(self, holds: MutableMapping[EntryId, frozenset[NodeId]]) -> None:

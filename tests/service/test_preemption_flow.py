@@ -213,3 +213,33 @@ def test_a_restart_after_the_stops_were_sent_reads_their_end_again(world, tmp_pa
     svc2.run_cycle()
     ex2.run_all()
     assert svc2.store.get(s.id).state is EntryState.ADMITTED
+
+
+def test_a_preempted_entry_keeps_saying_why_without_a_write_each_cycle(world) -> None:
+    nomad, store, clock, ex = world
+    svc = started(store, nomad, clock, ex)
+    allocs = {}
+    for name in ("x1", "x2"):
+        (e,) = svc.submit(job(name, "exploratory"))
+        allocs[e.id] = running(svc, nomad, ex, e)
+    (s,) = svc.submit(job("s", "serving"))
+    svc.run_cycle()
+    ex.run_all()
+    victim = next(e for e in allocs if store.get(e).state is EntryState.PREEMPTING)
+    svc.on_alloc(killed(allocs[victim]))
+    svc.run_cycle()
+    ex.run_all()
+    assert store.get(s.id).state is EntryState.ADMITTED
+    written: list[dict[str, str]] = []
+    real = store.set_reasons
+
+    def spy(reasons: dict[str, str]) -> None:
+        written.append(dict(reasons))
+        real(reasons)
+
+    store.set_reasons = spy
+    for _ in range(3):
+        svc.run_cycle()
+    reason = store.get(victim).reason
+    assert reason.startswith(f"preempted by {s.id} (serving) on n1; "), reason
+    assert sum(victim in w for w in written) <= 1, written
