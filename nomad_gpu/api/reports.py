@@ -112,6 +112,10 @@ class UsageRow(Payload):
                                     default=None)
     p95_wait_s: float | None = None
     failures: int = doc("Entries that ended failed (or dependency-failed) in the window.", default=0)
+    preemptions: int = doc("Attempts of these entries that were preempted (queued again for a waiting job).",
+                           default=0)
+    lost_gpu_hours: float = doc("GPU-equivalents x hours of the preempted attempts within the window: work lost "
+                                "since each one's start (an upper bound where the job checkpoints).", default=0.0)
 
 
 @dataclass(frozen=True)

@@ -82,7 +82,8 @@ def list_routes(service: SchedulerService, clock: Callable[[], float] | None = N
         def read() -> Response:  # summed in SQL from the compact usage record, on the team's index
             found = service.store.usage_report(by, since, until, until, team=caller.team)
             rows = tuple(UsageRow(key=r.key, gpu_hours=r.gpu_hours, jobs=r.jobs, attempts=r.attempts,
-                                  mean_wait_s=r.mean_wait_s, p95_wait_s=r.p95_wait_s, failures=r.failures)
+                                  mean_wait_s=r.mean_wait_s, p95_wait_s=r.p95_wait_s, failures=r.failures,
+                                  preemptions=r.preemptions, lost_gpu_hours=r.lost_gpu_hours)
                          for r in found)
             return JSONResponse(UsageReport(since=since, until=until, by=by, rows=rows).to_json())
 

@@ -129,7 +129,12 @@ CREATE INDEX usage_attempts_job ON usage_attempts(job, end_at)
 
 def _v2(db: psycopg.Connection[tuple[object, ...]]) -> None:
     _run(db, _V2)
+    _run(db, _V3)  # the backfill writes each attempt's `preempted`
     backfill(db)
+
+
+_V3 = "ALTER TABLE usage_attempts ADD COLUMN IF NOT EXISTS preempted INTEGER NOT NULL DEFAULT 0"
+"""Each attempt says whether it was preempted (its work lost: the usage report's lost GPU-hours)."""
 
 
 def _run(db: psycopg.Connection[tuple[object, ...]], statements: str) -> None:
@@ -141,7 +146,7 @@ def _run(db: psycopg.Connection[tuple[object, ...]], statements: str) -> None:
 Migration = str | Callable[[psycopg.Connection[tuple[object, ...]]], None]
 """SQL statements, or a step that also needs Python (reading the JSON the entries hold)."""
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _v2)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _v2, _V3)
 VERSION = len(MIGRATIONS)
 
 
