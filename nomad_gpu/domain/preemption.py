@@ -53,6 +53,8 @@ DEFAULT_PREEMPTIBLE: Mapping[str, Preemptible] = MappingProxyType({
     "exploratory": Preemptible.YES, "interactive": Preemptible.YES,
 })
 """Which classes may be victims by default: serving never; training only with a checkpoint grace."""
+NODES_COMPARED = 16
+"""Nodes with a victim set whose sets are compared for one waiting job (bounds a cycle's cost on a large fleet)."""
 NEVER_A_VICTIM = "serving"
 """DESIGN 17: serving is never a victim, whatever a spec or a policy says."""
 
@@ -170,8 +172,10 @@ def plan_preemptions(waiting: Sequence[Waiting], running: Mapping[EntryId, Runni
 def _on_best_node(job: JobRequest, allowed: Mapping[EntryId, str], running: Mapping[EntryId, Running],
                   ledger: Ledger, fit_policy: Policy,
                   taken: set[NodeId]) -> tuple[NodeId, tuple[EntryId, ...]] | None:
-    """The node whose minimal victim set is the most preferred (victims.preference), ties by node ID."""
+    """The node whose minimal victim set is the most preferred (victims.preference), ties by node ID, among
+    the first `NODES_COMPARED` nodes (in ID order) where one exists: a large fleet is not searched whole."""
     best: tuple[tuple[object, ...], NodeId, tuple[EntryId, ...]] | None = None
+    compared = 0
     by_node: dict[NodeId, list[EntryId]] = {}
     for entry in sorted(allowed):
         if entry not in ledger:
@@ -191,6 +195,9 @@ def _on_best_node(job: JobRequest, allowed: Mapping[EntryId, str], running: Mapp
         key = (*preference(victims), node)
         if best is None or key < best[0]:
             best = (key, node, tuple(v.entry for v in victims))
+        compared += 1
+        if compared >= NODES_COMPARED:
+            break
     return None if best is None else (best[1], best[2])
 
 

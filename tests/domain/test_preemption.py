@@ -12,6 +12,7 @@ from nomad_gpu.domain.ids import EntryId, NodeId, Team
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.policies import get_policy
 from nomad_gpu.domain.preemption import (
+    NODES_COMPARED,
     Preemptible,
     PreemptionPolicy,
     Running,
@@ -160,3 +161,20 @@ def test_chosen_victims_are_allowed_minimal_and_deterministic(tenants, need) -> 
         for v in chosen:  # dropping any one victim makes it not fit
             back = len(ledger.get(v).placements[0].instance_ids)
             assert 8 - held - back < need
+
+
+def test_a_large_fleet_is_not_searched_whole() -> None:
+    """Among the first NODES_COMPARED nodes (ID order) with a victim set the cheapest wins; later ones are not
+    looked at, so a cycle's cost stays bounded however many nodes run preemptible work."""
+    nodes = [gpu_node(f"n{k:02d}", 2) for k in range(NODES_COMPARED + 4)]
+    ledger = ledger_of(*nodes)
+    runs = []
+    for k, node in enumerate(nodes):
+        gpus = 1 if k == len(nodes) - 1 else 2  # the last node's victim frees the least: best, but not compared
+        occupy(ledger, f"x{k:02d}", node.name, gpus)
+        if gpus == 1:
+            occupy(ledger, f"y{k:02d}", node.name, 1)
+        runs.append(running(f"x{k:02d}", started=float(k)))
+    (p,) = plan([waiting(job("s", whole(1)))], runs, ledger)
+    last = NODES_COMPARED - 1  # equal sets: the most recently started of those compared
+    assert p.node == NodeId(f"n{last:02d}") and p.victims == (EntryId(f"x{last:02d}"),)
