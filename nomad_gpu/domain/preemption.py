@@ -53,7 +53,7 @@ DEFAULT_PREEMPTIBLE: Mapping[str, Preemptible] = MappingProxyType({
     "exploratory": Preemptible.YES, "interactive": Preemptible.YES,
 })
 """Which classes may be victims by default: serving never; training only with a checkpoint grace."""
-NODES_COMPARED = 16
+NODES_COMPARED = 8
 """Nodes with a victim set whose sets are compared for one waiting job (bounds a cycle's cost on a large fleet)."""
 NEVER_A_VICTIM = "serving"
 """DESIGN 17: serving is never a victim, whatever a spec or a policy says."""
@@ -150,16 +150,24 @@ def plan_preemptions(waiting: Sequence[Waiting], running: Mapping[EntryId, Runni
     nodes_taken: set[NodeId] = set()
     busy, chosen = set(busy_entries), []
     victims_taken: set[EntryId] = set()
+    on_node = _one_node_each(running, ledger)
+    found_none: set[object] = set()
+    """Shapes (with who asks) that found no node: one like it later in the cycle finds none either."""
     for w in [w for w in waiting if w.job.entry not in busy][:limit]:
         if now - w.waited_since < policy.preempt_after_s:
+            continue
+        j = w.job
+        shape = (j.asks, j.team, w.cls, j.priority, j.datacenters, j.node_pool, j.one_node, j.avoid_nodes, j.drivers)
+        if shape in found_none:
             continue
         allowed = {e: why for e, r in running.items() if e not in victims_taken and policy.guard(r, now) is None
                    and (why := policy.reason_to_preempt(w, r)) is not None}
         if not allowed:
             continue
         others = {n for e, nodes in holds.items() if e != w.job.entry for n in nodes}
-        found = _on_best_node(w.job, allowed, running, ledger, fit_policy, nodes_taken | others)
+        found = _on_best_node(w.job, allowed, on_node, running, ledger, fit_policy, nodes_taken | others)
         if found is None:
+            found_none.add(shape)
             continue
         node, victims = found
         why = "class" if any(allowed[v] == "class" for v in victims) else "priority"
@@ -169,27 +177,38 @@ def plan_preemptions(waiting: Sequence[Waiting], running: Mapping[EntryId, Runni
     return tuple(chosen)
 
 
-def _on_best_node(job: JobRequest, allowed: Mapping[EntryId, str], running: Mapping[EntryId, Running],
-                  ledger: Ledger, fit_policy: Policy,
+def _one_node_each(running: Mapping[EntryId, Running], ledger: Ledger) -> dict[NodeId, list[EntryId]]:
+    """The running attempts by node, in ID order: only those on one node (a victim is stopped whole)."""
+    by_node: dict[NodeId, list[EntryId]] = {}
+    for entry in sorted(running):
+        if entry in ledger:
+            nodes = {p.node for p in ledger.get(entry).placements}
+            if len(nodes) == 1:
+                by_node.setdefault(next(iter(nodes)), []).append(entry)
+    return by_node
+
+
+def _on_best_node(job: JobRequest, allowed: Mapping[EntryId, str], on_node: Mapping[NodeId, list[EntryId]],
+                  running: Mapping[EntryId, Running], ledger: Ledger, fit_policy: Policy,
                   taken: set[NodeId]) -> tuple[NodeId, tuple[EntryId, ...]] | None:
     """The node whose minimal victim set is the most preferred (victims.preference), ties by node ID, among
     the first `NODES_COMPARED` nodes (in ID order) where one exists: a large fleet is not searched whole."""
     best: tuple[tuple[object, ...], NodeId, tuple[EntryId, ...]] | None = None
     compared = 0
-    by_node: dict[NodeId, list[EntryId]] = {}
-    for entry in sorted(allowed):
-        if entry not in ledger:
+    for node, on in sorted(on_node.items()):
+        entries = [e for e in on if e in allowed]
+        if not entries:
             continue
-        nodes = {p.node for p in ledger.get(entry).placements}
-        if len(nodes) == 1:  # a victim is stopped whole: only one on the one node counts
-            by_node.setdefault(next(iter(nodes)), []).append(entry)
-    for node, entries in sorted(by_node.items()):
         nf = ledger.index.get(node)
         if node in taken or nf is None or not nf.offered or node in job.avoid_nodes or not job.places_on(nf.node):
             continue
         candidates = [Candidate(e, ledger.get(e).gpu_equivalents, running[e].priority, running[e].started_at)
                       for e in entries]
-        victims = minimal_victims(candidates, _fits_without(job, node, ledger, fit_policy))
+        # what must be freed at least, in GPU-equivalents (MIG nodes: left to the fitter alone)
+        need = 0.0 if nf.node.migs else max(0.0, job.gpu_equivalents - sum(nf.gpu_free.values()) / 1000)
+        if need > sum(c.gpus for c in candidates) + 1e-9:
+            continue  # even every victim with what is free there is too little
+        victims = minimal_victims(candidates, _fits_without(job, node, ledger, fit_policy), need=need)
         if not victims:  # None: even all of them would not do; (): it fits already (the cycle will admit it)
             continue
         key = (*preference(victims), node)

@@ -164,7 +164,7 @@ def test_chosen_victims_are_allowed_minimal_and_deterministic(tenants, need) -> 
 
 
 def test_a_large_fleet_is_not_searched_whole() -> None:
-    """Among the first NODES_COMPARED nodes (ID order) with a victim set the cheapest wins; later ones are not
+    """Among the first NODES_COMPARED nodes (ID order) with a victim set the preferred wins; later ones are not
     looked at, so a cycle's cost stays bounded however many nodes run preemptible work."""
     nodes = [gpu_node(f"n{k:02d}", 2) for k in range(NODES_COMPARED + 4)]
     ledger = ledger_of(*nodes)
