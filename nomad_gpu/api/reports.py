@@ -33,6 +33,12 @@ class Status(Payload):
     mig_relayouts: dict[str, Any] | None = doc(
         "MIG re-layouts: `in_flight` and recent `failed` ones (node, gpu, layout, phase, reason) and "
         "`counts` (started, done, failed); null where re-layouts are off (docs/mig-relayout.md).", default=None)
+    preemptions: list[dict[str, Any]] = doc(
+        "Preemptions under way (docs/classes.md): `preemptor`, `node`, `node_name`, `victims`, `stopping` (those "
+        "not yet stopped), `why` (class or priority).", default_factory=list)
+    grace_warnings: dict[str, str] = doc(
+        "Entries whose checkpoint grace is longer than the nodes' max_kill_timeout (`nomad.max_kill_timeout`), "
+        "with the warning: Nomad kills them sooner.", default_factory=dict)
     cycle_failures: int = doc("Scheduling cycles that failed since the service started (see the service log).",
                               default=0)
     last_cycle_error: str | None = doc("The last failed cycle's error (admin callers only); null: none.",
@@ -116,6 +122,10 @@ class UsageRow(Payload):
                                      "GPU-equivalents x the time from its reclaim to the window's end (or its "
                                      "max_runtime, if sooner), which it would otherwise have held.", default=0.0)
     reclaims: int = doc("Jobs taken back for being idle in the window.", default=0)
+    preemptions: int = doc("Attempts of these entries that were preempted (queued again for a waiting job).",
+                           default=0)
+    lost_gpu_hours: float = doc("GPU-equivalents x hours of the preempted attempts within the window: work lost "
+                                "since each one's start (an upper bound where the job checkpoints).", default=0.0)
 
 
 @dataclass(frozen=True)

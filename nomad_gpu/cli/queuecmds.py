@@ -27,8 +27,9 @@ from nomad_gpu.cli.api_client import ApiClient, ServiceError
 from nomad_gpu.cli.errors import BAD_INPUT, friendly
 from nomad_gpu.cli.output import console, emit_json, noted_table, table
 
-LIVE_STATES = ("queued", "admitted", "running")
-"""What `queue` shows without `--all`: waiting and running, as `squeue` does."""
+LIVE_STATES = ("queued", "admitted", "running", "preempting")
+"""What `queue` shows without `--all`: waiting and running (preempting: stopping for a waiting job), as
+`squeue` does."""
 
 F = TypeVar("F", bound=Callable[..., Any])
 

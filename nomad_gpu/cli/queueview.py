@@ -168,7 +168,7 @@ def position_of(entry: Entry) -> str:
 
 SORTS = ("position", "submitted", "priority", "name")
 """`queue --sort`: position (the scheduler's order; the default), submitted, priority or name."""
-_LIVE = ("admitted", "running")
+_LIVE = ("admitted", "running", "preempting")
 
 
 def sort_key(how: str) -> Any:

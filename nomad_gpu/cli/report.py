@@ -1,7 +1,8 @@
 """`nomad-gpu report`: GPU accounting over a window, Slurm's `sreport` for the queue.
 
-GPU-hours (GPU-equivalents held x time, per attempt), jobs, attempts, mean and p95 wait and failures, and
-idle reclaim's figures (GPU-hours held idle, jobs reclaimed, GPU-hours returned by reclaim),
+GPU-hours (GPU-equivalents held x time, per attempt), jobs, attempts, mean and p95 wait and failures, idle
+reclaim's figures (GPU-hours held idle, jobs reclaimed, GPU-hours returned by reclaim), and the attempts
+preempted with the GPU-hours they lost,
 grouped by team, workload class, capacity kind, GPU model, submitting user or sweep; `--csv` for a
 spreadsheet. The numbers are the service's (`GET /v1/usage`, :mod:`nomad_gpu.service.accounting`); a
 team's token reports its team.
@@ -21,7 +22,8 @@ from nomad_gpu.cli.output import Column, emit_json, table
 from nomad_gpu.cli.queueview import duration
 
 COLUMNS = tuple(Column(h, right=True) for h in ("GPU-HOURS", "JOBS", "ATTEMPTS", "MEAN WAIT", "P95 WAIT", "FAILED",
-                                                "IDLE GPU-H", "RECLAIMED", "RETURNED GPU-H"))
+                                                "IDLE GPU-H", "RECLAIMED", "RETURNED GPU-H", "PREEMPTED",
+                                                "LOST GPU-H"))
 
 
 def _wait(seconds: float | None) -> str:
@@ -46,9 +48,10 @@ def report(since: str, by: str, as_csv: bool, as_json: bool) -> None:
     if as_csv:
         out = csv.writer(sys.stdout, lineterminator="\n")
         out.writerow([by, "gpu_hours", "jobs", "attempts", "mean_wait_s", "p95_wait_s", "failures", "idle_gpu_hours",
-                      "reclaims", "reclaimed_gpu_hours"])
+                      "reclaims", "reclaimed_gpu_hours", "preemptions", "lost_gpu_hours"])
         out.writerows([r.key, r.gpu_hours, r.jobs, r.attempts, _blank(r.mean_wait_s), _blank(r.p95_wait_s),
-                       r.failures, r.idle_gpu_hours, r.reclaims, r.reclaimed_gpu_hours] for r in answer.rows)
+                       r.failures, r.idle_gpu_hours, r.reclaims, r.reclaimed_gpu_hours, r.preemptions,
+                       r.lost_gpu_hours] for r in answer.rows)
         return
     table(f"GPU usage by {by}, last {since}", [Column(by.upper(), shrink=True), *COLUMNS],
           [_row(r) for r in answer.rows])
@@ -56,7 +59,8 @@ def report(since: str, by: str, as_csv: bool, as_json: bool) -> None:
 
 def _row(r: UsageRow) -> tuple[object, ...]:
     return (r.key, f"{r.gpu_hours:.2f}", r.jobs, r.attempts, _wait(r.mean_wait_s), _wait(r.p95_wait_s), r.failures,
-            f"{r.idle_gpu_hours:.2f}", r.reclaims, f"{r.reclaimed_gpu_hours:.2f}")
+            f"{r.idle_gpu_hours:.2f}", r.reclaims, f"{r.reclaimed_gpu_hours:.2f}", r.preemptions,
+            f"{r.lost_gpu_hours:.2f}")
 
 
 def _blank(value: float | None) -> object:

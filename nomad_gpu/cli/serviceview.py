@@ -28,6 +28,11 @@ def service_rows(info: Status) -> list[tuple[str, str]]:
         rows.append((f"in use by {team}", f"{used:.2f} GPU-eq"))
     if info.holds:
         rows.append(("head-of-line holds", ", ".join(f"{e} ({len(n)} nodes)" for e, n in sorted(info.holds.items()))))
+    for p in info.preemptions:
+        rows.append(("preempting", f"{', '.join(p.get('stopping') or []) or 'victims stopped'} on {p.get('node_name')} "
+                                   f"for {p.get('preemptor')} ({p.get('why')})"))
+    for entry, text in sorted(info.grace_warnings.items()):
+        rows.append((f"warning {entry}", text))
     rows.append(("instance", info.instance or "-"))
     if info.epoch is not None:  # replicas on PostgreSQL: which one acts on Nomad (docs/reliability.md)
         rows.append(("role", f"{info.role} (epoch {info.epoch})"))

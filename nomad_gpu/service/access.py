@@ -164,7 +164,7 @@ def _token(scope: Scope) -> str | None:
 def status_view(status: Mapping[str, Any], caller: Caller, teams_of: Mapping[str, str]) -> dict[str, Any]:
     """The service status for ``caller``: other teams' usage summed, their held entries unnamed.
 
-    ``teams_of`` maps the entry IDs in ``holds`` to their teams.
+    ``teams_of`` maps the entry IDs in ``holds`` and ``grace_warnings`` to their teams.
     """
     out = dict(status)
     if caller.admin:
@@ -183,6 +183,10 @@ def status_view(status: Mapping[str, Any], caller: Caller, teams_of: Mapping[str
             key = entry_id if teams_of.get(entry_id) == caller.team else OTHER_TEAM
             holds[key] = sorted({*holds.get(key, []), *nodes})
         out["holds"] = holds
+    if isinstance(status.get("preemptions"), list):  # a preemption is within one team: the preemptor's
+        out["preemptions"] = [p for p in status["preemptions"] if teams_of.get(str(p.get("preemptor"))) == caller.team]
+    if isinstance(status.get("grace_warnings"), Mapping):
+        out["grace_warnings"] = {e: w for e, w in status["grace_warnings"].items() if teams_of.get(e) == caller.team}
     return out
 
 

@@ -36,8 +36,14 @@ class Window:
 
 def held_intervals(entry: QueueEntry, now: float) -> list[tuple[float, float]]:
     """Each attempt's (admission, end) from the entry's history; a live attempt ends now."""
+    return [(start, stop) for start, stop, _ in held_attempts(entry, now)]
+
+
+def held_attempts(entry: QueueEntry, now: float) -> list[tuple[float, float, bool]]:
+    """Each attempt's (admission, end, preempted); a live attempt ends now."""
     end = entry.finished_at if entry.finished_at is not None else now
-    return [(start, stop if stop is not None else end) for start, stop in usage.held_intervals(entry.history)]
+    return [(start, stop if stop is not None else end, lost)
+            for start, stop, lost in usage.held_attempts(entry.history)]
 
 
 def gpu_equivalents(entry: QueueEntry) -> float:
@@ -63,14 +69,21 @@ def usage_rows(entries: Iterable[QueueEntry], window: Window, now: float, by: st
     attempts: dict[str, int] = {}
     waits: dict[str, list[float]] = {}
     failures: dict[str, int] = {}
+    preempted: dict[str, int] = {}
+    lost: dict[str, float] = {}
     for e in entries:
         end = e.finished_at if e.finished_at is not None else now
         if e.submitted_at > window.until or end < window.since:
             continue
         key = key_of(e, by)
-        intervals = held_intervals(e, now)
+        attempts_of = held_attempts(e, now)
+        intervals = [(s, t) for s, t, _ in attempts_of]
         each = gpu_equivalents(e)
         hours[key] = hours.get(key, 0.0) + sum(each * window.overlap(s, t) for s, t in intervals) / 3600
+        taken = [(s, t) for s, t, was in attempts_of if was]
+        if taken:
+            preempted[key] = preempted.get(key, 0) + len(taken)
+            lost[key] = lost.get(key, 0.0) + sum(each * window.overlap(s, t) for s, t in taken)
         jobs[key] = jobs.get(key, 0) + 1
         attempts[key] = attempts.get(key, 0) + len(intervals)
         if intervals:
@@ -84,7 +97,8 @@ def usage_rows(entries: Iterable[QueueEntry], window: Window, now: float, by: st
                              attempts=attempts.get(key, 0),
                              mean_wait_s=round(sum(w) / len(w), 3) if w else None,
                              p95_wait_s=round(w[max(0, math.ceil(0.95 * len(w)) - 1)], 3) if w else None,
-                             failures=failures.get(key, 0)))
+                             failures=failures.get(key, 0), preemptions=preempted.get(key, 0),
+                             lost_gpu_hours=round(lost.get(key, 0.0) / 3600, 4)))
     return rows
 
 
@@ -109,4 +123,4 @@ def parse_since(text: str, now: float) -> float:
     return since
 
 
-__all__ = ["GROUPINGS", "Window", "held_intervals", "key_of", "parse_since", "usage_rows"]
+__all__ = ["GROUPINGS", "Window", "held_attempts", "held_intervals", "key_of", "parse_since", "usage_rows"]

@@ -57,6 +57,7 @@ from nomad_gpu.service.jobdetail import NomadReads
 from nomad_gpu.service.keeproute import keep_routes
 from nomad_gpu.service.listroutes import list_routes
 from nomad_gpu.service.openapi import document
+from nomad_gpu.service.preemptconfig import entry_warnings
 from nomad_gpu.service.reclaim import IdleReclaim
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
@@ -105,7 +106,8 @@ def create_app(service: SchedulerService, token: str | None = None,
         reason = e.reason or (service.pending_reason() if e.state is EntryState.QUEUED else "")
         return replace(e.to_payload(), usage=usage.payload(e.id) if usage is not None else None,
                        addresses=entry_addresses(service, e.id), reason=reason, position=service.position(e),
-                       device_health=entry_device_health(service, e))
+                       device_health=entry_device_health(service, e),
+                       warnings=entry_warnings(e.spec, service.settings.take_back.max_kill_timeout_s))
 
     async def submit(request: Request) -> Response:
         caller = caller_of(request.scope)
@@ -222,7 +224,8 @@ def create_app(service: SchedulerService, token: str | None = None,
         caller = caller_of(request.scope)
 
         def read() -> Response:
-            live = service.store.list([EntryState.QUEUED, EntryState.ADMITTED, EntryState.RUNNING])
+            live = service.store.list([EntryState.QUEUED, EntryState.ADMITTED, EntryState.RUNNING,
+                                       EntryState.PREEMPTING])
             with service._lock:  # reads only: the usage and the inventory at one instant
                 usage = dict(service.ledger.team_usage())
                 capacity = capacity_gpu(service.ledger)

@@ -25,7 +25,7 @@ from pydantic import TypeAdapter, ValidationError
 from nomad_gpu.domain.classes import WorkloadClass
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.idle import DEFAULT_IDLE, DEFAULT_MAX_KEEP_S, IdleAction, IdlePolicy
-from nomad_gpu.render.spec import Seconds
+from nomad_gpu.render.durations import Seconds
 
 __all__ = ["IdlePolicies", "check_rounds", "idle_from_classes"]
 

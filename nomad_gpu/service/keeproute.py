@@ -18,7 +18,7 @@ from starlette.routing import Route
 
 from nomad_gpu.api.payloads import Kept
 from nomad_gpu.domain.errors import InvalidRequest, Unavailable
-from nomad_gpu.render.spec import Seconds
+from nomad_gpu.render.durations import Seconds
 from nomad_gpu.service.access import caller_of
 from nomad_gpu.service.httpkit import read_body, visible_entry
 from nomad_gpu.service.reclaim import IdleReclaim

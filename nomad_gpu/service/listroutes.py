@@ -88,7 +88,8 @@ def list_routes(service: SchedulerService, clock: Callable[[], float] | None = N
             rows = tuple(UsageRow(key=r.key, gpu_hours=r.gpu_hours, jobs=r.jobs, attempts=r.attempts,
                                   mean_wait_s=r.mean_wait_s, p95_wait_s=r.p95_wait_s, failures=r.failures,
                                   idle_gpu_hours=(x := extra.get(r.key, IdleTotals())).idle_gpu_hours,
-                                  reclaimed_gpu_hours=x.reclaimed_gpu_hours, reclaims=x.reclaims)
+                                  reclaimed_gpu_hours=x.reclaimed_gpu_hours, reclaims=x.reclaims,
+                                  preemptions=r.preemptions, lost_gpu_hours=r.lost_gpu_hours)
                          for r in found)
             return JSONResponse(UsageReport(since=since, until=until, by=by, rows=rows).to_json())
 

@@ -60,6 +60,11 @@ class Metrics:
         self.leader.set(1)
         self.leader_changes = Counter("nomad_gpu_leader_changes_total", "Times this replica took or lost the "
                                       "leader's lease", registry=r)
+        self.preemptions = Counter("nomad_gpu_preemptions", "Running jobs preempted for a waiting one (DESIGN 17), "
+                                   "by the victim's class and team", ["class", "team"], registry=r)
+        self.preemption_lost = Counter("nomad_gpu_preemption_lost_gpu_seconds", "GPU-seconds of work lost to "
+                                       "preemption: each victim's GPU-equivalents times its run since its start",
+                                       ["class", "team"], registry=r)
         self._at_scrape = _ReadAtScrape()
         r.register(self._at_scrape)
 
@@ -91,6 +96,13 @@ class Metrics:
         for team, value in folded.items():
             self.team_gpu.labels(team).set(value)
         self._other_seen = self._other_seen or OTHER_TEAMS in folded
+
+    def team_label(self, team: str) -> str:
+        """A team as a label: past MAX_TEAM_LABELS distinct teams, the rest share one (as `set_queue` folds)."""
+        if team in self._teams or len(self._teams) < MAX_TEAM_LABELS:
+            self._teams.add(team)
+            return team
+        return OTHER_TEAMS
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -35,6 +35,7 @@ from nomad_gpu.service.fleetcheck import FleetShapes, NeverCache
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
+from nomad_gpu.service.preemption import Preemptions
 from nomad_gpu.service.reconcile import Reconciler
 from nomad_gpu.service.relayoutloop import RELAYOUT_HELPS, RelayoutLoop
 from nomad_gpu.service.runtimes import eta_bases
@@ -45,7 +46,7 @@ from nomad_gpu.service.tracking import LIVE, Executor, Tracked
 from nomad_gpu.service.views import inventory_view
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.contract import Store, StoreFull, TeamQuota
-from nomad_gpu.store.entries import parse_job_id
+from nomad_gpu.store.entries import entry_of_job
 
 logger = logging.getLogger(__name__)
 
@@ -68,12 +69,6 @@ def boot_id() -> str:
             return fh.read().strip()
     except OSError:
         return ""
-
-
-def entry_of_job(job_id: str) -> str | None:
-    """`ngpu-<instance>-q000012-3` (or an older `ngpu-q000012`) -> `q000012`; None for jobs not ours."""
-    ref = parse_job_id(job_id)
-    return ref.entry if ref is not None else None
 
 
 class SchedulerService:
@@ -115,6 +110,7 @@ class SchedulerService:
                               admission_deadline_s=settings.admission_deadline_s, classes=self.classes,
                               unhold=self._unhold)
         self.reconciler = Reconciler(self.life, self.ledger)
+        self.preemption = Preemptions(settings, self.ledger, self.life, self.metrics)  # service/preemption.py
         self.relayout: RelayoutLoop | None = None
         """MIG re-layouts (service/relayoutloop.py), set by the runtime when the operator enables them."""
         self._thread: threading.Thread | None = None
@@ -291,6 +287,7 @@ class SchedulerService:
                                  fair=self.settings.fair)
             if self.relayout is not None:
                 self.relayout.before_cycle(self.ledger)  # instances being re-laid are offered to no one
+            self.preemption.before_cycle(self.holds)  # after a restart: the holds of preemptions under way
             result = run_cycle(self.ledger, [t.request for t in queue if t.request is not None], now=now,
                                config=config, usage=self.usage, holds=self.holds)
             self.holds = dict(result.holds)
@@ -319,6 +316,7 @@ class SchedulerService:
                     if tracked is not None and tracked.entry.reason != text:
                         reasons[tracked.entry.id] = text
                         tracked.entry = replace(tracked.entry, reason=text)
+            self.preemption.after_cycle(result, self.holds, now, reasons)  # takes GPUs back for waits that may
             if reasons:
                 self.store.set_reasons(reasons)
             self.cycles += 1
@@ -545,12 +543,12 @@ class SchedulerService:
                 "live": live, "nodes": len(self.ledger.inventory), "gpus": gpus,
                 "team_usage_gpu": dict(self.ledger.team_usage()),
                 "holds": {e: sorted(n) for e, n in self.holds.items()},
-                "draining": len(self.life.draining),
+                "draining": len(self.life.draining), **self.preemption.status(),
                 "instance": self.store.instance,
                 "mig_relayouts": self.relayout.status() if self.relayout is not None else None,
                 **self._status_now(),
             }
-            owners = {e: t.entry.team for e in self.holds if (t := self.life.entries.get(e)) is not None}
+            owners = {e: t.entry.team for e in [*self.holds, *out["grace_warnings"]] if (t := self.life.entries.get(e))}
             self._status_seen = (out, owners)
             return out, owners
         finally:

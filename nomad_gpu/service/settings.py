@@ -24,6 +24,7 @@ from nomad_gpu.service.classconfig import classes_from_mapping
 from nomad_gpu.service.haconfig import HaSettings, ha_from_mapping
 from nomad_gpu.service.idleconfig import IdlePolicies, check_rounds, idle_from_classes
 from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
+from nomad_gpu.service.preemptconfig import TakeBackSettings, take_back_from_config
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
 from nomad_gpu.service.runtimes import RuntimeDefaults, runtime_defaults_from_mapping
 from nomad_gpu.service.usageconfig import UsageSettings, usage_from_mapping
@@ -73,6 +74,8 @@ class SchedulingSettings:
     proven equal to Nomad's parse) instead of asked of `/v1/jobs/parse`; false asks Nomad for every job."""
     ha: HaSettings = field(default_factory=HaSettings)
     """`ha:` (service/haconfig.py): the leader's lease when replicas share a PostgreSQL queue."""
+    take_back: TakeBackSettings = field(default_factory=TakeBackSettings)
+    """Preemption (`preemption:`, the classes' `preempts`/`preemptible`, `nomad.max_kill_timeout`)."""
     service_name: str = "nomad-gpu"
     """Written into every job's meta (`nomad_gpu_service`): two services on one cluster tell their jobs
     apart by it (the job-ID prefix is random per database)."""
@@ -302,7 +305,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
     known = {"policy", "hol_threshold_s", "tick_s", "half_life_s", "teams", "default_team", "sharing",
              "actuator_workers", "model_weights", "api", "refusal_avoid_s", "admission_deadline_s",
              "retention_s", "usage", "min_cycle_interval_s", "classes", "mig_relayout", "service_name",
-             "runtime_defaults", "nomad", "ha"}
+             "runtime_defaults", "nomad", "ha", "preemption"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -341,6 +344,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             runtime_defaults=runtime_defaults_from_mapping(raw.get("runtime_defaults"), f"{where}: runtime_defaults"),
             local_parse=_local_parse(raw.get("nomad"), f"{where}: nomad"),
             ha=ha_from_mapping(raw.get("ha"), f"{where}: ha"),
+            take_back=take_back_from_config(raw, where),
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from exc
@@ -350,8 +354,9 @@ def _local_parse(raw: Any, where: str) -> bool:
     """``nomad: {local_parse: true|false}`` (default true)."""
     if raw is None:
         return True
-    if not isinstance(raw, Mapping) or set(raw) - {"local_parse"} or not isinstance(raw.get("local_parse", True), bool):
-        raise InvalidRequest(f"{where}: must be a mapping with only local_parse: true or false")
+    if (not isinstance(raw, Mapping) or set(raw) - {"local_parse", "max_kill_timeout"}
+            or not isinstance(raw.get("local_parse", True), bool)):
+        raise InvalidRequest(f"{where}: must be a mapping with only local_parse: true or false, max_kill_timeout")
     return bool(raw.get("local_parse", True))
 
 

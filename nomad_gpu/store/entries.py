@@ -7,6 +7,11 @@
       │  └─its stored spec is no longer valid (a newer validator)─► failed
       └──── retry (failed/lost with retries left, or a register that did not happen) ───┘
     admitted | running ──its GPUs idle past its class's window, taken back for a waiting job──► reclaimed
+
+    running ──preempt──► preempting ──every allocation terminal──► queued (a new attempt, no retry used)
+                            │  (holds its capacity while Nomad      │
+                            │   stops it with its checkpoint grace) └─► complete (it exited 0 in its grace)
+                            └──cancel──► cancelled
 """
 
 from __future__ import annotations
@@ -34,13 +39,16 @@ class EntryState(enum.Enum):
     RECLAIMED = "reclaimed"
     """Its GPUs sat idle past its class's window and were taken back for a waiting job (idle reclaim):
     neither its failure nor a user's cancel."""
+    PREEMPTING = "preempting"
+    """Its GPUs are taken back for a waiting job (DESIGN 17): Nomad stops it with its checkpoint grace, and
+    it holds its capacity until every allocation is terminal; its reason names the preemptor and the node."""
 
     def is_terminal(self) -> bool:
         return self in (EntryState.COMPLETE, EntryState.FAILED, EntryState.CANCELLED, EntryState.DEPENDENCY_FAILED,
                         EntryState.RECLAIMED)
 
     def holds_capacity(self) -> bool:
-        return self in (EntryState.ADMITTED, EntryState.RUNNING)
+        return self in (EntryState.ADMITTED, EntryState.RUNNING, EntryState.PREEMPTING)
 
 
 TRANSITIONS: Mapping[EntryState, frozenset[EntryState]] = {
@@ -49,7 +57,9 @@ TRANSITIONS: Mapping[EntryState, frozenset[EntryState]] = {
     EntryState.ADMITTED: frozenset({EntryState.RUNNING, EntryState.QUEUED, EntryState.COMPLETE,
                                     EntryState.FAILED, EntryState.CANCELLED, EntryState.RECLAIMED}),
     EntryState.RUNNING: frozenset({EntryState.COMPLETE, EntryState.FAILED, EntryState.QUEUED,
-                                   EntryState.CANCELLED, EntryState.RECLAIMED}),
+                                   EntryState.CANCELLED, EntryState.RECLAIMED, EntryState.PREEMPTING}),
+    EntryState.PREEMPTING: frozenset({EntryState.QUEUED, EntryState.COMPLETE, EntryState.FAILED,
+                                      EntryState.CANCELLED}),
     EntryState.COMPLETE: frozenset(),
     EntryState.FAILED: frozenset(),
     EntryState.CANCELLED: frozenset(),
@@ -108,6 +118,7 @@ class QueueEntry:
             placements=tuple(_placement(p) for p in self.placements), admitted_at=self.admitted_at,
             finished_at=self.finished_at, sweep=self.sweep, spec=dict(self.spec), namespace=self.namespace,
             registered_at=self.registered_at, refusals=self.refusals, held=self.held,
+            preemptions=sum(1 for h in self.history if h.get("to") == EntryState.PREEMPTING.value),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -148,6 +159,12 @@ def parse_job_id(job_id: str) -> JobRef | None:
     if m is None:
         return None
     return JobRef(m.group("inst") or "", m.group("entry"), int(m.group("attempt") or 0))
+
+
+def entry_of_job(job_id: str) -> str | None:
+    """`ngpu-<instance>-q000012-3` (or an older `ngpu-q000012`) -> `q000012`; None for jobs not ours."""
+    ref = parse_job_id(job_id)
+    return ref.entry if ref is not None else None
 
 
 def dumps(value: Any) -> str:

@@ -129,7 +129,7 @@ CREATE INDEX usage_attempts_job ON usage_attempts(job, end_at)
 
 # v3: the leader's lease (store/pglease.py): one row, made here so that every campaign can lock it; holder_app
 # is the leader process's application_name (pgconnect.APPLICATION_NAME), so a takeover can end all its sessions.
-_V3 = """
+_V3_LEASE = """
 CREATE TABLE leader_lease (
   id INTEGER PRIMARY KEY CHECK (id = 1),
   epoch BIGINT NOT NULL,
@@ -146,7 +146,12 @@ INSERT INTO leader_lease (id, epoch, holder_pid, address, lease_s, renewals) VAL
 
 def _v2(db: psycopg.Connection[tuple[object, ...]]) -> None:
     _run(db, _V2)
+    _run(db, _V4_PREEMPTED)  # the backfill writes each attempt's `preempted`
     backfill(db)
+
+
+_V4_PREEMPTED = "ALTER TABLE usage_attempts ADD COLUMN IF NOT EXISTS preempted INTEGER NOT NULL DEFAULT 0"
+"""Each attempt says whether it was preempted (its work lost: the usage report's lost GPU-hours)."""
 
 
 def _run(db: psycopg.Connection[tuple[object, ...]], statements: str) -> None:
@@ -158,7 +163,7 @@ def _run(db: psycopg.Connection[tuple[object, ...]], statements: str) -> None:
 Migration = str | Callable[[psycopg.Connection[tuple[object, ...]]], None]
 """SQL statements, or a step that also needs Python (reading the JSON the entries hold)."""
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _v2, _V3)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _v2, _V3_LEASE, _V4_PREEMPTED)
 VERSION = len(MIGRATIONS)
 
 

@@ -20,8 +20,11 @@ from nomad_gpu.store.usage import (
     FAILED,
     GROUP_COLUMNS,
     HOLDING,
+    PREEMPTING,
+    REQUEUED,
     JobFacts,
     UsageTotals,
+    held_attempts,
     held_intervals,
     keys_of,
     stored_facts,
@@ -41,10 +44,13 @@ _MOVE = (
     " opened), first_start = CASE WHEN EXISTS (SELECT 1 FROM opened) THEN COALESCE(first_start,"
     " %(at)s::float8) ELSE first_start END FROM j WHERE usage_jobs.id = j.id RETURNING usage_jobs.id),"
     " i AS (INSERT INTO usage_attempts (job, start_at, end_at) SELECT id, %(at)s::float8, NULL FROM opened),"
-    " c AS (UPDATE usage_attempts SET end_at = %(at)s::float8 FROM j WHERE %(closes)s AND usage_attempts.job ="
-    " j.id AND usage_attempts.end_at IS NULL) SELECT id FROM u")
+    " c AS (UPDATE usage_attempts SET end_at = %(at)s::float8, preempted = preempted * %(requeued)s FROM j WHERE"
+    " %(closes)s AND usage_attempts.job = j.id AND usage_attempts.end_at IS NULL),"
+    " p AS (UPDATE usage_attempts SET preempted = 1 FROM j WHERE %(preempting)s AND usage_attempts.job = j.id AND"
+    " usage_attempts.end_at IS NULL) SELECT id FROM u")
 """A move in one round trip: the job's keys and end again, and an attempt opened (it now holds GPUs and had
-none open) or closed (it no longer holds them); no row: the job has no record yet."""
+none open) or closed (it no longer holds them; preempted only when queued again), or marked preempted; no row:
+the job has no record yet."""
 
 
 def _job_row(job: JobFacts, attempts: Sequence[tuple[float, float | None]]) -> tuple[Any, ...]:
@@ -56,11 +62,11 @@ def _job_row(job: JobFacts, attempts: Sequence[tuple[float, float | None]]) -> t
 
 def record_new(db: Db, job: JobFacts, history: Iterable[Mapping[str, Any]] = ()) -> None:
     """A job's record, with the attempts its history shows (none for a new submission)."""
-    attempts = held_intervals(history)
-    row = db.execute(_INSERT_JOB, _job_row(job, attempts)).fetchone()
+    attempts = held_attempts(history)
+    row = db.execute(_INSERT_JOB, _job_row(job, [(start, end) for start, end, _ in attempts])).fetchone()
     if attempts and row is not None:
-        db.cursor().executemany("INSERT INTO usage_attempts (job, start_at, end_at) VALUES (%s, %s, %s)",
-                                [(row[0], start, end) for start, end in attempts])
+        db.cursor().executemany("INSERT INTO usage_attempts (job, start_at, end_at, preempted) VALUES (%s, %s, %s,"
+                                " %s)", [(row[0], start, end, int(lost)) for start, end, lost in attempts])
 
 
 def record_added(db: Db, jobs: Sequence[tuple[JobFacts, Iterable[Mapping[str, Any]]]]) -> None:
@@ -87,7 +93,8 @@ def record_move(db: Db, job: JobFacts, at: object) -> None:
     args = {"entry": job.entry_id, "class": k.job_class, "kind": k.kind, "model": k.model,
             "gpu_eq": k.gpu_equivalents, "finished": job.finished_at, "failed": int(job.state in FAILED),
             "at": float(at) if isinstance(at, int | float) else None,
-            "opens": timed and job.state in HOLDING, "closes": timed and job.state not in HOLDING}
+            "opens": timed and job.state in HOLDING, "closes": timed and job.state not in HOLDING,
+            "requeued": int(job.state == REQUEUED), "preempting": timed and job.state == PREEMPTING}
     if db.execute(_MOVE, args).fetchone() is None:  # written before this record existed: start it now
         record_new(db, job)
         db.execute(_MOVE, args)
@@ -140,10 +147,12 @@ def report(db: Db, by: str, since: float, until: float, now: float, team: str | 
         f"WITH j AS ({jobs}) SELECT key, SUM(jobs), SUM(attempts), SUM(CASE WHEN failed <> 0 AND finished_at BETWEEN"
         " %(since)s AND %(until)s THEN jobs ELSE 0 END), AVG(CASE WHEN first_start IS NOT NULL THEN GREATEST(0.0,"
         " first_start - submitted_at) END) FROM j GROUP BY key".encode(), args).fetchall()
-    hours = {r[0]: r[1] for r in db.execute(
-        f"WITH j AS ({jobs}) SELECT j.key, SUM(j.gpu_eq * GREATEST(0.0, LEAST(COALESCE(a.end_at, j.finished_at,"
-        " %(now)s), %(until)s) - GREATEST(a.start_at, %(since)s))) FROM j JOIN usage_attempts a ON a.job = j.id"
-        " GROUP BY j.key".encode(), args).fetchall()}
+    held = ("j.gpu_eq * GREATEST(0.0, LEAST(COALESCE(a.end_at, j.finished_at, %(now)s), %(until)s) -"
+            " GREATEST(a.start_at, %(since)s))")
+    taken = {r[0]: (r[1], r[2], r[3]) for r in db.execute(
+        f"WITH j AS ({jobs}) SELECT j.key, SUM({held}), SUM(a.preempted), SUM(a.preempted * {held}) FROM j JOIN"
+        " usage_attempts a ON a.job = j.id GROUP BY j.key".encode(), args).fetchall()}
+    hours = {key: t[0] for key, t in taken.items()}
     p95 = {r[0]: r[1] for r in db.execute(
         f"WITH j AS ({jobs}), w AS (SELECT key, GREATEST(0.0, first_start - submitted_at) AS wait FROM j WHERE"
         " first_start IS NOT NULL), r AS (SELECT key, wait, ROW_NUMBER() OVER (PARTITION BY key ORDER BY wait)"
@@ -152,7 +161,9 @@ def report(db: Db, by: str, since: float, until: float, now: float, team: str | 
     raw = {key: float(hours.get(key) or 0.0) / 3600 for key, *_ in rows}
     return [UsageTotals(key=str(key), gpu_hours=round(raw[key], 4), jobs=int(n), attempts=int(attempts),
                         mean_wait_s=None if mean is None else round(float(mean), 3),
-                        p95_wait_s=None if key not in p95 else round(float(p95[key]), 3), failures=int(failures))
+                        p95_wait_s=None if key not in p95 else round(float(p95[key]), 3), failures=int(failures),
+                        preemptions=int(taken.get(key, (0, 0, 0))[1] or 0),
+                        lost_gpu_hours=round(float(taken.get(key, (0, 0, 0))[2] or 0.0) / 3600, 4))
             for key, n, attempts, failures, mean in sorted(rows, key=lambda r: (-raw[r[0]], r[0]))]
 
 

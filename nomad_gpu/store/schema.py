@@ -116,13 +116,21 @@ CREATE INDEX IF NOT EXISTS usage_attempts_job ON usage_attempts(job, end_at);
 
 def _v4(db: sqlite3.Connection) -> None:
     _run(db, _V4)
+    _v5(db)  # the backfill writes each attempt's `preempted`
     backfill(db)
+
+
+def _v5(db: sqlite3.Connection) -> None:
+    """Each attempt says whether it was preempted (its work lost: the usage report's lost GPU-hours)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(usage_attempts)")}
+    if "preempted" not in columns:
+        db.execute("ALTER TABLE usage_attempts ADD COLUMN preempted INTEGER NOT NULL DEFAULT 0")
 
 
 Migration = str | Callable[[sqlite3.Connection], None]
 """SQL statements, or a step that also needs Python (reading the JSON the entries hold)."""
 
-MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _v4)
+MIGRATIONS: tuple[Migration, ...] = (_V1, _V2, _V3, _v4, _v5)
 VERSION = len(MIGRATIONS)
 
 

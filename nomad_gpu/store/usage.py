@@ -24,7 +24,8 @@ from nomad_gpu.domain.modelnames import short_model
 from nomad_gpu.domain.units import MigProfile, parent_slices_for_model
 from nomad_gpu.store import specdiff
 
-HOLDING = ("admitted", "running")
+HOLDING = ("admitted", "running", "preempting")
+PREEMPTING, REQUEUED = "preempting", "queued"
 FAILED = ("failed", "dependency-failed")
 NONE = "-"
 GROUP_COLUMNS = {"team": "team", "class": "class", "kind": "kind", "model": "model", "user": "user", "sweep": "sweep"}
@@ -101,19 +102,27 @@ def _gpu_equivalents(groups: Sequence[Mapping[str, Any]], placements: Sequence[M
 
 def held_intervals(history: Iterable[Mapping[str, Any]]) -> list[tuple[float, float | None]]:
     """Each attempt's (admission, end) from an entry's history; None: it still holds its GPUs."""
-    out: list[tuple[float, float | None]] = []
+    return [(start, end) for start, end, _ in held_attempts(history)]
+
+
+def held_attempts(history: Iterable[Mapping[str, Any]]) -> list[tuple[float, float | None, bool]]:
+    """Each attempt's (admission, end, preempted): preempted when it was `preempting` and then queued again
+    (its work lost; one that exited 0 in its grace completed instead)."""
+    out: list[tuple[float, float | None, bool]] = []
     start: float | None = None
+    preempting = False
     for event in history:
         at, to = event.get("at"), event.get("to")
         if not isinstance(at, int | float):
             continue
         if to in HOLDING:
             start = float(at) if start is None else start
+            preempting = preempting or to == PREEMPTING
         elif start is not None:
-            out.append((start, float(at)))
-            start = None
+            out.append((start, float(at), preempting and to == REQUEUED))
+            start, preempting = None, False
     if start is not None:
-        out.append((start, None))
+        out.append((start, None, False))
     return out
 
 
@@ -134,15 +143,15 @@ class JobFacts:
 def record_new(db: sqlite3.Connection, job: JobFacts, history: Iterable[Mapping[str, Any]] = ()) -> None:
     """A job's record, with the attempts its history shows (none for a new submission)."""
     k = keys_of(job.spec, job.placements, job.sweep)
-    attempts = held_intervals(history)
+    attempts = held_attempts(history)
     cur = db.execute(
         "INSERT INTO usage_jobs (entry_id, team, class, kind, model, user, sweep, gpu_eq, submitted_at,"
         " finished_at, failed, first_start, attempts) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (job.entry_id, job.team, k.job_class, k.kind, k.model, k.user, k.sweep, k.gpu_equivalents, job.submitted_at,
          job.finished_at, int(job.state in FAILED), attempts[0][0] if attempts else None, len(attempts)))
     if attempts:
-        db.executemany("INSERT INTO usage_attempts (job, start_at, end_at) VALUES (?, ?, ?)",
-                       [(cur.lastrowid, start, end) for start, end in attempts])
+        db.executemany("INSERT INTO usage_attempts (job, start_at, end_at, preempted) VALUES (?, ?, ?, ?)",
+                       [(cur.lastrowid, start, end, int(lost)) for start, end, lost in attempts])
 
 
 def record_move(db: sqlite3.Connection, job: JobFacts, at: object) -> None:
@@ -174,8 +183,11 @@ def _attempt_moved(db: sqlite3.Connection, job: int, state: str, at: float) -> N
         db.execute("INSERT INTO usage_attempts (job, start_at, end_at) VALUES (?, ?, NULL)", (job, at))
         db.execute("UPDATE usage_jobs SET attempts = attempts + 1, first_start = COALESCE(first_start, ?)"
                    " WHERE id = ?", (at, job))
-    elif state not in HOLDING and open_ is not None:
-        db.execute("UPDATE usage_attempts SET end_at = ? WHERE rowid = ?", (at, open_[0]))
+    elif state not in HOLDING and open_ is not None:  # preempted only if queued again, not if it completed
+        db.execute("UPDATE usage_attempts SET end_at = ?, preempted = preempted * ? WHERE rowid = ?",
+                   (at, int(state == REQUEUED), open_[0]))
+    elif state == PREEMPTING and open_ is not None:
+        db.execute("UPDATE usage_attempts SET preempted = 1 WHERE rowid = ?", (open_[0],))
 
 
 def fold(db: sqlite3.Connection, entry_ids: Sequence[str]) -> None:
@@ -238,6 +250,8 @@ class UsageTotals:
     mean_wait_s: float | None
     p95_wait_s: float | None
     failures: int
+    preemptions: int = 0
+    lost_gpu_hours: float = 0.0
 
 
 def report(db: sqlite3.Connection, by: str, since: float, until: float, now: float,
@@ -255,10 +269,11 @@ def report(db: sqlite3.Connection, by: str, since: float, until: float, now: flo
         f"WITH j AS ({jobs}) SELECT key, SUM(jobs), SUM(attempts), SUM(CASE WHEN failed AND finished_at BETWEEN"
         " :since AND :until THEN jobs ELSE 0 END), AVG(CASE WHEN first_start IS NOT NULL THEN MAX(0.0,"
         " first_start - submitted_at) END) FROM j GROUP BY key", args).fetchall()
-    hours = dict(db.execute(
-        f"WITH j AS ({jobs}) SELECT j.key, SUM(j.gpu_eq * MAX(0.0, MIN(COALESCE(a.end_at, j.finished_at, :now),"
-        " :until) - MAX(a.start_at, :since))) FROM j JOIN usage_attempts a ON a.job = j.id GROUP BY j.key",
-        args).fetchall())
+    held = "j.gpu_eq * MAX(0.0, MIN(COALESCE(a.end_at, j.finished_at, :now), :until) - MAX(a.start_at, :since))"
+    taken = {key: (hours, n, lost) for key, hours, n, lost in db.execute(
+        f"WITH j AS ({jobs}) SELECT j.key, SUM({held}), SUM(a.preempted), SUM(a.preempted * {held}) FROM j JOIN"
+        " usage_attempts a ON a.job = j.id GROUP BY j.key", args).fetchall()}
+    hours = {key: t[0] for key, t in taken.items()}
     p95 = dict(db.execute(
         f"WITH j AS ({jobs}), w AS (SELECT key, MAX(0.0, first_start - submitted_at) AS wait FROM j WHERE"
         " first_start IS NOT NULL), r AS (SELECT key, wait, ROW_NUMBER() OVER (PARTITION BY key ORDER BY wait)"
@@ -267,5 +282,7 @@ def report(db: sqlite3.Connection, by: str, since: float, until: float, now: flo
     raw = {key: float(hours.get(key) or 0.0) / 3600 for key, *_ in rows}
     return [UsageTotals(key=str(key), gpu_hours=round(raw[key], 4), jobs=int(n), attempts=int(attempts),
                         mean_wait_s=None if mean is None else round(float(mean), 3),
-                        p95_wait_s=None if key not in p95 else round(float(p95[key]), 3), failures=int(failures))
+                        p95_wait_s=None if key not in p95 else round(float(p95[key]), 3), failures=int(failures),
+                        preemptions=int(taken.get(key, (0, 0, 0))[1] or 0),
+                        lost_gpu_hours=round(float(taken.get(key, (0, 0, 0))[2] or 0.0) / 3600, 4))
             for key, n, attempts, failures, mean in sorted(rows, key=lambda r: (-raw[r[0]], r[0]))]

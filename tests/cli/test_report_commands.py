@@ -38,8 +38,8 @@ def test_report_as_table_csv_and_json(served: tuple[SchedulerService, str]) -> N
     assert code == 0, err
     rows = list(csv.reader(io.StringIO(out)))
     assert rows[0] == ["team", "gpu_hours", "jobs", "attempts", "mean_wait_s", "p95_wait_s", "failures",
-                       "idle_gpu_hours", "reclaims", "reclaimed_gpu_hours"]
-    assert rows[1] == ["vision", "0.0", "1", "0", "", "", "0", "0.0", "0", "0.0"]  # queued: no GPU-hours, no wait
+                       "idle_gpu_hours", "reclaims", "reclaimed_gpu_hours", "preemptions", "lost_gpu_hours"]
+    assert rows[1] == ["vision", "0.0", "1", "0", "", "", "0", "0.0", "0", "0.0", "0", "0.0"]  # queued: nothing
     code, out, _ = cli(address, "report", "--by", "kind", "--json")
     assert json.loads(out)["by"] == "kind" and json.loads(out)["rows"][0]["key"] == "gpu"
     code, _, err = cli(address, "report", "--since", "someday")

@@ -99,7 +99,7 @@ def test_a_team_keeps_a_bounded_history_and_its_usage_is_kept(service: Scheduler
     rows = client.get("/v1/usage?since=1d", headers=headers).json()["rows"]
     assert rows == [{"key": "nlp", "gpu_hours": 0.0, "jobs": 1250, "attempts": 0, "mean_wait_s": None,
                      "p95_wait_s": None, "failures": 0, "idle_gpu_hours": 0.0, "reclaimed_gpu_hours": 0.0,
-                     "reclaims": 0}]
+                     "reclaims": 0, "preemptions": 0, "lost_gpu_hours": 0.0}]
     kept = {e.sweep for e in service.store.list(team="nlp")}
     assert "hp4-s5" in kept and "hp0-s1" not in kept  # the oldest went first
     assert len(service.store.list(team="vision")) == 1

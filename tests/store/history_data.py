@@ -57,6 +57,18 @@ def history(store: Store) -> None:
     trials = store.add([QueueEntry(id="", name=f"hp-t{i}", team="nlp", priority=50, spec=spec("nlp"),
                                    submitted_at=2000.0, sweep="hp-s1") for i in range(40)])
     store.cancel_queued([t.id for t in trials], 2500.0, "cancelled by user")
+    # preemption: one attempt taken back and queued again (its work lost), one that exited 0 in its grace
+    p = store.add([job("vision", 5000.0, job_class="exploratory"), job("nlp", 5100.0, job_class="hpo")])
+    for e, lost in zip(p, (True, False), strict=True):
+        store.transition(e.id, EntryState.ADMITTED, at=5200.0, admitted_at=5200.0, placements=(GPU,))
+        store.transition(e.id, EntryState.RUNNING, at=5205.0)
+        store.transition(e.id, EntryState.PREEMPTING, at=6000.0, reason="preempted by q000001 (serving) on n1")
+        if lost:
+            store.transition(e.id, EntryState.QUEUED, at=6030.0, placements=(), attempts=1, refusals=1)
+            store.transition(e.id, EntryState.ADMITTED, at=7000.0, placements=(GPU,))
+            store.transition(e.id, EntryState.COMPLETE, at=8000.0, finished_at=8000.0)
+        else:
+            store.transition(e.id, EntryState.COMPLETE, at=6010.0, finished_at=6010.0)
 
 
 WINDOWS = [(0.0, 20000.0), (1200.0, 3000.0), (2600.0, 20000.0), (4600.0, 4601.0), (9000.0, 20000.0)]

@@ -18,7 +18,7 @@ from nomad_gpu.service.accounting import GROUPINGS
 from nomad_gpu.store import EntryState, QueueEntry, SqliteStore
 from nomad_gpu.store.entries import dumps
 from nomad_gpu.store.quota import TeamQuota
-from nomad_gpu.store.schema import MIGRATIONS
+from nomad_gpu.store.schema import MIGRATIONS, VERSION
 from tests.store.history_data import GPU, SHARE, WINDOWS, expected, got, history, job, spec
 
 
@@ -31,7 +31,7 @@ def test_pruned_records_fold_and_stored_sizes_are_exact() -> None:
     store.add([job("nlp", 10000.0)], quota)
     assert store.purge_finished(before=50000.0) > 0
     folded = store._db.execute("SELECT COUNT(*), SUM(jobs) FROM usage_jobs WHERE entry_id IS NULL").fetchone()
-    assert folded[1] >= 40 and folded[0] <= 5  # the 40 cancelled trials left one row
+    assert folded[1] >= 40 and folded[0] <= 7  # the 40 cancelled trials left one row (two more ran: preemption)
     actual = store._db.execute("SELECT SUM(LENGTH(spec) + LENGTH(history) + LENGTH(placements)) FROM entries"
                                " WHERE spec_base IS NULL").fetchone()[0]
     assert store._db.execute("SELECT SUM(size) FROM entries WHERE spec_base IS NULL").fetchone()[0] == actual
@@ -86,13 +86,28 @@ def test_a_database_of_the_last_release_gets_its_usage_record(tmp_path: Path) ->
     path = str(tmp_path / "q.db")
     v3_database(path)
     store = SqliteStore(path)
-    assert store._db.execute("PRAGMA user_version").fetchone()[0] == 4
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == VERSION
     for by in GROUPINGS:
         for since, until in WINDOWS:
             assert got(store, by, since, until, 20000.0) == expected(store, by, since, until, 20000.0), (by, since)
     assert [(s.id, s.states) for s in store.sweep_summaries("nlp")] == [("hp-s1", {"cancelled": 3})]
     sizes = store._db.execute("SELECT id, size FROM entries ORDER BY seq").fetchall()
     assert all(size > 0 for _, size in sizes) and sizes[3][1] > sizes[4][1]  # the sweep's spec on its first
+    store.close()
+
+
+def test_a_version_4_database_gets_the_preempted_column(tmp_path: Path) -> None:
+    """Schema 5: each usage attempt says whether it was preempted; a database of schema 4 is brought forward."""
+    path = str(tmp_path / "q.db")
+    SqliteStore(path).close()
+    db = sqlite3.connect(path)
+    db.execute("ALTER TABLE usage_attempts DROP COLUMN preempted")
+    db.execute("PRAGMA user_version = 4")
+    db.commit()
+    db.close()
+    store = SqliteStore(path)
+    assert store._db.execute("PRAGMA user_version").fetchone()[0] == VERSION == 5
+    assert "preempted" in {row[1] for row in store._db.execute("PRAGMA table_info(usage_attempts)")}
     store.close()
 
 

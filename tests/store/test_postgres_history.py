@@ -34,7 +34,7 @@ def test_pruned_records_fold_and_stored_sizes_are_exact(pg_dsn: str) -> None:
     assert store.purge_finished(before=50000.0) > 0
     with psycopg.connect(pg_dsn) as db:
         folded = db.execute("SELECT COUNT(*), SUM(jobs) FROM usage_jobs WHERE entry_id IS NULL").fetchone()
-        assert folded is not None and folded[1] >= 40 and folded[0] <= 5  # the 40 cancelled trials: one row
+        assert folded is not None and folded[1] >= 40 and folded[0] <= 7  # 40 cancelled: one row (2 preempted ran)
         assert db.execute("SELECT COUNT(*) FROM spec_bases").fetchone() == (0,)  # the sweep's spec went too
     store.close()
 

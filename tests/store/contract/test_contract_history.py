@@ -99,7 +99,7 @@ def test_pruning_jobs_that_ran_and_ended_at_one_instant_keeps_each(store: Store)
     assert len(store.list(team="nlp")) <= 2
     report = got(store, "team", 0.0, 100.0, 100.0, "nlp")
     assert report == [{"key": "nlp", "gpu_hours": round(3 * 60 / 3600, 4), "jobs": 6, "attempts": 3,
-                       "mean_wait_s": 10.0, "p95_wait_s": 10.0, "failures": 0}]
+                       "mean_wait_s": 10.0, "p95_wait_s": 10.0, "failures": 0, "preemptions": 0, "lost_gpu_hours": 0.0}]
 
 
 def test_sweep_summaries_count_each_sweep_s_trials_by_state(store: Store) -> None:
