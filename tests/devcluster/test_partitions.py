@@ -114,7 +114,8 @@ def test_stop_on_client_after_stops_the_task_on_the_cut_off_node(make_cluster: C
 
 
 @VERSIONS
-def test_replace_false_keeps_the_allocation_unknown_with_its_devices(make_cluster: ClusterFactory, version: str) -> None:
+def test_replace_false_keeps_the_allocation_unknown_with_its_devices(make_cluster: ClusterFactory,
+                                                                     version: str) -> None:
     hcl = _with_disconnect(jobspec("job", gpus=1, duration=36000), stop_on_client_after="60s", replace=False)
     cluster, client, node_id = _start(make_cluster, version, hcl, "job")
     _partition(cluster, node_id)
@@ -184,5 +185,6 @@ def test_the_disconnect_block_is_parsed(make_cluster: ClusterFactory) -> None:
     client = nomad.Nomad(address=cluster.url, timeout=5)
     hcl = _with_disconnect(jobspec("p", gpus=1), stop_on_client_after="90s", replace=False)
     group = client.jobs.parse(hcl, canonicalize=True)["TaskGroups"][0]
-    assert group["Disconnect"] == {"LostAfter": 0, "StopOnClientAfter": 90 * 10**9, "Replace": False,
+    # `DisconnectStrategy.Canonicalize` (api/tasks.go, v2.0.5) fills Replace and Reconcile, not LostAfter
+    assert group["Disconnect"] == {"LostAfter": None, "StopOnClientAfter": 90 * 10**9, "Replace": False,
                                    "Reconcile": "best_score"}
