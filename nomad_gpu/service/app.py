@@ -66,7 +66,8 @@ class ServiceRuntime:
             raise
         self.client = NomadClient(settings.nomad)
         self.actuator = Actuator(self.client, settings.templates_dir, settings.scheduling.service_name,
-                                 local_parse=settings.scheduling.local_parse)
+                                 local_parse=settings.scheduling.local_parse,
+                                 stop_on_client_after=settings.scheduling.stop_on_client_after_s)
         self.scheduler = SchedulerService(self.store, self.actuator, settings.scheduling, self.metrics)
         self.scheduler.relayout = build_loop(  # MIG re-layouts, when the operator turned them on
             settings.scheduling.mig_relayout, self.client, executor=self.scheduler.life.executor,

@@ -34,6 +34,7 @@ from nomad_gpu.render import JobSpec
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.classes import ClassBook
 from nomad_gpu.service.life import events as ev
+from nomad_gpu.service.life.cutoff import CutOffWatch, reason
 from nomad_gpu.service.life.foreign import ForeignAllocs
 from nomad_gpu.service.life.machine import apply, record_of
 from nomad_gpu.service.life.register import Registrar
@@ -62,8 +63,9 @@ class Lifecycle:
                  executor: Executor, clock: Callable[[], float], metrics: Metrics, outage: Outage,
                  wake: Callable[[], None], refusal_avoid_s: float = 300.0,
                  admission_deadline_s: float = 300.0, classes: ClassBook | None = None,
-                 unhold: Callable[[EntryId], None] = lambda entry: None) -> None:
-        """``unhold(entry)``: drop the cycle's head-of-line hold for an entry that ends or is held."""
+                 unhold: Callable[[EntryId], None] = lambda entry: None, cut_off_bound_s: float | None = None) -> None:
+        """``unhold(entry)``: drop the cycle's head-of-line hold for an entry that ends or is held;
+        ``cut_off_bound_s``: how long a cut-off allocation's capacity stays booked at most (life/cutoff.py)."""
         self.store, self.ledger, self.actuator = store, ledger, actuator
         self.classes = classes or ClassBook()
         """Workload classes: their policy and the fleet's facts a class entry's tiers are built over."""
@@ -80,6 +82,7 @@ class Lifecycle:
         """Calls to Nomad on the executor (register, stop, settle), so that none is sent twice at once."""
         self.timers = Timers(clock, self.live, admission_deadline_s)
         self.foreign_allocs = ForeignAllocs(ledger)
+        self.cut_off = CutOffWatch(cut_off_bound_s)
         self.stops = Stops(store, actuator, lock=lock, executor=executor, outage=outage, clock=clock,
                            inflight=self.inflight, draining=self.draining.__contains__, confirmed=self._stop_confirmed)
         self.registrar = Registrar(store, ledger, actuator, lock=lock, executor=executor, outage=outage,
@@ -102,6 +105,7 @@ class Lifecycle:
         while it was down (service/life/timers.py)."""
         t = self.timers
         t.steady, t.started_at, t.started_steady, t.wall_step = steady, started_at, started_steady, wall_step
+        self.cut_off.steady = steady
 
     def _schedule(self, when: float, entry_id: str) -> None:
         self.timers.schedule(when, entry_id)
@@ -202,7 +206,8 @@ class Lifecycle:
         if d is not None:
             for a in allocs:
                 d.allocs.setdefault(a.id, a)
-            self.runner.drain_event(d, ev.StopConfirmed(tuple((a.id, a.is_terminal) for a in allocs)))
+            # a cut-off allocation's task may still run: not ended for the drain (life/cutoff.py)
+            self.runner.drain_event(d, ev.StopConfirmed(tuple((a.id, a.is_terminal and not a.cut_off) for a in allocs)))
 
     # ---- admit -------------------------------------------------------------------------------
     def admit(self, admits: Iterable[Admit], now: float) -> int:
@@ -249,6 +254,7 @@ class Lifecycle:
         self._alloc_index.move_to_end(a.id)
         if len(self._alloc_index) > _ALLOC_INDEX_MAX:
             self._alloc_index.popitem(last=False)
+        self.cut_off.note(a)
         d = self.draining.get(a.job_id)
         if d is not None:
             d.allocs[a.id] = a
@@ -365,6 +371,9 @@ class Lifecycle:
             fired = self.timers.fired(t, now) if t is not None else None
             if t is not None and fired is not None:
                 self.runner.run(t.entry, t, t.attempt, fired)
+        for alloc_id, job_id in self.cut_off.due():  # a cut-off task surely stopped by now (life/cutoff.py)
+            if (d := self.draining.get(job_id)) is not None:
+                self.runner.drain_event(d, ev.CutOffExpired(alloc_id))
         unstepped = self.timers.stops_due(now)
         if unstepped is not None:
             for s in self.store.stops(due_by=unstepped):
@@ -375,5 +384,5 @@ def _update(a: AllocInfo, timeout: str = "", pin_short: str = "", preempted: str
     return ev.AllocUpdate(a.id, terminal=a.is_terminal, succeeded=a.succeeded,
                           complete=a.client_status is AllocStatus.COMPLETE,
                           outcome=a.outcome() if a.is_terminal else "", timeout=timeout, pin_short=pin_short,
-                          preempted=preempted)
+                          preempted=preempted, cut_off=reason(a) if a.cut_off else "")
 
