@@ -52,7 +52,8 @@ def status_lines(entry: Entry, nomad: Allocations | None, nomad_error: str | Non
         if isinstance(spec.get(key), (int, float)):
             lines.append((label, duration(float(spec[key]))))
     lines.append(("attempt", f"{entry.attempts + 1} of {entry.max_retries + 1}"
-                             + (f" ({entry.refusals} refused by Nomad)" if entry.refusals else "")))
+                             + (f" ({entry.refusals} re-queued without using a retry: refused or preempted by Nomad, "
+                                f"or its node cut off from Nomad)" if entry.refusals else "")))
     unsent = "; not registered with Nomad yet" if entry.state == "queued" else ""
     lines.append(("nomad job", f"{entry.nomad_job_id} (namespace {entry.namespace}{unsent})"))
     lines += address_lines(entry)
