@@ -34,7 +34,7 @@ from nomad_gpu.render import JobSpec
 from nomad_gpu.service.actuator import NomadActuator
 from nomad_gpu.service.classes import ClassBook
 from nomad_gpu.service.life import events as ev
-from nomad_gpu.service.life.cutoff import CutOffWatch, reason
+from nomad_gpu.service.life.cutoff import CutOffWatch, bound_s, reason
 from nomad_gpu.service.life.foreign import ForeignAllocs
 from nomad_gpu.service.life.machine import apply, record_of
 from nomad_gpu.service.life.register import Registrar
@@ -63,9 +63,11 @@ class Lifecycle:
                  executor: Executor, clock: Callable[[], float], metrics: Metrics, outage: Outage,
                  wake: Callable[[], None], refusal_avoid_s: float = 300.0,
                  admission_deadline_s: float = 300.0, classes: ClassBook | None = None,
-                 unhold: Callable[[EntryId], None] = lambda entry: None, cut_off_bound_s: float | None = None) -> None:
+                 unhold: Callable[[EntryId], None] = lambda entry: None,
+                 stop_on_client_after_s: float | None = None) -> None:
         """``unhold(entry)``: drop the cycle's head-of-line hold for an entry that ends or is held;
-        ``cut_off_bound_s``: how long a cut-off allocation's capacity stays booked at most (life/cutoff.py)."""
+        ``stop_on_client_after_s``: the jobs' setting, which bounds how long a cut-off allocation's capacity
+        stays booked (life/cutoff.py)."""
         self.store, self.ledger, self.actuator = store, ledger, actuator
         self.classes = classes or ClassBook()
         """Workload classes: their policy and the fleet's facts a class entry's tiers are built over."""
@@ -82,7 +84,7 @@ class Lifecycle:
         """Calls to Nomad on the executor (register, stop, settle), so that none is sent twice at once."""
         self.timers = Timers(clock, self.live, admission_deadline_s)
         self.foreign_allocs = ForeignAllocs(ledger)
-        self.cut_off = CutOffWatch(cut_off_bound_s)
+        self.cut_off = CutOffWatch(bound_s(stop_on_client_after_s))
         self.stops = Stops(store, actuator, lock=lock, executor=executor, outage=outage, clock=clock,
                            inflight=self.inflight, draining=self.draining.__contains__, confirmed=self._stop_confirmed)
         self.registrar = Registrar(store, ledger, actuator, lock=lock, executor=executor, outage=outage,

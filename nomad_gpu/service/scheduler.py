@@ -113,7 +113,7 @@ class SchedulerService:
                               metrics=self.metrics, outage=self.outage, wake=self.wake_now,
                               refusal_avoid_s=settings.refusal_avoid_s,
                               admission_deadline_s=settings.admission_deadline_s, classes=self.classes,
-                              unhold=self._unhold, cut_off_bound_s=settings.cut_off_bound_s)
+                              unhold=self._unhold, stop_on_client_after_s=settings.stop_on_client_after_s)
         self.reconciler = Reconciler(self.life, self.ledger)
         self.relayout: RelayoutLoop | None = None
         """MIG re-layouts (service/relayoutloop.py), set by the runtime when the operator enables them."""

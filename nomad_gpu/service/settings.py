@@ -22,7 +22,7 @@ from nomad_gpu.render.loading import decode_spec
 from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
 from nomad_gpu.service.classconfig import classes_from_mapping
 from nomad_gpu.service.confignumbers import read_numbers
-from nomad_gpu.service.life.cutoff import DEFAULT_STOP_ON_CLIENT_AFTER_S, bound_s, stop_on_client_after
+from nomad_gpu.service.life.cutoff import DEFAULT_STOP_ON_CLIENT_AFTER_S, stop_on_client_after
 from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
 from nomad_gpu.service.runtimes import RuntimeDefaults, runtime_defaults_from_mapping
@@ -102,13 +102,8 @@ class SchedulingSettings:
     """Written into every job's meta (`nomad_gpu_service`): two services on one cluster tell their jobs
     apart by it (the job-ID prefix is random per database)."""
     stop_on_client_after_s: float | None = DEFAULT_STOP_ON_CLIENT_AFTER_S
-    """`nomad: {stop_on_client_after: 60s}`: each GPU group gets `disconnect { stop_on_client_after, replace =
-    false }`, so a node cut off from Nomad stops its tasks itself; null writes no block (docs/partitions.md)."""
-
-    @property
-    def cut_off_bound_s(self) -> float | None:
-        """How long a cut-off allocation's capacity stays booked at most (service/life/cutoff.py)."""
-        return bound_s(self.stop_on_client_after_s)
+    """`nomad: {stop_on_client_after: 60s}`: GPU groups get `disconnect { stop_on_client_after, replace = false }`
+    (null: no block); it also bounds how long a cut-off attempt keeps its GPUs (docs/partitions.md)."""
 
 
 def _within(wide: frozenset[str], narrow: frozenset[str] | None) -> frozenset[str]:
@@ -375,15 +370,12 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
         raise InvalidRequest(f"{where}: {exc}") from exc
 
 
-NOMAD_KEYS = frozenset({"local_parse", "stop_on_client_after"})
-"""The keys of `nomad:` (how jobs are handed to Nomad)."""
-
-
 def _local_parse(raw: Any, where: str) -> bool:
     """``nomad: {local_parse: true|false}`` (default true)."""
     if raw is None:
         return True
-    if not isinstance(raw, Mapping) or set(raw) - NOMAD_KEYS or not isinstance(raw.get("local_parse", True), bool):
+    if not isinstance(raw, Mapping) or set(raw) - {"local_parse", "stop_on_client_after"} \
+            or not isinstance(raw.get("local_parse", True), bool):
         raise InvalidRequest(f"{where}: must be a mapping with only local_parse: true or false, "
                              "stop_on_client_after: a duration or null")
     return bool(raw.get("local_parse", True))

@@ -97,9 +97,9 @@ def test_a_task_killed_by_its_own_client_is_no_success(clock: Clock, ex: ManualE
 def test_the_setting_is_read_from_the_config_and_rendered() -> None:
     assert scheduling_from_mapping({}).stop_on_client_after_s == 60.0
     assert scheduling_from_mapping({"nomad": {"stop_on_client_after": "2m"}}).stop_on_client_after_s == 120.0
-    assert scheduling_from_mapping({"nomad": {"stop_on_client_after": 90}}).cut_off_bound_s == 130.0
+    assert bound_s(scheduling_from_mapping({"nomad": {"stop_on_client_after": 90}}).stop_on_client_after_s) == 130.0
     off = scheduling_from_mapping({"nomad": {"stop_on_client_after": None}})
-    assert off.stop_on_client_after_s is None and off.cut_off_bound_s is None
+    assert off.stop_on_client_after_s is None and bound_s(off.stop_on_client_after_s) is None
     for bad in ("soon", 0, "1.5s", True, -5):
         with pytest.raises(InvalidRequest, match="config: nomad: stop_on_client_after: must be a whole number"):
             scheduling_from_mapping({"nomad": {"stop_on_client_after": bad}})
