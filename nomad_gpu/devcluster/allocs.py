@@ -134,6 +134,8 @@ class Alloc:
     lost_at: float | None = None
     """When the servers marked it `lost` or `unknown` (its node missed its heartbeats)."""
     late_report: ClientStatus | None = None
+    stopped_by_client: bool = False
+    """Its client stopped it itself, cut off past `stop_on_client_after` (client/heartbeatstop.go): no success."""
     """How its tasks ended on a cut-off node: what the client reports once it reconnects (partitions.py)."""
 
     def __post_init__(self) -> None:
@@ -344,4 +346,5 @@ class Alloc:
             "server_finished_at": self.finished_at,  # when the servers last called it terminal
             "lost_at": self.lost_at,
             "task_running": self.started_at is not None and self.task_ended_at is None,
+            "stopped_by_client": self.stopped_by_client,
         }

@@ -249,8 +249,9 @@ def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> N
             threading.Timer(cfg.unhealthy_s, run.dc.device_healthy, (node, device)).start()
             run.faults.append({"kind": "unhealthy_gpu", "at": now, "end": now + cfg.unhealthy_s})
         elif what == "partition":  # a node with work on it; heals by itself while the plan goes on
-            busy = sorted({a["node_id"] for a in run.dc.audit()["allocations"] if a["task_running"]})
-            node = rng.choice(busy or sorted(run.dc.state.nodes))
+            cut = set(run.dc.state.partitions.current)  # one spell per node at a time
+            busy = sorted({a["node_id"] for a in run.dc.audit()["allocations"] if a["task_running"]} - cut)
+            node = rng.choice(busy or sorted(set(run.dc.state.nodes) - cut))
             run.dc.partition(node)
             threading.Timer(cfg.partition_s / cfg.speed, run.dc.heal, (node,)).start()
             run.faults.append({"kind": "partition", "at": now, "end": now + cfg.partition_s / cfg.speed})
@@ -319,13 +320,12 @@ def judge(audit: dict[str, Any], entries: list[dict[str, Any]], acked: dict[str,
         if ran_at_once(started) or sum(1 for a in started if a.get("lost_at") is None) > 1:
             ran_twice.append(entry_id)
         ok = [a for a in started if a["client_status"] == "complete" and a["desired_status"] == "run"
-              and a.get("lost_at") is None]  # a cut-off task its own client stopped ended `complete` too
+              and not a.get("stopped_by_client")]  # a cut-off task its own client stopped ends `complete` too
         if len(ok) != 1:
             lost.append(entry_id)  # Nomad never ran it to completion: the job was lost
         elif final != "complete":
             unknown_outcome.append(entry_id)  # it ran once, but the service could not learn how it ended
-    left_running = [a["alloc_id"] for a in allocs if a["client_status"] in ("pending", "running", "unknown")
-                    or a.get("task_running")]
+    left_running = [a["alloc_id"] for a in allocs if a["client_status"] in ("pending", "unknown") or a["task_running"]]
     if any(s == math.inf for s in stop_s):
         not_stopped = [s for s in stop_s if s == math.inf]
     refused = audit.get("faults", {})

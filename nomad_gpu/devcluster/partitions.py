@@ -151,6 +151,7 @@ def _client_stop(state: ClusterState, alloc_id: str, epoch: int) -> None:
         spell = state.partitions.current.get(alloc.node_id) if alloc is not None else None
         if alloc is None or spell is None or spell.epoch != epoch or alloc.task_ended_at is not None:
             return
+        alloc.stopped_by_client = True
         state.timers.call_at(state.clock() + kills.kill_timeout_s(alloc) / state.speed,
                              functools.partial(_client_killed, state, alloc_id))
 

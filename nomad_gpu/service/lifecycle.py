@@ -84,7 +84,7 @@ class Lifecycle:
         """Calls to Nomad on the executor (register, stop, settle), so that none is sent twice at once."""
         self.timers = Timers(clock, self.live, admission_deadline_s)
         self.foreign_allocs = ForeignAllocs(ledger)
-        self.cut_off = CutOffWatch(bound_s(stop_on_client_after_s))
+        self.cut_off = CutOffWatch(bound_s(stop_on_client_after_s), self.instance)
         self.stops = Stops(store, actuator, lock=lock, executor=executor, outage=outage, clock=clock,
                            inflight=self.inflight, draining=self.draining.__contains__, confirmed=self._stop_confirmed)
         self.registrar = Registrar(store, ledger, actuator, lock=lock, executor=executor, outage=outage,
@@ -155,8 +155,9 @@ class Lifecycle:
         out = []
         taken: dict[NodeId, set[int]] | None = None  # host ports in use, read once a cycle (portsinuse.py)
         self.port_notes = {}
+        waits = self.cut_off.waiting_entries()  # their cut-off task may still run: never two runs at once
         for t in self.waiting.values():
-            if t.entry.state is not EntryState.QUEUED or t.request is None or t.entry.held:
+            if t.entry.state is not EntryState.QUEUED or t.request is None or t.entry.held or t.entry.id in waits:
                 continue
             if t.avoid and min(t.avoid.values()) <= now:
                 t.avoid = {n: until for n, until in t.avoid.items() if until > now}

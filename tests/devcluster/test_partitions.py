@@ -100,7 +100,7 @@ def test_stop_on_client_after_stops_the_task_on_the_cut_off_node(make_cluster: C
     # heartbeatstop.go: stopped once stop_on_client_after passed since the last good heartbeat, then the
     # kill_timeout (5 s by default); the servers, which cannot hear it, still call it running
     assert alloc["finished_at"] - cut >= 15.0 / SPEED - 0.05
-    assert alloc["task_running"] is False
+    assert alloc["task_running"] is False and alloc["stopped_by_client"] is True
     assert alloc["client_status"] == "running" and alloc["lost_at"] is None
     wait_until(lambda: _alloc(cluster, "job")["client_status"] == "lost", timeout=5)
     # the replacement waits for stop_on_client_after + kill_timeout after the loss (`Allocation.WaitClientStop`,

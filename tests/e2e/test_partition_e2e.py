@@ -4,7 +4,7 @@ cluster's clock while jobs run on it and others wait. Nomad's servers call its a
 tasks itself, and the node comes back (devcluster/partitions.py). The service queues the cut-off attempts
 again without using a retry and keeps their GPUs booked until the tasks are gone; judged by the dev
 cluster's audit, which tells client truth: no device ever has two live tenants, every entry completes,
-the lost attempts ran again.
+the lost attempts ran again, and never while their old task still ran.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import pytest
 from harness import NOMAD_VERSIONS, all_ended, entries, overlaps, spec, start_service, submit, wait_for
 
 from nomad_gpu.devcluster import DevCluster
+from nomad_gpu.devcluster.tenancy import live_tenants_max, ran_at_once
 from nomad_gpu.store.entries import parse_job_id
 
 pytestmark = pytest.mark.e2e
@@ -26,21 +27,6 @@ PARTITION_S = 60.0
 TWO_NODES: dict[str, Any] = {"name": "two", "nodes": [
     {"name": f"n{i}", "gpus": [{"model": "NVIDIA A100-SXM4-80GB", "count": 2, "memory_mib": 81920}]}
     for i in (1, 2)]}
-
-
-def _live_tenants_max(audit: dict[str, Any]) -> int:
-    """The most allocations whose tasks ran on one device at one instant (client truth: `finished_at`)."""
-    worst = 0
-    spans: dict[str, list[tuple[float, float]]] = {}
-    for a in audit["allocations"]:
-        if a["started_at"] is not None:
-            end = a["finished_at"] if a["finished_at"] is not None else float("inf")
-            for device in a["device_ids"]:
-                spans.setdefault(device, []).append((a["started_at"], end))
-    for runs in spans.values():
-        for start, _ in runs:
-            worst = max(worst, sum(1 for s, e in runs if s <= start < e))
-    return worst
 
 
 @pytest.mark.parametrize("version", NOMAD_VERSIONS)
@@ -78,7 +64,11 @@ def test_a_partition_with_jobs_running_loses_nothing_and_double_books_nothing(tm
     cut = [a for a in audit["allocations"] if a["job_id"] in cut_jobs]
     assert {a["client_status"] for a in cut} == {"complete"}, "reported on reconnect"
     assert all(a["lost_at"] is not None for a in cut), "the servers lost them"
-    assert _live_tenants_max(audit) == 1 and overlaps(audit) == 0, "no device with two live tenants"
-    completed = {parse_job_id(a["job_id"]).entry for a in audit["allocations"]  # type: ignore[union-attr]
-                 if a["client_status"] == "complete" and a["job_id"] not in cut_jobs}
+    assert live_tenants_max(audit["allocations"]) == 1 and overlaps(audit) == 0, "no device with two live tenants"
+    by_entry: dict[str, list[dict[str, Any]]] = {}
+    for a in audit["allocations"]:
+        by_entry.setdefault(parse_job_id(a["job_id"]).entry, []).append(a)  # type: ignore[union-attr]
+    assert not [e for e, runs in by_entry.items() if ran_at_once(runs)], "an entry ran twice at once"
+    completed = {e for e, runs in by_entry.items()
+                 if any(a["client_status"] == "complete" and a["job_id"] not in cut_jobs for a in runs)}
     assert len(completed) == 6, "each entry ran to completion once more"

@@ -85,6 +85,30 @@ def test_the_bound_frees_a_cut_off_attempts_gpu(clock: Clock, ex: ManualExecutor
     assert [x for x in (a, b) if store.get(x).state is EntryState.ADMITTED]
 
 
+def test_the_next_attempt_waits_until_the_cut_off_task_is_surely_stopped(clock: Clock, ex: ManualExecutor) -> None:
+    """Never two runs of one entry at once: a free GPU elsewhere does not start it while the old task may run."""
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = service(store, nomad, clock, ex)
+    svc.on_resync([N1, gpu_node("n2", 1)], [])
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    job = store.get(a.id).nomad_job_id
+    svc.on_alloc(alloc(job, "running", node=store.get(a.id).placements[0]["node"], index=10))
+    svc.on_alloc(alloc(job, "unknown", node=store.get(a.id).placements[0]["node"], index=11))
+    ex.run_all()
+    e = store.get(a.id)
+    assert e.state is EntryState.QUEUED and "surely stopped" in e.reason
+    clock.now += 30.0
+    svc.run_cycle()
+    ex.run_all()
+    assert store.get(a.id).state is EntryState.QUEUED, "the other node's GPU is free, but the old task may run"
+    svc.on_alloc(alloc(job, "complete", desired="stop", index=12))  # the client's report on reconnect
+    svc.run_cycle()
+    ex.run_all()
+    assert store.get(a.id).state is EntryState.ADMITTED
+
+
 def test_a_task_killed_by_its_own_client_is_no_success(clock: Clock, ex: ManualExecutor) -> None:
     """Missed the partition (the service was down): the late report says `complete`, desired `run`, last
     event `Killed` (client/heartbeatstop.go); the entry does not complete."""

@@ -22,6 +22,7 @@ from pydantic import TypeAdapter, ValidationError
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.nomad.decode import AllocInfo
 from nomad_gpu.render.spec import Seconds
+from nomad_gpu.store.entries import parse_job_id
 
 MAX_KILL_TIMEOUT_S = 30.0
 """The client's `max_kill_timeout` default (command/agent/config.go `DefaultConfig`, v2.0.5 and v1.10.5):
@@ -60,14 +61,15 @@ def bound_s(stop_on_client_after_s: float | None) -> float | None:
 def reason(a: AllocInfo) -> str:
     """What the entry says when an attempt is queued again for it (`status` shows it)."""
     return (f"its node {a.node_id[:8]} was cut off from Nomad (allocation {a.client_status.value}; its task may "
-            "still run there): queued again, no retry used")
+            "still run there): queued again, no retry used, to start once that task is surely stopped")
 
 
 class CutOffWatch:
     """The cut-off allocations seen, each with the steady time it was first seen so and its job."""
 
-    def __init__(self, bound: float | None, steady: Callable[[], float] = time.monotonic) -> None:
-        self.bound, self.steady = bound, steady
+    def __init__(self, bound: float | None, instance: str = "", steady: Callable[[], float] = time.monotonic) -> None:
+        """``instance``: this database's job-ID prefix (entries of another service's jobs are not ours)."""
+        self.bound, self.instance, self.steady = bound, instance, steady
         self.seen: dict[str, tuple[float, str]] = {}
 
     def note(self, a: AllocInfo) -> None:
@@ -76,6 +78,14 @@ class CutOffWatch:
             self.seen.setdefault(a.id, (self.steady(), a.job_id))
         else:
             self.seen.pop(a.id, None)
+
+    def waiting_entries(self) -> set[str]:
+        """Entries whose cut-off task may still run: their next attempt waits, so that an entry never runs twice at
+        once. Only with a bound (without one, the task may run until its node returns, maybe never)."""
+        if self.bound is None:
+            return set()
+        refs = (parse_job_id(job) for _, job in self.seen.values())
+        return {ref.entry for ref in refs if ref is not None and ref.instance in ("", self.instance)}
 
     def due(self) -> list[tuple[str, str]]:
         """(allocation, job) of each whose bound has passed, no longer followed."""
