@@ -56,8 +56,17 @@ def unheard(state: ClusterState, alloc: Alloc) -> bool:
             and (cut_off(state, alloc.node_id) or alloc.client_status in (ClientStatus.LOST, ClientStatus.UNKNOWN)))
 
 
-def exits_unheard(state: ClusterState, alloc: Alloc | None) -> bool:
+def find(state: ClusterState, alloc_id: str) -> Alloc | None:
+    """An allocation the servers know, or one they garbage-collected (a lost one's task may run on)."""
+    alloc = state.allocs.get(alloc_id)
+    if alloc is None:
+        alloc = next((a for a in reversed(state.reaped) if a.id == alloc_id), None)
+    return alloc
+
+
+def exits_unheard(state: ClusterState, alloc_id: str) -> bool:
     """The task exits by itself (its run time is over); True when partitions.py took it (see `unheard`)."""
+    alloc = find(state, alloc_id)
     if alloc is None or not unheard(state, alloc):
         return False
     task_ended(state, alloc, ClientStatus.FAILED if alloc.fails else ClientStatus.COMPLETE)
@@ -69,6 +78,8 @@ def task_ended(state: ClusterState, alloc: Alloc, status: ClientStatus, detail: 
     if alloc.task_ended_at is not None:
         return
     alloc.task_ended_at = state.clock()
+    if alloc.id not in state.allocs:
+        return  # garbage-collected meanwhile: the servers ignore a report on what they no longer know
     if cut_off(state, alloc.node_id):
         alloc.late_report = status
         return

@@ -43,7 +43,7 @@ from starlette.routing import Route
 
 from . import disconnect, evals, kills, nodeops
 from .allocs import Alloc, ClientStatus
-from .clienttruth import Spell, report, task_ended
+from .clienttruth import Spell, find, report, task_ended
 
 if TYPE_CHECKING:
     from .state import ClusterState
@@ -147,7 +147,7 @@ def _lost_after(state: ClusterState, alloc_id: str) -> None:
 def _client_stop(state: ClusterState, alloc_id: str, epoch: int) -> None:
     """`stop_on_client_after` passed without a good heartbeat: the client stops the allocation itself."""
     with state.lock:
-        alloc = state.allocs.get(alloc_id)
+        alloc = find(state, alloc_id)
         spell = state.partitions.current.get(alloc.node_id) if alloc is not None else None
         if alloc is None or spell is None or spell.epoch != epoch or alloc.task_ended_at is not None:
             return
@@ -158,7 +158,7 @@ def _client_stop(state: ClusterState, alloc_id: str, epoch: int) -> None:
 
 def _client_killed(state: ClusterState, alloc_id: str) -> None:
     with state.lock:
-        alloc = state.allocs.get(alloc_id)
+        alloc = find(state, alloc_id)
         if alloc is not None:
             task_ended(state, alloc, ClientStatus.COMPLETE, kills.KILLED)
 
@@ -175,6 +175,7 @@ def heal(state: ClusterState, id_or_name: str) -> dict[str, Any]:
         if node.status != "ready":
             nodeops.set_status(state, node.id, "ready")
         mine = [a for a in state.allocs.values() if a.node_id == node.id]
+        gone = [a for a in state.reaped if a.node_id == node.id and a.started_at and a.task_ended_at is None]
         for alloc in mine:
             if alloc.late_report is not None:
                 report(state, alloc, alloc.late_report)
@@ -193,6 +194,9 @@ def heal(state: ClusterState, id_or_name: str) -> dict[str, Any]:
                                      functools.partial(_client_killed, state, alloc.id))
             elif alloc.client_status is ClientStatus.PENDING and alloc.desired_status == "run":
                 state.timers.call_soon(functools.partial(state.on_start, alloc.id))
+        for alloc in gone:  # collected while cut off: the client stops what the servers no longer know
+            state.timers.call_at(now + kills.kill_timeout_s(alloc) / state.speed,
+                                 functools.partial(_client_killed, state, alloc.id))
         state._schedule()
         return _node_json(state, node.id)
 

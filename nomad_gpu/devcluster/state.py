@@ -406,9 +406,9 @@ class ClusterState:
         """The task exits by itself; Nomad's restart tracker says what follows (restarts.py): a
         service job's task that exits 0 is restarted or, with `attempts = 0`, fails its allocation."""
         with self.lock:
-            alloc = self.allocs.get(alloc_id)
-            if exits_unheard(self, alloc):
+            if exits_unheard(self, alloc_id):
                 return  # the servers cannot hear it end: reported when its node reconnects (partitions.py)
+            alloc = self.allocs.get(alloc_id)
             if alloc is None or alloc.client_status is not ClientStatus.RUNNING or alloc.desired_status != "run":
                 return  # gone, or being killed (kills.py ends it)
             code = migjobs.task_exit(self, alloc, 1 if alloc.fails else 0)  # a `node mig apply` acts here

@@ -188,3 +188,19 @@ def test_the_disconnect_block_is_parsed(make_cluster: ClusterFactory) -> None:
     # `DisconnectStrategy.Canonicalize` (api/tasks.go, v2.0.5) fills Replace and Reconcile, not LostAfter
     assert group["Disconnect"] == {"LostAfter": None, "StopOnClientAfter": 90 * 10**9, "Replace": False,
                                    "Reconcile": "best_score"}
+
+
+def test_a_lost_allocation_collected_while_cut_off_is_still_stopped_by_its_client(make_cluster: ClusterFactory) -> None:
+    """Garbage collection forgets a lost allocation (terminal) whose task still runs; the client stops it on
+    reconnect all the same, and the audit records when (client truth), with no report to the servers."""
+    cluster, client, node_id = _start(make_cluster, "2.0.5", jobspec("gone", gpus=1, duration=36000), "gone")
+    _partition(cluster, node_id)
+    wait_until(lambda: _alloc(cluster, "gone")["client_status"] == "lost", timeout=5)
+    client.job.deregister_job("gone")
+    cluster.collect_garbage()
+    (reaped,) = job_allocs(cluster.audit(), "gone")
+    assert reaped["garbage_collected"] and reaped["task_running"]
+    _partition(cluster, node_id, "heal")
+    wait_until(lambda: job_allocs(cluster.audit(), "gone")[0]["finished_at"] is not None, timeout=5,
+               what="the client's kill of what the servers forgot")
+    assert job_allocs(cluster.audit(), "gone")[0]["client_status"] == "lost"
