@@ -9,6 +9,7 @@ task may still hold them. Replayed with a fake Nomad, a manual executor and a fa
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service, spec
@@ -127,3 +128,62 @@ def test_the_setting_is_read_from_the_config_and_rendered() -> None:
     for bad in ("soon", 0, "1.5s", True, -5):
         with pytest.raises(InvalidRequest, match="config: nomad: stop_on_client_after: must be a whole number"):
             scheduling_from_mapping({"nomad": {"stop_on_client_after": bad}})
+
+
+def test_a_reconnected_task_being_killed_still_holds_the_entry_back(clock: Clock, ex: ManualExecutor) -> None:
+    """On reconnect the unknown allocation is `running` again (desired stop: its job was stopped) until the
+    client's kill ends it: the next attempt waits for that end, not for the reconnect."""
+    nomad, store = FakeNomad(), SqliteStore()
+    svc = service(store, nomad, clock, ex)
+    svc.on_resync([N1, gpu_node("n2", 1)], [])
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    job, node = store.get(a.id).nomad_job_id, store.get(a.id).placements[0]["node"]
+    svc.on_alloc(alloc(job, "running", node=node, index=10))
+    svc.on_alloc(alloc(job, "unknown", node=node, index=11))
+    ex.run_all()
+    svc.on_alloc(alloc(job, "running", node=node, desired="stop", index=12))  # reconnected, being killed
+    svc.run_cycle()
+    ex.run_all()
+    assert store.get(a.id).state is EntryState.QUEUED, "the old task still runs: no second run at once"
+    svc.on_alloc(alloc(job, "complete", node=node, desired="stop", index=13))
+    svc.run_cycle()
+    ex.run_all()
+    assert store.get(a.id).state is EntryState.ADMITTED
+
+
+def test_a_cut_off_job_collected_keeps_its_gpu_until_the_bound(clock: Clock, ex: ManualExecutor) -> None:
+    """Nomad may garbage-collect a stopped job whose only allocation is `lost` (terminal) while its task still
+    runs cut off: an empty listing then says nothing of that task, so the bound alone frees the GPU."""
+    nomad, store = FakeNomad(), SqliteStore()
+    svc, a, b, job = _running(store, nomad, clock, ex)
+    svc.on_alloc(alloc(job, "lost", desired="stop", index=11))
+    ex.run_all()
+    nomad.jobs.pop(job, None)  # collected
+    svc.on_resync([N1], [])
+    svc.run_cycle()
+    ex.run_all()
+    assert {store.get(x).state for x in (a, b)} == {EntryState.QUEUED}, "the lost task may still hold the GPU"
+    clock.now += bound_s(60.0) or 0.0
+    svc.run_cycle()
+    ex.run_all()
+    assert [x for x in (a, b) if store.get(x).state is EntryState.ADMITTED]
+
+
+def test_after_a_restart_a_lost_allocation_of_an_old_attempt_keeps_its_gpu(tmp_path: Path, clock: Clock,
+                                                                            ex: ManualExecutor) -> None:
+    """A new process does not know the old attempt drained: Nomad's listing shows its allocation `lost`, whose
+    task may still run, so its GPU is booked until the client reports the end (or the bound passes)."""
+    nomad, path = FakeNomad(), str(tmp_path / "q.db")
+    svc, a, b, job = _running(SqliteStore(path), nomad, clock, ex)
+    svc.on_alloc(alloc(job, "lost", desired="stop", index=11))
+    ex.run_all()
+    svc.stop()
+    svc2 = service(SqliteStore(path), nomad, clock, ManualExecutor())
+    svc2.on_resync([N1], [alloc(job, "lost", desired="stop", index=11)])
+    svc2.run_cycle()
+    assert {svc2.store.get(x).state for x in (a, b)} == {EntryState.QUEUED}
+    svc2.on_alloc(alloc(job, "complete", desired="stop", index=12))
+    svc2.run_cycle()
+    assert [x for x in (a, b) if svc2.store.get(x).state is EntryState.ADMITTED]
