@@ -360,7 +360,10 @@ class Lifecycle:
         self.runner.run(t.entry, t, t.attempt, event)
 
     def allocs_gone(self, d: Draining) -> None:
-        """A resync lists nothing of a draining attempt's stopped job: every allocation of it is gone."""
+        """A resync lists nothing of a draining attempt's stopped job: every allocation of it is gone. Not a cut-off
+        one's task, which may run on unseen: its bound frees it (life/cutoff.py)."""
+        if any(alloc_id in self.cut_off.seen for alloc_id in d.allocs):
+            return
         d.allocs.clear()
         self.runner.drain_event(d, ev.AllocsGone())
 
@@ -377,6 +380,8 @@ class Lifecycle:
         for alloc_id, job_id in self.cut_off.due():  # a cut-off task surely stopped by now (life/cutoff.py)
             if (d := self.draining.get(job_id)) is not None:
                 self.runner.drain_event(d, ev.CutOffExpired(alloc_id))
+            elif self.foreign_allocs.release_cut_off(alloc_id):
+                self.wake()
         unstepped = self.timers.stops_due(now)
         if unstepped is not None:
             for s in self.store.stops(due_by=unstepped):

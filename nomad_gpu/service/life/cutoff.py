@@ -73,10 +73,11 @@ class CutOffWatch:
         self.seen: dict[str, tuple[float, str]] = {}
 
     def note(self, a: AllocInfo) -> None:
-        """Follow one allocation update: a cut-off one is timed from its first sighting; any other ends that."""
+        """Follow one allocation update: a cut-off one is timed from its first sighting, until its client reports
+        it ended (`complete`, `failed`). Running again (its node reconnected) is not the end: it is being killed."""
         if a.cut_off:
             self.seen.setdefault(a.id, (self.steady(), a.job_id))
-        else:
+        elif a.is_terminal:
             self.seen.pop(a.id, None)
 
     def waiting_entries(self) -> set[str]:
