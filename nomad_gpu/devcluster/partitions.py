@@ -185,8 +185,9 @@ def heal(state: ClusterState, id_or_name: str) -> dict[str, Any]:
             for alloc in back:
                 alloc.move(ClientStatus.RUNNING, index, now)
             state._emit(index, [alloc.event("AllocationUpdated", index) for alloc in back])
-        stopped = [a for a in mine if a.client_status is ClientStatus.RUNNING and a.desired_status != "run"]
-        kills.kill(state, stopped)  # stopped while it could not hear it
+        stopped = [a for a in mine if a.client_status is ClientStatus.RUNNING and a.desired_status != "run"
+                   and not _killing(a)]
+        kills.kill(state, stopped)  # stopped while it could not hear it (a kill begun before the cut goes on)
         for alloc in mine:
             if alloc.client_status is ClientStatus.LOST and alloc.started_at is not None \
                     and alloc.task_ended_at is None:  # the servers stopped it: killed now, over its kill_timeout
@@ -199,6 +200,10 @@ def heal(state: ClusterState, id_or_name: str) -> dict[str, Any]:
                                  functools.partial(_client_killed, state, alloc.id))
         state._schedule()
         return _node_json(state, node.id)
+
+
+def _killing(alloc: Alloc) -> bool:
+    return any(events and events[-1]["Type"] == "Killing" for events in alloc.task_events.values())
 
 
 def _set_node_status(state: ClusterState, node_id: str, status: str) -> None:

@@ -204,3 +204,20 @@ def test_a_lost_allocation_collected_while_cut_off_is_still_stopped_by_its_clien
     wait_until(lambda: job_allocs(cluster.audit(), "gone")[0]["finished_at"] is not None, timeout=5,
                what="the client's kill of what the servers forgot")
     assert job_allocs(cluster.audit(), "gone")[0]["client_status"] == "lost"
+
+
+def test_a_kill_begun_before_the_cut_goes_on_once(make_cluster: ClusterFactory) -> None:
+    """The client heard the stop before the cut: its kill goes on over the kill_timeout, not again on heal."""
+    hcl = jobspec("k", gpus=1, duration=36000).replace('      driver = "docker"',
+                                                       '      driver = "docker"\n      kill_timeout = "25s"', 1)
+    cluster, client, node_id = _start(make_cluster, "2.0.5", hcl, "k")
+    client.job.deregister_job("k")
+    stopped_at = cluster.state.clock()
+    _partition(cluster, node_id)
+    _partition(cluster, node_id, "heal")
+    wait_until(lambda: _alloc(cluster, "k")["client_status"] == "complete", timeout=5)
+    alloc = _alloc(cluster, "k")
+    assert alloc["finished_at"] - stopped_at < 25.0 / SPEED + 0.5, "ended when the first kill did"
+    events = requests.get(f"{cluster.url}/v1/allocation/{alloc['alloc_id']}", timeout=5).json()[
+        "TaskStates"]["work"]["Events"]
+    assert [e["Type"] for e in events].count("Killing") == 1
