@@ -32,7 +32,7 @@ import requests
 
 from .devicehealth import placed_while_unhealthy
 from .server import DevCluster
-from .tenancy import device_overlaps, live_tenants_max, ran_at_once
+from .tenancy import device_overlaps, live_tenants_max, ran_at_once, still_live
 from .version import DEFAULT_NOMAD_VERSION
 
 logger = logging.getLogger(__name__)
@@ -248,7 +248,9 @@ def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> N
             run.dc.device_unhealthy(node, device, "XID 79: GPU has fallen off the bus (chaos)")
             threading.Timer(cfg.unhealthy_s, run.dc.device_healthy, (node, device)).start()
             run.faults.append({"kind": "unhealthy_gpu", "at": now, "end": now + cfg.unhealthy_s})
-        elif what == "partition":  # a node with work on it; heals by itself while the plan goes on
+        elif what == "partition":  # a node with work on it, after any election (only a leader marks a silent node)
+            time.sleep(max(0.0, max((f["end"] for f in run.faults if f["kind"] == "election"), default=0.0) + 1 - now))
+            now = time.time()  # it heals by itself while the plan goes on
             cut = set(run.dc.state.partitions.current)  # one spell per node at a time
             busy = sorted({a["node_id"] for a in run.dc.audit()["allocations"] if a["task_running"]} - cut)
             node = rng.choice(busy or sorted(set(run.dc.state.nodes) - cut))
@@ -256,7 +258,7 @@ def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> N
             threading.Timer(cfg.partition_s / cfg.speed, run.dc.heal, (node,)).start()
             run.faults.append({"kind": "partition", "at": now, "end": now + cfg.partition_s / cfg.speed})
         elif what == "election":  # runs on by itself while the plan goes on; one at a time, 2 s apart
-            last = max((f["end"] for f in run.faults if f["kind"] == "election"), default=0.0)
+            last = max((f["end"] for f in run.faults if f["kind"] in ("election", "partition")), default=0.0)
             time.sleep(max(0.0, last + 2.0 - now))
             now = time.time()
             run.dc.election(cfg.election_s)
@@ -276,8 +278,7 @@ def _entries(run: _Run) -> list[dict[str, Any]]:
 def _wait_settled(run: _Run, deadline: float, progress: Callable[[str], None]) -> bool:
     while time.time() < deadline:
         entries = _entries(run)
-        live = [a for a in run.dc.audit()["allocations"] if a["client_status"] in ("pending", "running", "unknown")
-                or a.get("task_running")]
+        live = [a for a in run.dc.audit()["allocations"] if still_live(a)]
         if len(entries) >= len(run.acked) and all(e["state"] in TERMINAL for e in entries) and not live:
             return True
         time.sleep(0.5)
@@ -325,7 +326,7 @@ def judge(audit: dict[str, Any], entries: list[dict[str, Any]], acked: dict[str,
             lost.append(entry_id)  # Nomad never ran it to completion: the job was lost
         elif final != "complete":
             unknown_outcome.append(entry_id)  # it ran once, but the service could not learn how it ended
-    left_running = [a["alloc_id"] for a in allocs if a["client_status"] in ("pending", "unknown") or a["task_running"]]
+    left_running = [a["alloc_id"] for a in allocs if still_live(a)]
     if any(s == math.inf for s in stop_s):
         not_stopped = [s for s in stop_s if s == math.inf]
     refused = audit.get("faults", {})

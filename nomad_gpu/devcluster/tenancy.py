@@ -52,3 +52,8 @@ def ran_at_once(allocs: Iterable[Alloc]) -> bool:
     """Whether two of these allocations (of one entry) ran at the same time."""
     runs = sorted(_span(a) for a in allocs if a.get("started_at") is not None)
     return any(nxt[0] < prev[1] - 1e-9 for prev, nxt in zip(runs, runs[1:], strict=False))
+
+
+def still_live(a: Alloc) -> bool:
+    """Not over: pending, `unknown`, or its task still running on its node (whatever the servers say)."""
+    return a["client_status"] in ("pending", "unknown") or bool(a.get("task_running"))
