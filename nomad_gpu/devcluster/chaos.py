@@ -31,6 +31,7 @@ from typing import Any
 import requests
 
 from .devicehealth import placed_while_unhealthy
+from .partitions import busy_node
 from .server import DevCluster
 from .tenancy import device_overlaps, live_tenants_max, ran_at_once, still_live
 from .version import DEFAULT_NOMAD_VERSION
@@ -250,10 +251,8 @@ def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> N
             run.faults.append({"kind": "unhealthy_gpu", "at": now, "end": now + cfg.unhealthy_s})
         elif what == "partition":  # a node with work on it, after any election (only a leader marks a silent node)
             time.sleep(max(0.0, max((f["end"] for f in run.faults if f["kind"] == "election"), default=0.0) + 1 - now))
+            node = busy_node(run.dc.state, rng.choice)  # one with a task running, not cut off already
             now = time.time()  # it heals by itself while the plan goes on
-            cut = set(run.dc.state.partitions.current)  # one spell per node at a time
-            busy = sorted({a["node_id"] for a in run.dc.audit()["allocations"] if a["task_running"]} - cut)
-            node = rng.choice(busy or sorted(set(run.dc.state.nodes) - cut))
             run.dc.partition(node)
             threading.Timer(cfg.partition_s / cfg.speed, run.dc.heal, (node,)).start()
             run.faults.append({"kind": "partition", "at": now, "end": now + cfg.partition_s / cfg.speed})

@@ -34,6 +34,8 @@ starts only after the heal (placements start at once in the dev cluster, so the 
 from __future__ import annotations
 
 import functools
+import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from starlette.concurrency import run_in_threadpool
@@ -200,6 +202,19 @@ def heal(state: ClusterState, id_or_name: str) -> dict[str, Any]:
                                  functools.partial(_client_killed, state, alloc.id))
         state._schedule()
         return _node_json(state, node.id)
+
+
+def busy_node(state: ClusterState, choose: Callable[[list[str]], str], wait_s: float = 10.0) -> str:
+    """A node not cut off with a task running on it (waiting up to `wait_s` for one), else any node not cut
+    off: where a partition bites (the chaos run's)."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        with state.lock:
+            free = sorted(set(state.nodes) - set(state.partitions.current))
+            busy = sorted({a.node_id for a in state.live.values() if a.started_at is not None} & set(free))
+        if busy or time.monotonic() > deadline:
+            return choose(busy or free)
+        time.sleep(0.1)
 
 
 def _killing(alloc: Alloc) -> bool:
