@@ -221,3 +221,16 @@ def test_a_kill_begun_before_the_cut_goes_on_once(make_cluster: ClusterFactory) 
     events = requests.get(f"{cluster.url}/v1/allocation/{alloc['alloc_id']}", timeout=5).json()[
         "TaskStates"]["work"]["Events"]
     assert [e["Type"] for e in events].count("Killing") == 1
+
+
+def test_a_node_that_died_reports_its_lost_allocations_when_it_returns(make_cluster: ClusterFactory) -> None:
+    """`/down` is a node that died with its tasks (they end at once); when it returns, its client restores
+    the allocations the servers stopped and reports them ended, which overwrites `lost`
+    (`nestedUpdateAllocFromClient`, nomad/state/state_store.go): a companion learns the tasks are gone."""
+    cluster, client, node_id = _start(make_cluster, "2.0.5", jobspec("dead", gpus=1, duration=36000), "dead")
+    requests.post(f"{cluster.url}/_dev/node/{node_id}/down", timeout=5)
+    died = _alloc(cluster, "dead")
+    assert (died["client_status"], died["task_running"]) == ("lost", False)
+    requests.post(f"{cluster.url}/_dev/node/{node_id}/up", timeout=5)
+    back = _alloc(cluster, "dead")
+    assert back["client_status"] == "complete" and back["finished_at"] == died["finished_at"]
