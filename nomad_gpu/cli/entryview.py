@@ -57,7 +57,8 @@ def status_lines(entry: Entry, nomad: Allocations | None, nomad_error: str | Non
         if isinstance(spec.get(key), (int, float)):
             lines.append((label, duration(float(spec[key]))))
     lines.append(("attempt", f"{entry.attempts + 1} of {entry.max_retries + 1}"
-                             + (f" ({entry.refusals} refused by Nomad)" if entry.refusals else "")))
+                             + (f" ({entry.refusals} re-queued without using a retry: refused or preempted, "
+                                f"or its node cut off from Nomad)" if entry.refusals else "")))
     if entry.preemptions:  # each one a refusal too: it used no retry
         lines.append(("preempted", f"{entry.preemptions} time(s), no retry used"))
     lines += [("warning", text) for text in entry.warnings]

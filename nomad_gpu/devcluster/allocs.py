@@ -31,6 +31,9 @@ class ClientStatus(StrEnum):
     COMPLETE = "complete"
     FAILED = "failed"
     LOST = "lost"
+    UNKNOWN = "unknown"
+    """Its node missed its heartbeats and the group keeps it (`disconnect { replace = false }` or
+    `lost_after`): not client-terminal, so its devices stay counted (scheduler/feasible/context.go, v2.0.5)."""
 
     def is_terminal(self) -> bool:
         return self in (ClientStatus.COMPLETE, ClientStatus.FAILED, ClientStatus.LOST)
@@ -41,10 +44,15 @@ TRANSITIONS: dict[ClientStatus, frozenset[ClientStatus]] = {
                                      ClientStatus.LOST}),
     # running -> pending: a task restarting in place (`getClientStatus`, allocrunner/alloc_runner.go v2.0.5)
     ClientStatus.RUNNING: frozenset({ClientStatus.PENDING, ClientStatus.COMPLETE, ClientStatus.FAILED,
-                                     ClientStatus.LOST}),
+                                     ClientStatus.LOST, ClientStatus.UNKNOWN}),
     ClientStatus.COMPLETE: frozenset(),
     ClientStatus.FAILED: frozenset(),
-    ClientStatus.LOST: frozenset(),
+    # a reconnecting client's report overwrites the servers' verdict: the state store takes ClientStatus from
+    # the client (`nestedUpdateAllocFromClient`, nomad/state/state_store.go, v2.0.5 and v1.10.5), so a lost
+    # allocation the client killed on reconnect ends `complete`, an unknown one runs on (partitions.py)
+    ClientStatus.LOST: frozenset({ClientStatus.COMPLETE, ClientStatus.FAILED}),
+    ClientStatus.UNKNOWN: frozenset({ClientStatus.RUNNING, ClientStatus.COMPLETE, ClientStatus.FAILED,
+                                     ClientStatus.LOST}),
 }
 
 _DESCRIPTIONS = {
@@ -53,6 +61,7 @@ _DESCRIPTIONS = {
     ClientStatus.COMPLETE: "All tasks have completed",
     ClientStatus.FAILED: "Failed tasks",
     ClientStatus.LOST: "alloc is lost since its node is down",
+    ClientStatus.UNKNOWN: "alloc is unknown since its node is disconnected",  # scheduler/structs/const.go v2.0.5
 }
 
 
@@ -120,6 +129,14 @@ class Alloc:
     node_address: str = ""
     preempted_allocations: list[str] | None = None  # what this one evicted (systemjobs.py)
     preempted_by: str = ""  # the allocation that evicted this one
+    task_ended_at: float | None = None
+    """Client truth: when its tasks really stopped on the node (a lost allocation's may run on: partitions.py)."""
+    lost_at: float | None = None
+    """When the servers marked it `lost` or `unknown` (its node missed its heartbeats)."""
+    late_report: ClientStatus | None = None
+    stopped_by_client: bool = False
+    """Its client stopped it itself, cut off past `stop_on_client_after` (client/heartbeatstop.go): no success."""
+    """How its tasks ended on a cut-off node: what the client reports once it reconnects (partitions.py)."""
 
     def __post_init__(self) -> None:
         self.modify_index = self.alloc_modify_index = self.create_index
@@ -149,9 +166,10 @@ class Alloc:
         if to not in TRANSITIONS[self.client_status]:
             raise InvalidTransition(f"alloc {self.id}: {self.client_status.value} -> {to.value}")
         restarting = self.client_status is ClientStatus.RUNNING and to is ClientStatus.PENDING
+        reconnected = self.client_status is ClientStatus.UNKNOWN
         self.client_status = to
         self.modify_index, self.modify_time = index, now
-        if to is ClientStatus.RUNNING:
+        if to is ClientStatus.RUNNING and not reconnected:
             if self.started_at is None:
                 self.started_at = now
             for task in self.tasks:
@@ -164,6 +182,8 @@ class Alloc:
                 self._task_event(task.name, "Restarting", restart_reason, now)
         elif to.is_terminal():
             self.finished_at = now
+            if self.task_ended_at is None:
+                self.task_ended_at = now
             if to is not ClientStatus.LOST:
                 code = exit_code if exit_code is not None else (1 if to is ClientStatus.FAILED else 0)
                 for task in self.tasks:
@@ -198,7 +218,7 @@ class Alloc:
 
     def task_states(self) -> JSON:
         state = {ClientStatus.PENDING: "pending", ClientStatus.RUNNING: "running"}.get(self.client_status, "dead")
-        if self.client_status is ClientStatus.LOST:
+        if self.client_status in (ClientStatus.LOST, ClientStatus.UNKNOWN):
             state = "running" if self.started_at is not None else "pending"
         return {
             task.name: {
@@ -317,10 +337,14 @@ class Alloc:
             "registered_at": self.registered_at,
             "created_at": self.created_at,
             "started_at": self.started_at,
-            "finished_at": self.finished_at,
+            "finished_at": self.task_ended_at,  # client truth: when the task really stopped on its node
             "terminal_event_at": self.terminal_event_at,
             "client_status": self.client_status.value,
             "desired_status": self.desired_status,
             "max_run_exceeded": self.max_run_exceeded,
             "ports": {port.label: port.value for port in self.ports},
+            "server_finished_at": self.finished_at,  # when the servers last called it terminal
+            "lost_at": self.lost_at,
+            "task_running": self.started_at is not None and self.task_ended_at is None,
+            "stopped_by_client": self.stopped_by_client,
         }

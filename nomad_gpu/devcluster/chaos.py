@@ -31,7 +31,9 @@ from typing import Any
 import requests
 
 from .devicehealth import placed_while_unhealthy
+from .partitions import busy_node
 from .server import DevCluster
+from .tenancy import device_overlaps, live_tenants_max, ran_at_once, still_live
 from .version import DEFAULT_NOMAD_VERSION
 
 logger = logging.getLogger(__name__)
@@ -54,6 +56,9 @@ class ChaosConfig:
     unhealthy_gpus: int = 0
     unhealthy_s: float = 10.0
     """Each unhealthy GPU (or MIG or share instance): reported unhealthy for this long, then healthy again."""
+    partitions: int = 0
+    partition_s: float = 60.0
+    """Each partition: a node with jobs running stops heartbeating this long, in job seconds (partitions.py)."""
     cancel_share: float = 0.15
     speed: float = 60.0
     duration_s: tuple[float, float] = (60.0, 240.0)
@@ -204,6 +209,7 @@ def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> N
     plan += [(rng.uniform(0.5, window), "lose") for _ in range(cfg.lost_replies)]
     plan += [(rng.uniform(0.5, window), "cut") for _ in range(cfg.stream_cuts)]
     plan += [(rng.uniform(0.5, window), "sick") for _ in range(cfg.unhealthy_gpus)]
+    plan += [(rng.uniform(0.5, window), "partition") for _ in range(cfg.partitions)]
     outage_at = window * 0.6
     # a restart waits out an election (the service reconciles before it is ready) and the plan with it;
     # an election that ended just before the outage would send the queue's backlog into its first second
@@ -243,8 +249,15 @@ def _inject(run: _Run, rng: random.Random, progress: Callable[[str], None]) -> N
             run.dc.device_unhealthy(node, device, "XID 79: GPU has fallen off the bus (chaos)")
             threading.Timer(cfg.unhealthy_s, run.dc.device_healthy, (node, device)).start()
             run.faults.append({"kind": "unhealthy_gpu", "at": now, "end": now + cfg.unhealthy_s})
+        elif what == "partition":  # a node with work on it, after any election (only a leader marks a silent node)
+            time.sleep(max(0.0, max((f["end"] for f in run.faults if f["kind"] == "election"), default=0.0) + 1 - now))
+            node = busy_node(run.dc.state, rng.choice)  # one with a task running, not cut off already
+            now = time.time()  # it heals by itself while the plan goes on
+            run.dc.partition(node)
+            threading.Timer(cfg.partition_s / cfg.speed, run.dc.heal, (node,)).start()
+            run.faults.append({"kind": "partition", "at": now, "end": now + cfg.partition_s / cfg.speed})
         elif what == "election":  # runs on by itself while the plan goes on; one at a time, 2 s apart
-            last = max((f["end"] for f in run.faults if f["kind"] == "election"), default=0.0)
+            last = max((f["end"] for f in run.faults if f["kind"] in ("election", "partition")), default=0.0)
             time.sleep(max(0.0, last + 2.0 - now))
             now = time.time()
             run.dc.election(cfg.election_s)
@@ -264,7 +277,7 @@ def _entries(run: _Run) -> list[dict[str, Any]]:
 def _wait_settled(run: _Run, deadline: float, progress: Callable[[str], None]) -> bool:
     while time.time() < deadline:
         entries = _entries(run)
-        live = [a for a in run.dc.audit()["allocations"] if a["client_status"] in ("pending", "running")]
+        live = [a for a in run.dc.audit()["allocations"] if still_live(a)]
         if len(entries) >= len(run.acked) and all(e["state"] in TERMINAL for e in entries) and not live:
             return True
         time.sleep(0.5)
@@ -300,17 +313,19 @@ def judge(audit: dict[str, Any], entries: list[dict[str, Any]], acked: dict[str,
                 end = a.get("finished_at") or math.inf
                 if a["started_at"] <= cancelled_at[entry_id]:
                     stop_s.append(max(0.0, end - cancelled_at[entry_id]))
-            if len(started) > 1:
+            if ran_at_once(started) or sum(1 for a in started if a.get("lost_at") is None) > 1:
                 ran_twice.append(entry_id)
             continue
-        if len(started) > 1:
+        # twice: two runs at once, or two that were not cut off (a lost attempt runs again by design)
+        if ran_at_once(started) or sum(1 for a in started if a.get("lost_at") is None) > 1:
             ran_twice.append(entry_id)
-        ok = [a for a in started if a["client_status"] == "complete" and a["desired_status"] == "run"]
+        ok = [a for a in started if a["client_status"] == "complete" and a["desired_status"] == "run"
+              and not a.get("stopped_by_client")]  # a cut-off task its own client stopped ends `complete` too
         if len(ok) != 1:
             lost.append(entry_id)  # Nomad never ran it to completion: the job was lost
         elif final != "complete":
             unknown_outcome.append(entry_id)  # it ran once, but the service could not learn how it ended
-    left_running = [a["alloc_id"] for a in allocs if a["client_status"] in ("pending", "running")]
+    left_running = [a["alloc_id"] for a in allocs if still_live(a)]
     if any(s == math.inf for s in stop_s):
         not_stopped = [s for s in stop_s if s == math.inf]
     refused = audit.get("faults", {})
@@ -320,7 +335,7 @@ def judge(audit: dict[str, Any], entries: list[dict[str, Any]], acked: dict[str,
         "lost": lost, "run_twice": ran_twice,
         "outcome_unknown": unknown_outcome,  # ran once; its job was garbage-collected while the service was down
         "reported": {s: sum(1 for e in entries if e["state"] == s) for s in TERMINAL},
-        "double_bookings": _overlaps(allocs) + int(audit.get("double_bookings_refused", 0))
+        "double_bookings": device_overlaps(allocs) + int(audit.get("double_bookings_refused", 0))
         + int(audit.get("share_oversubscriptions", 0)),
         "left_running": left_running, "unknown_jobs": sorted(unknown_jobs),
         "cancel_stop_s_max": round(max(stop_s, default=0.0), 2), "cancels_never_stopped": len(not_stopped),
@@ -329,28 +344,12 @@ def judge(audit: dict[str, Any], entries: list[dict[str, Any]], acked: dict[str,
         "replies_lost": int(refused.get("replies_lost", 0)),
         "no_leader_refused": int(audit.get("elections", {}).get("refused", 0)),
         "placed_on_unhealthy": len(placed_while_unhealthy(audit)),
+        "live_tenants_max": live_tenants_max(allocs), "lost_allocations": sum(1 for a in allocs if a.get("lost_at")),
         "gpu_idle_while_waiting_s_max": round(_idle_while_waiting(allocs, entries, audit), 2),
         "recovery_s": _recovery(faults, allocs, entries),
         "faults": {k: sum(1 for f in faults if f["kind"] == k) for k in ("kill", "lost_reply", "stream_cut", "outage",
-                                                                                 "election", "unhealthy_gpu")},
+                                                                         "election", "unhealthy_gpu", "partition")},
     }
-
-
-def _overlaps(allocs: list[dict[str, Any]]) -> int:
-    by_device: dict[str, list[dict[str, Any]]] = {}
-    for a in allocs:
-        if a.get("started_at") is None:
-            continue
-        for dev in a["device_ids"]:
-            if a.get("share_gpu") is None:
-                by_device.setdefault(dev, []).append(a)
-    n = 0
-    for runs in by_device.values():
-        runs.sort(key=lambda a: a["started_at"])
-        for prev, nxt in zip(runs, runs[1:], strict=False):
-            if nxt["started_at"] < (prev["finished_at"] if prev["finished_at"] is not None else math.inf) - 1e-9:
-                n += 1
-    return n
 
 
 def _idle_while_waiting(allocs: list[dict[str, Any]], entries: list[dict[str, Any]], audit: dict[str, Any]) -> float:

@@ -1,5 +1,5 @@
 """The dev cluster's own `/_dev/` endpoints, which Nomad has not: the audit, a GC pass, and the faults tests
-and the chaos run inject (unreachable, lost replies, dropped streams, nodes down or drained, elections).
+and the chaos run inject (unreachable, lost replies, dropped streams, nodes down, drained or cut off, elections).
 
 One module per group of routes, each a function of what it reads (apikit.py says why). A new fault's
 route goes here, beside the others.
@@ -15,7 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from . import devicehealth, gc, queries
+from . import devicehealth, gc, partitions, queries
 from .apikit import Endpoint
 from .events import EventBroker
 from .state import ClusterState
@@ -100,4 +100,5 @@ def dev_routes(state: ClusterState, broker: EventBroker) -> list[Route]:
         *devicehealth.routes(state),
         Route("/_dev/election", election, methods=["POST"]),
         Route("/_dev/election/end", election_end, methods=["POST"]),
+        *partitions.routes(state),
     ]

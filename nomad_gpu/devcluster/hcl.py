@@ -18,6 +18,7 @@ from typing import Any
 import hcl2
 from hcl2.utils import SerializationOptions
 
+from . import disconnect
 from .hclbody import Body, HclError
 from .hclcache import ShapeCache
 from .hclservices import networks, services, templates
@@ -140,6 +141,7 @@ def _group(name: str, body: Body, max_run_duration: bool) -> JSON:
         "Meta": body.string_map("meta"),
         "Services": services(body),
         "Volumes": _volumes(body),
+        "Disconnect": disconnect.from_hcl(body.single_block("disconnect")),
     }
     if max_run_duration:
         group["MaxRunDuration"] = body.duration("max_run_duration")

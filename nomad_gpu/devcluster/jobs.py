@@ -17,7 +17,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from . import ports, services
+from . import disconnect, ports, services
 from .events import Event
 from .hclservices import canonicalize_group, service_errors
 from .ports import NetworkAsk
@@ -152,6 +152,7 @@ def canonicalize(job: JSON) -> JSON:
         if job_type not in SYSTEM_TYPES:
             group["ReschedulePolicy"] = _merge_defaults(group.get("ReschedulePolicy"), _RESCHEDULE.get(job_type, {}))
         group["EphemeralDisk"] = group.get("EphemeralDisk") or {"Sticky": False, "SizeMB": 300, "Migrate": False}
+        disconnect.canonicalize(group)
         services.canonicalize(job, group)
         for task in group.get("Tasks") or []:
             task["KillTimeout"] = task.get("KillTimeout") or 5 * _SECOND
@@ -226,6 +227,7 @@ def validate(job: JSON, admission: list[str] | None = None) -> None:
         if not tasks:
             errors.append(f"{prefix}: Missing tasks for task group")
         errors += [f"{prefix}: {error}" for error in service_errors(group)]
+        errors += disconnect.validate(job["Type"], group, prefix)
         for task in tasks:
             if not task.get("Name"):
                 errors.append(f"{prefix}: Missing task name")

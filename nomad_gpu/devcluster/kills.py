@@ -16,7 +16,7 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from . import services
+from . import clienttruth, services
 from .allocs import Alloc, ClientStatus
 from .restarts import go_duration
 
@@ -51,8 +51,10 @@ def stop(state: ClusterState, allocs: list[Alloc], why: str, migrate: bool | Non
 
 
 def kill(state: ClusterState, allocs: list[Alloc]) -> None:
-    """The client's side of a stop whose desired status is written: each ends after its kill_timeout."""
+    """The client's side of a stop whose desired status is written: each ends after its kill_timeout. A
+    client cut off from the servers hears of it only when it reconnects (partitions.py `heal`)."""
     now = state.clock()
+    allocs = [a for a in allocs if not clienttruth.cut_off(state, a.node_id)]
     at_once = [a for a in allocs if a.live and a.client_status is not ClientStatus.RUNNING]
     if at_once:
         state._finish(at_once, ClientStatus.COMPLETE, detail=KILLED)
@@ -75,6 +77,9 @@ def kill(state: ClusterState, allocs: list[Alloc]) -> None:
 def _killed(state: ClusterState, alloc_id: str) -> None:
     with state.lock:
         alloc = state.allocs.get(alloc_id)
+        if alloc is not None and clienttruth.unheard(state, alloc):  # its node was cut off meanwhile
+            clienttruth.task_ended(state, alloc, ClientStatus.COMPLETE, KILLED)
+            return
         if alloc is None or not alloc.live:
             return  # lost meanwhile (its node went down), or already ended
         state._finish([alloc], ClientStatus.COMPLETE, detail=KILLED)

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 
 from . import evals, migjobs
 from .allocs import Alloc, ClientStatus
+from .clienttruth import report
 from .inventory import Node
 
 if TYPE_CHECKING:
@@ -60,12 +61,19 @@ def set_status(state: ClusterState, id_or_name: str, status: str) -> Node:
         node.status, node.modify_index, node.status_updated_at = status, index, int(state.clock())
         # Status changes are `NodeStreamEvent`, not the documented "NodeEvent" (reference section 1).
         state._emit(index, [node.event("NodeStreamEvent")])
+        if status == "ready":  # its client restores what the servers stopped while it was gone and reports it
+            # ended, overwriting `lost` (`nestedUpdateAllocFromClient`, nomad/state/state_store.go, v2.0.5):
+            # the tasks of a node that died ended with it; a cut-off node's are reported by partitions.py
+            for alloc in [a for a in state.allocs.values() if a.node_id == node.id and a.late_report is None
+                          and a.client_status is ClientStatus.LOST and a.task_ended_at is not None]:
+                report(state, alloc, ClientStatus.COMPLETE)
         if status == "down":
             lost = [a for a in state.live.values() if a.node_id == node.id]
             if lost:
                 replace = [a for a in lost if a.desired_status == "run" and state._replaceable(a)]
                 for alloc in lost:
                     alloc.desired_status, alloc.desired_description = "stop", STATUS_LOST
+                    alloc.lost_at = state.clock()
                 state._finish(lost, ClientStatus.LOST)
                 for alloc in replace:  # Nomad replaces lost allocations
                     state._requeue(alloc, evals.NODE_UPDATE)

@@ -54,7 +54,7 @@ def _summary(state: ClusterState, record: JobRecord) -> JSON:
     groups = {g["Name"]: {"Queued": 0, "Complete": 0, "Failed": 0, "Running": 0, "Starting": 0, "Lost": 0,
                           "Unknown": 0} for g in record.job["TaskGroups"]}
     column = {"pending": "Starting", "running": "Running", "complete": "Complete", "failed": "Failed",
-              "lost": "Lost"}
+              "lost": "Lost", "unknown": "Unknown"}
     for alloc in state.job_allocs(key, record.job["CreateIndex"]):
         if alloc.task_group in groups:
             groups[alloc.task_group][column[alloc.client_status.value]] += 1
@@ -196,6 +196,7 @@ def audit(state: ClusterState) -> JSON:
             "device_health": [dict(spell) for node in state.nodes.values() for spell in node.health_log],
             # every write that reached the cluster, with its caller and a register's nomad_gpu_epoch (writelog.py)
             "writes": log_of(state).snapshot(),
+            "partitions": state.partitions.audit(),  # every spell a node was cut off (partitions.py)
         }
 
 

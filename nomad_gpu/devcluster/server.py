@@ -19,7 +19,7 @@ from typing import Any
 
 import uvicorn
 
-from . import devicehealth, evals, gc, hcl, nodeops, queries
+from . import devicehealth, evals, gc, hcl, nodeops, partitions, queries
 from .acl import Acl, AclToken
 from .aclpolicy import load_acl_file, tokens_of
 from .api import build_app
@@ -220,6 +220,13 @@ class DevCluster:
 
     def node_up(self, node: str) -> None:
         self.state.set_node_status(node, "ready")
+
+    def partition(self, node: str) -> None:
+        """The node stops heartbeating; its tasks run on (partitions.py)."""
+        partitions.partition(self.state, node)
+
+    def heal(self, node: str) -> None:
+        partitions.heal(self.state, node)
 
     def node_drain(self, node: str) -> None:
         """Drain on, eligibility ineligible; running allocations keep running."""

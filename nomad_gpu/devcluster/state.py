@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 from . import evals, gc, kills, maxrun, migjobs, namespaces, nodeops, restarts, services, systemjobs
 from .allocs import Alloc, ClientStatus
+from .clienttruth import Partitions, cut_off, exits_unheard
 from .config import ClusterSpec
 from .election import Election
 from .evals import Evaluation
@@ -90,6 +91,7 @@ class ClusterState:
         self.node_pools = frozenset({"default", "all", *(node.node_pool for node in cluster.nodes)})
         self.faults = Faults(clock)  # network faults in front of the HTTP app (faults.py)
         self.shared_gpu_ids: set[str] = set()
+        self.partitions = Partitions()  # nodes cut off from the servers (partitions.py)
         self.service_registrations: dict[str, JSON] = {}  # native service catalogue by ID (services.py)
         with self.lock:
             if cluster.job_gc_interval_s is not None:
@@ -389,8 +391,9 @@ class ClusterState:
             alloc = self.allocs.get(alloc_id)
             if alloc is None or alloc.client_status is not ClientStatus.PENDING:
                 return  # stopped or lost before it started
-            if any(self.allocs[v].live for v in alloc.preempted_allocations or ()):
-                return  # its victims are still being killed (systemjobs.py)
+            if any(self.allocs[v].live for v in alloc.preempted_allocations or ()) \
+                    or cut_off(self, alloc.node_id):
+                return  # its victims are still being killed (systemjobs.py), or its node is cut off
             index = self._next_index()
             now = self.clock()
             alloc.move(ClientStatus.RUNNING, index, now)
@@ -403,6 +406,8 @@ class ClusterState:
         """The task exits by itself; Nomad's restart tracker says what follows (restarts.py): a
         service job's task that exits 0 is restarted or, with `attempts = 0`, fails its allocation."""
         with self.lock:
+            if exits_unheard(self, alloc_id):
+                return  # the servers cannot hear it end: reported when its node reconnects (partitions.py)
             alloc = self.allocs.get(alloc_id)
             if alloc is None or alloc.client_status is not ClientStatus.RUNNING or alloc.desired_status != "run":
                 return  # gone, or being killed (kills.py ends it)
@@ -461,15 +466,9 @@ class ClusterState:
         return ask.reschedule_unlimited or failures <= ask.reschedule_attempts
 
     # -- nodes (fault injection; the rules live in nodeops.py) ------------------------------------
-
-    def set_node_status(self, id_or_name: str, status: str) -> Node:
-        return nodeops.set_status(self, id_or_name, status)
-
-    def set_drain(self, id_or_name: str, drain: bool, deadline_s: float | None = None) -> Node:
-        return nodeops.set_drain(self, id_or_name, drain, deadline_s)
-
-    def set_eligibility(self, id_or_name: str, eligible: bool) -> Node:
-        return nodeops.set_eligibility(self, id_or_name, eligible)
+    set_node_status = nodeops.set_status
+    set_drain = nodeops.set_drain
+    set_eligibility = nodeops.set_eligibility
 
 
 _TABLES = {"Node": "nodes", "Allocation": "allocs", "Job": "jobs", "Evaluation": "evals",

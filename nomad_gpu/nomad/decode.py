@@ -24,6 +24,7 @@ from nomad_gpu.domain.inventory import Gpu, MigSlice, Node, NodeStatus
 from nomad_gpu.domain.topology import GpuPlace, Topology
 from nomad_gpu.nomad.devicegroups import Decoded, DeviceGroup, group_decoder_for
 from nomad_gpu.nomad.devicegroups import pci_bus_id as _pci_bus_id
+from nomad_gpu.nomad.taskevents import exited_zero, killed
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +128,15 @@ class AllocInfo:
     preempted_by: str = ""
     """`PreemptedByAllocation`: the allocation Nomad evicted this one for (`Plan.AppendPreemptedAlloc`,
     nomad/structs/structs.go v2.0.5; `DesiredStatus: evict`)."""
+    killed: bool = False
+    """A task's last event is a kill (`Killing`, `Killed`): stopped, not ended by itself. With desired `run`,
+    its own client stopped it cut off from the servers (`stop_on_client_after`, client/heartbeatstop.go)."""
+
+    @property
+    def cut_off(self) -> bool:
+        """`lost` or `unknown`: Nomad's servers cannot hear its node, and its task may still run there until
+        the client stops it itself or reconnects (client/heartbeatstop.go, v2.0.5; docs/partitions.md)."""
+        return self.client_status in (AllocStatus.LOST, AllocStatus.UNKNOWN)
 
     @property
     def is_terminal(self) -> bool:
@@ -141,7 +151,8 @@ class AllocInfo:
         only batch jobs treat exit 0 as done (`NewRestartTracker` and `GetState`,
         client/allocrunner/taskrunner/restarts/restarts.go, v2.0.5 and v1.10.5). So a `failed`
         allocation whose every task exited 0 by itself succeeded too; a batch job never gets there."""
-        if self.desired_status != "run" or self.migrate or self.next_allocation or self.max_run_exceeded:
+        if self.desired_status != "run" or self.migrate or self.next_allocation or self.max_run_exceeded \
+                or self.killed:
             return False
         return self.client_status is AllocStatus.COMPLETE or (self.client_status is AllocStatus.FAILED
                                                               and self.exited_zero)
@@ -157,6 +168,8 @@ class AllocInfo:
         if self.client_status is AllocStatus.COMPLETE:
             if self.migrate:
                 return "migrated"
+            if self.killed and self.desired_status == "run" and not self.next_allocation:
+                return "killed on its node (desired run)"
             return "replaced" if self.next_allocation else f"killed (desired {self.desired_status})"
         return str(self.client_status.value)
 
@@ -338,10 +351,11 @@ def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
         migrate=bool((raw.get("DesiredTransition") or {}).get("Migrate")),
         job_version=int(raw.get("JobVersion") or 0),
         resources_known=isinstance(raw.get("AllocatedResources"), Mapping),
-        exited_zero=_exited_zero(raw.get("TaskStates")), stopped_zero=_exited_zero(raw.get("TaskStates"), True),
+        exited_zero=exited_zero(raw.get("TaskStates")), stopped_zero=exited_zero(raw.get("TaskStates"), True),
         max_run_exceeded=raw.get("ClientDescription") == MAX_RUN_EXCEEDED,
         ports=_ports(raw.get("AllocatedResources")),
         preempted_by=str(raw.get("PreemptedByAllocation") or ""),
+        killed=killed(raw.get("TaskStates")),
     )
 
 
@@ -350,28 +364,6 @@ def _ports(resources: Any) -> tuple[PortMapping, ...]:
     raw = shared.get("Ports") if isinstance(shared, Mapping) else None
     return tuple(PortMapping(str(p.get("Label") or ""), str(p.get("HostIP") or ""), int(p.get("Value") or 0))
                  for p in raw or () if isinstance(p, Mapping) and p.get("Value"))
-
-
-def _exited_zero(task_states: Any, killed: bool = False) -> bool:
-    """Whether every task's last event of note is `Terminated` with exit code 0, followed by nothing
-    but `Not Restarting` (`TaskRunner.Run` and `shouldRestart`, task_runner.go v2.0.5). A kill
-    (`Killing`, `Killed`), a sibling's failure, a driver failure or a restart after it all mean it
-    did not simply end by itself. `killed`: a `Killed` after it is allowed (the task exited 0 on the
-    stop's signal, `TaskTerminated` with its `ExitCode` and `Signal` 0, before `TaskKilled`)."""
-    if not isinstance(task_states, Mapping) or not task_states:
-        return False
-    for state in task_states.values():
-        events = state.get("Events") if isinstance(state, Mapping) else None
-        if not isinstance(events, list):
-            return False
-        last = next((i for i in range(len(events) - 1, -1, -1)
-                     if isinstance(events[i], Mapping) and events[i].get("Type") == "Terminated"), None)
-        if last is None or events[last].get("ExitCode") not in (0, None) or events[last].get("Signal"):
-            return False
-        after = ("Not Restarting", "Killed") if killed else ("Not Restarting",)
-        if any(not isinstance(e, Mapping) or e.get("Type") not in after for e in events[last + 1:]):
-            return False
-    return True
 
 
 @dataclass(frozen=True)

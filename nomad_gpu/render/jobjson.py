@@ -56,7 +56,10 @@ def _job(kind: str, context: Mapping[str, Any], max_run_duration_field: bool) ->
     job = context["job"]
     written = job.get("max_run_duration") if kind == "batch" else None  # only batch.hcl.j2 writes it
     limit = None if written is None else _duration(written)
-    groups = [_group(group, limit, max_run_duration_field) for group in context["groups"]]
+    stop = job.get("stop_on_client_after")
+    disconnect = None if stop is None else {"LostAfter": None, "StopOnClientAfter": _duration(stop), "Replace": False,
+                                            "Reconcile": None}
+    groups = [_group(group, limit, max_run_duration_field, disconnect) for group in context["groups"]]
     return {
         "Region": None, "Namespace": job["namespace"], "ID": job["id"], "Name": job["id"], "Type": kind,
         "Priority": job["priority"], "AllAtOnce": None, "Datacenters": list(job["datacenters"]),
@@ -69,7 +72,7 @@ def _job(kind: str, context: Mapping[str, Any], max_run_duration_field: bool) ->
     }
 
 
-def _group(group: Mapping[str, Any], limit: int | None, field: bool) -> JSON:
+def _group(group: Mapping[str, Any], limit: int | None, field: bool, disconnect: JSON | None) -> JSON:
     out: JSON = {
         "Name": group["name"], "Count": group["count"], "Constraints": None, "Affinities": None, "Spreads": None,
         "Tasks": [_task(group)],
@@ -82,6 +85,8 @@ def _group(group: Mapping[str, Any], limit: int | None, field: bool) -> JSON:
         "Meta": dict(group["meta"]) or None,
         "Services": None if group["service"] is None else [_service(group["service"])],
         "Volumes": None,
+        # `disconnect { stop_on_client_after = X, replace = false }`, written for a group holding a device
+        "Disconnect": None if disconnect is None or group["device"] is None else dict(disconnect),
     }
     if field:
         out["MaxRunDuration"] = limit

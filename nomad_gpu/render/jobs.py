@@ -116,11 +116,14 @@ class JobRenderer:
         placement: RenderPlacement,
         extra_meta: Mapping[str, str] = _NO_META,
         max_run_duration: bool = False,
+        stop_on_client_after: float | None = None,
     ) -> str:
         """The HCL2 jobspec of ``spec`` pinned to ``placement``, from ``spec.template``.
         ``max_run_duration``: every Nomad agent has the group field (2.0.3 and later), so a batch
-        template also hands ``max_runtime`` to Nomad's client; the service's timer stays either way."""
-        context = self._job_context(spec, job_id, placement, extra_meta, max_run_duration)
+        template also hands ``max_runtime`` to Nomad's client; the service's timer stays either way.
+        ``stop_on_client_after``: seconds; each group holding a device gets `disconnect {
+        stop_on_client_after, replace = false }` (None: no block)."""
+        context = self._job_context(spec, job_id, placement, extra_meta, max_run_duration, stop_on_client_after)
         return self.render_template(spec.template, context)
 
     def render_job_json(
@@ -132,24 +135,25 @@ class JobRenderer:
         extra_meta: Mapping[str, str] = _NO_META,
         max_run_duration: bool = False,
         max_run_duration_field: bool = False,
+        stop_on_client_after: float | None = None,
     ) -> tuple[str, dict[str, Any] | None]:
         """The HCL of :meth:`render_job` and, from the same context, the Job JSON Nomad's parse returns
         for it: None unless the template is a bundled one whose JSON is proven (render/jobjson.py).
         ``max_run_duration_field``: the Nomad that registers it has the group field (2.0.3 on)."""
-        context = self._job_context(spec, job_id, placement, extra_meta, max_run_duration)
+        context = self._job_context(spec, job_id, placement, extra_meta, max_run_duration, stop_on_client_after)
         hcl = self.render_template(spec.template, context)
         if not self.bundled:
             return hcl, None
         return hcl, job_json(spec.template, context, max_run_duration_field=max_run_duration_field)
 
     def _job_context(self, spec: JobSpec, job_id: str, placement: RenderPlacement, extra_meta: Mapping[str, str],
-                     max_run_duration: bool) -> dict[str, Any]:
+                     max_run_duration: bool, stop_on_client_after: float | None = None) -> dict[str, Any]:
         if isinstance(spec, SweepSpec):
             raise RenderError("a sweep renders one job per trial: expand it with expand_sweep() first")
         if spec.template == SERVICE_TEMPLATE or spec.template.startswith("_"):
             raise RenderError(f"template {spec.template!r} is not a job template")
         return build_job_context(spec, job_id=job_id, placement=placement, extra_meta=extra_meta,
-                                 max_run_duration=max_run_duration)
+                                 max_run_duration=max_run_duration, stop_on_client_after=stop_on_client_after)
 
     def render_service_job(self, settings: ServiceJobSettings) -> str:
         """The Nomad job that runs nomad-gpu itself (``templates/nomad-gpu.hcl.j2``)."""
@@ -164,10 +168,14 @@ def build_job_context(
     placement: RenderPlacement,
     extra_meta: Mapping[str, str] = _NO_META,
     max_run_duration: bool = False,
+    stop_on_client_after: float | None = None,
 ) -> dict[str, Any]:
     """The plain dict a job template sees: ``job`` and ``groups`` (see templates/batch.hcl.j2).
     ``job.max_run_duration`` is ``max_runtime`` as a duration when Nomad has the field, else None;
-    only templates of batch jobs write it (Nomad refuses it on other job types)."""
+    only templates of batch jobs write it (Nomad refuses it on other job types).
+    ``job.stop_on_client_after`` is the operator's setting as a duration, or None (no disconnect block)."""
+    if stop_on_client_after is not None and not stop_on_client_after >= 0:
+        raise RenderError(f"stop_on_client_after must be a duration >= 0, got {stop_on_client_after!r}")
     _check_job_id(job_id)
     check_placement(spec, placement)
     meta: dict[str, str] = dict(spec.meta)
@@ -195,6 +203,7 @@ def build_job_context(
             "meta": meta,
             "max_run_duration": (f"{_seconds(spec.max_runtime)}s"
                                  if max_run_duration and spec.max_runtime is not None else None),
+            "stop_on_client_after": (None if stop_on_client_after is None else f"{_seconds(stop_on_client_after)}s"),
         },
         "groups": [_group_context(group, placement, spec.checkpoint) for group in spec.groups],
     }

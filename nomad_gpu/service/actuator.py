@@ -60,10 +60,12 @@ over minutes; a stale answer only means a job keeps the service's timer alone, o
 class Actuator:
     def __init__(self, client: NomadClient, templates_dir: Path | None = None, service_name: str = "nomad-gpu",
                  clock: Callable[[], float] = time.monotonic, *, local_parse: bool = True,
-                 epoch: Callable[[], int | None] = lambda: None) -> None:
+                 epoch: Callable[[], int | None] = lambda: None, stop_on_client_after: float | None = None) -> None:
         """``epoch``: the leader's epoch, written into every job's meta (service/fencing.py; None on SQLite)."""
         self.client = client
         self.epoch = epoch
+        self.stop_on_client_after = stop_on_client_after
+        """Seconds: each GPU group gets `disconnect { stop_on_client_after, replace = false }` (None: no block)."""
         self.service_name = service_name
         self.local_parse = local_parse
         """Build the Job JSON of bundled templates here instead of asking Nomad's parse."""
@@ -91,7 +93,7 @@ class Actuator:
         limit = spec.max_runtime is not None and self.max_run_duration()
         return self.renderer.render_job(spec, job_id=entry.nomad_job_id, placement=placement,
                                         extra_meta=self._extra_meta(entry),
-                                        max_run_duration=limit)
+                                        max_run_duration=limit, stop_on_client_after=self.stop_on_client_after)
 
     def render_with_job(self, entry: QueueEntry, spec: JobSpec,
                         placement: RenderPlacement) -> tuple[str, dict[str, Any] | None]:
@@ -102,7 +104,8 @@ class Actuator:
         return self.renderer.render_job_json(spec, job_id=entry.nomad_job_id, placement=placement,
                                              extra_meta=self._extra_meta(entry),
                                              max_run_duration=spec.max_runtime is not None and field,
-                                             max_run_duration_field=field)
+                                             max_run_duration_field=field,
+                                             stop_on_client_after=self.stop_on_client_after)
 
     def submit(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str:
         """Register the pinned job, create-only; returns the HCL. Raises NomadError / RenderError."""

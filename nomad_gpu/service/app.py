@@ -108,7 +108,8 @@ class ServiceRuntime:
         """What acts on Nomad, loaded from the database (on PostgreSQL: when this replica is elected)."""
         settings = self.settings
         self.actuator = Actuator(self.client, settings.templates_dir, settings.scheduling.service_name,
-                                 local_parse=settings.scheduling.local_parse, epoch=self.client.epoch)
+                                 local_parse=settings.scheduling.local_parse, epoch=self.client.epoch,
+                                 stop_on_client_after=settings.scheduling.stop_on_client_after_s)
         self.scheduler = SchedulerService(self.store, self.actuator, settings.scheduling, self.metrics)
         self.scheduler.relayout = build_loop(  # MIG re-layouts, when the operator turned them on
             settings.scheduling.mig_relayout, self.client, executor=self.scheduler.life.executor,

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 from typing import Any
@@ -29,11 +28,13 @@ from nomad_gpu.domain.ids import EntryId, NodeId, Team
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import JobRequest
-from nomad_gpu.nomad.decode import AllocInfo, AllocStatus, EvalInfo
+from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
 from nomad_gpu.render import JobSpec
 from nomad_gpu.service.actuator import NomadActuator
+from nomad_gpu.service.allocfeed import AllocFeed
 from nomad_gpu.service.classes import ClassBook
 from nomad_gpu.service.life import events as ev
+from nomad_gpu.service.life.cutoff import CutOffWatch, bound_s
 from nomad_gpu.service.life.foreign import ForeignAllocs
 from nomad_gpu.service.life.machine import apply, record_of
 from nomad_gpu.service.life.register import Registrar
@@ -42,9 +43,7 @@ from nomad_gpu.service.life.stops import Stops
 from nomad_gpu.service.life.timers import Timers
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
-from nomad_gpu.service.pins import pin_mismatch
 from nomad_gpu.service.portsinuse import blocked_nodes, port_note, ports_taken, static_ports
-from nomad_gpu.service.preempted import preempted_reason
 from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, Tracked, compact
 from nomad_gpu.service.translate import job_request, placement_json, spec_of
 from nomad_gpu.store import EntryState, QueueEntry
@@ -53,17 +52,17 @@ from nomad_gpu.store.entries import entry_of_job, parse_job_id
 
 logger = logging.getLogger(__name__)
 
-_ALLOC_INDEX_MAX = 10_000
-"""Allocations whose last index is remembered (to drop stale replays): only recent ones can be replayed."""
-
 
 class Lifecycle:
     def __init__(self, store: Store, ledger: Ledger, actuator: NomadActuator, *, lock: threading.RLock,
                  executor: Executor, clock: Callable[[], float], metrics: Metrics, outage: Outage,
                  wake: Callable[[], None], refusal_avoid_s: float = 300.0,
                  admission_deadline_s: float = 300.0, classes: ClassBook | None = None,
-                 unhold: Callable[[EntryId], None] = lambda entry: None) -> None:
-        """``unhold(entry)``: drop the cycle's head-of-line hold for an entry that ends or is held."""
+                 unhold: Callable[[EntryId], None] = lambda entry: None,
+                 stop_on_client_after_s: float | None = None) -> None:
+        """``unhold(entry)``: drop the cycle's head-of-line hold for an entry that ends or is held;
+        ``stop_on_client_after_s``: the jobs' setting, which bounds how long a cut-off allocation's capacity
+        stays booked (life/cutoff.py)."""
         self.store, self.ledger, self.actuator = store, ledger, actuator
         self.classes = classes or ClassBook()
         """Workload classes: their policy and the fleet's facts a class entry's tiers are built over."""
@@ -75,11 +74,11 @@ class Lifecycle:
         self.draining = followed.draining
         self.port_notes: dict[str, str] = {}
         """Queued entries kept off nodes where one of their static ports is in use: why, for their reason."""
-        self._alloc_index: OrderedDict[str, int] = OrderedDict()
         self.inflight: set[str] = set()
         """Calls to Nomad on the executor (register, stop, settle), so that none is sent twice at once."""
         self.timers = Timers(clock, self.live, admission_deadline_s)
         self.foreign_allocs = ForeignAllocs(ledger)
+        self.cut_off = CutOffWatch(bound_s(stop_on_client_after_s), self.instance)
         self.stops = Stops(store, actuator, lock=lock, executor=executor, outage=outage, clock=clock,
                            inflight=self.inflight, draining=self._awaits_stop, confirmed=self._stop_confirmed)
         self.registrar = Registrar(store, ledger, actuator, lock=lock, executor=executor, outage=outage,
@@ -87,6 +86,8 @@ class Lifecycle:
         self.runner = Runner(store, ledger, followed, clock=clock, metrics=metrics, outage=outage, timers=self.timers,
                              refusal_avoid_s=refusal_avoid_s, register=self.registrar.start, stop=self.stops.start,
                              reserve=self.foreign_allocs.reserve, request=self._request, wake=wake, unhold=unhold)
+        self.feed = AllocFeed(self.entries, self.draining, self.runner, self.stops, self.foreign_allocs, ledger,
+                              metrics, self.instance, self.cut_off)
 
     @property
     def foreign(self) -> dict[str, AllocInfo]:
@@ -102,6 +103,7 @@ class Lifecycle:
         while it was down (service/life/timers.py)."""
         t = self.timers
         t.steady, t.started_at, t.started_steady, t.wall_step = steady, started_at, started_steady, wall_step
+        self.cut_off.steady = steady
 
     def _schedule(self, when: float, entry_id: str) -> None:
         self.timers.schedule(when, entry_id)
@@ -151,8 +153,9 @@ class Lifecycle:
         out = []
         taken: dict[NodeId, set[int]] | None = None  # host ports in use, read once a cycle (portsinuse.py)
         self.port_notes = {}
+        waits = self.cut_off.waiting_entries()  # their cut-off task may still run: never two runs at once
         for t in self.waiting.values():
-            if t.entry.state is not EntryState.QUEUED or t.request is None or t.entry.held:
+            if t.entry.state is not EntryState.QUEUED or t.request is None or t.entry.held or t.entry.id in waits:
                 continue
             if t.avoid and min(t.avoid.values()) <= now:
                 t.avoid = {n: until for n, until in t.avoid.items() if until > now}
@@ -209,7 +212,8 @@ class Lifecycle:
         return job_id in self.draining or self._preempting(job_id) is not None
 
     def _stop_confirmed(self, job_id: str, allocs: tuple[AllocInfo, ...]) -> None:
-        confirmed = ev.StopConfirmed(tuple((a.id, a.is_terminal) for a in allocs))
+        # a cut-off allocation's task may still run: not ended for the stop (life/cutoff.py)
+        confirmed = ev.StopConfirmed(tuple((a.id, a.is_terminal and not a.cut_off) for a in allocs))
         if (t := self._preempting(job_id)) is not None:
             for a in allocs:
                 t.allocs.setdefault(a.id, a)
@@ -257,42 +261,8 @@ class Lifecycle:
 
     # ---- Nomad's allocations -----------------------------------------------------------------
     def on_alloc(self, a: AllocInfo, *, force: bool = False) -> bool:
-        """Apply one allocation update; True when capacity was freed."""
-        last = self._alloc_index.get(a.id)
-        if last is not None and a.modify_index and a.modify_index < last and not force:
-            return False  # a stale replay (the stream's index is inclusive and may rewind)
-        self._alloc_index[a.id] = max(a.modify_index, last or 0)
-        self._alloc_index.move_to_end(a.id)
-        if len(self._alloc_index) > _ALLOC_INDEX_MAX:
-            self._alloc_index.popitem(last=False)
-        d = self.draining.get(a.job_id)
-        if d is not None:
-            d.allocs[a.id] = a
-            return self.runner.drain_event(d, _update(a))
-        ref = parse_job_id(a.job_id)
-        t = self.entries.get(ref.entry) if ref is not None and ref.instance in ("", self.instance) else None
-        if t is None or t.entry.nomad_job_id != a.job_id or t.entry.state not in LIVE:
-            if ref is not None and ref.instance == self.instance and not a.is_terminal:
-                self.stops.orphan(a)
-            return self.foreign_allocs.book(a)
-        known = t.allocs.get(a.id)
-        if not a.resources_known and known is not None and known.ports:  # a stub keeps the ports Nomad gave
-            a = replace(a, ports=known.ports)
-        t.allocs[a.id] = a
-        short = pin_mismatch(a, t.entry.placements)
-        if short is not None:  # Nomad before 1.11.1 places a taken pin short (pins.py): never run it so
-            self.metrics.pin_mismatches.inc()
-        timeout = ""
-        if a.max_run_exceeded:  # Nomad (2.0.3+) ended it at max_runtime itself: the timer's outcome, no retry
-            limit = t.spec.max_runtime if t.spec is not None else None
-            timeout = f"timeout: Nomad ended it at max_runtime{f' ({limit:g} s)' if limit else ''} (max_run_duration)"
-        preempted = preempted_reason(a, self.foreign) if a.preempted_by and a.is_terminal else ""
-        after, _ = self.runner.run(t.entry, t, t.attempt, _update(a, timeout, short or "", preempted))
-        if preempted:  # the preemptor's booking was refused while our attempt held its devices: book it now
-            by = self.foreign.get(a.preempted_by)
-            if by is not None and not by.is_terminal:
-                self.foreign_allocs.book(by)
-        return not after.phase.live and EntryId(after.entry) not in self.ledger
+        """Apply one allocation update; True when capacity was freed (service/allocfeed.py)."""
+        return self.feed.on_alloc(a, force=force)
 
     # ---- Nomad's evaluations ---------------------------------------------------------------
     def on_eval(self, e: EvalInfo) -> None:
@@ -384,7 +354,10 @@ class Lifecycle:
             self.draining.clear()
 
     def allocs_gone(self, d: Draining) -> None:
-        """A resync lists nothing of a draining attempt's stopped job: every allocation of it is gone."""
+        """A resync lists nothing of a draining attempt's stopped job: every allocation of it is gone. Not a cut-off
+        one's task, which may run on unseen: its bound frees it (life/cutoff.py)."""
+        if any(alloc_id in self.cut_off.seen for alloc_id in d.allocs):
+            return
         d.allocs.clear()
         self.runner.drain_event(d, ev.AllocsGone())
 
@@ -398,16 +371,12 @@ class Lifecycle:
             fired = self.timers.fired(t, now) if t is not None else None
             if t is not None and fired is not None:
                 self.runner.run(t.entry, t, t.attempt, fired)
+        for alloc_id, job_id in self.cut_off.due():  # a cut-off task surely stopped by now (life/cutoff.py)
+            if (d := self.draining.get(job_id)) is not None:
+                self.runner.drain_event(d, ev.CutOffExpired(alloc_id))
+            elif self.foreign_allocs.release_cut_off(alloc_id):
+                self.wake()
         unstepped = self.timers.stops_due(now)
         if unstepped is not None:
             for s in self.store.stops(due_by=unstepped):
                 self.start_stop(s.job_id, s.namespace)
-
-
-def _update(a: AllocInfo, timeout: str = "", pin_short: str = "", preempted: str = "") -> ev.AllocUpdate:
-    return ev.AllocUpdate(a.id, terminal=a.is_terminal, succeeded=a.succeeded,
-                          complete=a.client_status is AllocStatus.COMPLETE,
-                          outcome=a.outcome() if a.is_terminal else "", timeout=timeout, pin_short=pin_short,
-                          exited_zero=a.stopped_zero,
-                          preempted=preempted)
-

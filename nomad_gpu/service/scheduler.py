@@ -108,7 +108,7 @@ class SchedulerService:
                               metrics=self.metrics, outage=self.outage, wake=self.wake_now,
                               refusal_avoid_s=settings.refusal_avoid_s,
                               admission_deadline_s=settings.admission_deadline_s, classes=self.classes,
-                              unhold=self._unhold)
+                              unhold=self._unhold, stop_on_client_after_s=settings.stop_on_client_after_s)
         self.reconciler = Reconciler(self.life, self.ledger)
         self.preemption = Preemptions(settings, self.ledger, self.life, self.metrics)  # service/preemption.py
         self.relayout: RelayoutLoop | None = None

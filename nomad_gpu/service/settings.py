@@ -23,6 +23,7 @@ from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
 from nomad_gpu.service.classconfig import classes_from_mapping
 from nomad_gpu.service.haconfig import HaSettings, ha_from_mapping
 from nomad_gpu.service.idleconfig import IdlePolicies, check_rounds, idle_from_classes
+from nomad_gpu.service.life.cutoff import DEFAULT_STOP_ON_CLIENT_AFTER_S, stop_on_client_after
 from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
 from nomad_gpu.service.preemptconfig import TakeBackSettings, take_back_from_config
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
@@ -79,6 +80,9 @@ class SchedulingSettings:
     service_name: str = "nomad-gpu"
     """Written into every job's meta (`nomad_gpu_service`): two services on one cluster tell their jobs
     apart by it (the job-ID prefix is random per database)."""
+    stop_on_client_after_s: float | None = DEFAULT_STOP_ON_CLIENT_AFTER_S
+    """`nomad: {stop_on_client_after: 60s}`: GPU groups get `disconnect { stop_on_client_after, replace = false }`
+    (null: no block); it also bounds how long a cut-off attempt keeps its GPUs (docs/partitions.md)."""
 
 
 def _within(wide: frozenset[str], narrow: frozenset[str] | None) -> frozenset[str]:
@@ -345,6 +349,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             local_parse=_local_parse(raw.get("nomad"), f"{where}: nomad"),
             ha=ha_from_mapping(raw.get("ha"), f"{where}: ha"),
             take_back=take_back_from_config(raw, where),
+            stop_on_client_after_s=stop_on_client_after(raw.get("nomad"), f"{where}: nomad"),
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from exc
@@ -354,9 +359,10 @@ def _local_parse(raw: Any, where: str) -> bool:
     """``nomad: {local_parse: true|false}`` (default true)."""
     if raw is None:
         return True
-    if (not isinstance(raw, Mapping) or set(raw) - {"local_parse", "max_kill_timeout"}
+    if (not isinstance(raw, Mapping) or set(raw) - {"local_parse", "max_kill_timeout", "stop_on_client_after"}
             or not isinstance(raw.get("local_parse", True), bool)):
-        raise InvalidRequest(f"{where}: must be a mapping with only local_parse: true or false, max_kill_timeout")
+        raise InvalidRequest(f"{where}: must be a mapping with only local_parse: true or false, max_kill_timeout, "
+                             "stop_on_client_after: a duration or null")
     return bool(raw.get("local_parse", True))
 
 

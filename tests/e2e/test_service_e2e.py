@@ -105,19 +105,21 @@ def test_node_down_releases_and_requeues_per_retries(tmp_path: Path) -> None:
         name = next(n for n, i in node_ids.items() if i == victim)
         dc.node_down(name)
         by_id = lambda: {e["id"]: e for e in entries(runtime)}  # noqa: E731
+        # a lost attempt is queued again without using a retry (its task may still run: docs/partitions.md)
         wait_for(lambda: by_id()[retry[0]["id"]]["attempts"] == 1, 20, "the retry to be re-queued")
+        assert by_id()[retry[0]["id"]]["refusals"] == 1, "no retry used"
         if nodes[once[0]["id"]] == victim:
-            wait_for(lambda: by_id()[once[0]["id"]]["state"] == "failed", 20, "the job without retries to fail")
-        dc.node_up(name)
+            wait_for(lambda: by_id()[once[0]["id"]]["attempts"] == 1, 20, "the job without retries re-queued too")
+        dc.node_up(name)  # its client reports the lost allocations ended: their GPUs are free
         wait_for(lambda: all_ended(runtime), 60, "all jobs to end")
         final = by_id()
-        assert final[retry[0]["id"]]["state"] == "complete"
+        assert final[retry[0]["id"]]["state"] == "complete" and final[once[0]["id"]]["state"] == "complete"
     finally:
         runtime.stop()
         dc.stop()
     audit = dc.audit()
     assert overlaps(audit) == 0 and audit["double_bookings_refused"] == 0
-    assert any(a["client_status"] == "lost" for a in audit["allocations"])
+    assert any(a["lost_at"] is not None for a in audit["allocations"])
 
 
 def test_a_restarted_service_neither_double_books_nor_forgets(seed: DevCluster, tmp_path: Path) -> None:

@@ -103,11 +103,32 @@ def test_the_cases_cover_every_bundled_job_template_and_example() -> None:
 @pytest.mark.parametrize(("case", "spec", "placement"), CASES, ids=[case for case, _, _ in CASES])
 def test_the_built_json_is_nomads_parse_of_the_rendered_hcl(case: str, spec: JobSpec, placement: RenderPlacement,
                                                             field: bool) -> None:
+    stop = 60.0 if field else None  # each run also covers the disconnect block, written or not
     hcl, built = JobRenderer().render_job_json(spec, job_id=f"{spec.name}-e1", placement=placement,
                                                extra_meta=META, max_run_duration=field,
-                                               max_run_duration_field=field)
+                                               max_run_duration_field=field, stop_on_client_after=stop)
     assert built is not None
+    assert ("stop_on_client_after" in hcl) == (stop is not None and any(g["device"] for g in _groups(hcl)))
     assert _normal(built) == _normal(parse_job_hcl(hcl, max_run_duration=field))
+
+
+def _groups(hcl: str) -> list[dict[str, Any]]:
+    """Each group of the HCL's parse, with `device`: whether one of its tasks asks for a device."""
+    groups = parse_job_hcl(hcl)["TaskGroups"]
+    return [{"device": any(t["Resources"].get("Devices") for t in g["Tasks"])} for g in groups]
+
+
+def test_the_disconnect_block_is_written_for_groups_with_a_device() -> None:
+    """`disconnect { stop_on_client_after = X, replace = false }` for a GPU job's group (docs/partitions.md)."""
+    spec = load_spec(JOBSPECS / "train.yaml")
+    assert isinstance(spec, JobSpec)
+    _, built = JobRenderer().render_job_json(spec, job_id="t-1", placement=placement_for(spec),
+                                             stop_on_client_after=60.0)
+    assert built is not None
+    assert built["TaskGroups"][0]["Disconnect"] == {"LostAfter": None, "StopOnClientAfter": 60 * 10**9,
+                                                    "Replace": False, "Reconcile": None}
+    _, plain = JobRenderer().render_job_json(spec, job_id="t-1", placement=placement_for(spec))
+    assert plain is not None and plain["TaskGroups"][0]["Disconnect"] is None
 
 
 def test_templates_from_another_directory_are_never_built(tmp_path: Path) -> None:
@@ -146,5 +167,6 @@ def test_the_built_json_is_the_dev_clusters_parse_over_http(cluster: DevCluster)
     renderer = JobRenderer()
     for case, spec, placement in CASES:
         hcl, built = renderer.render_job_json(spec, job_id=f"{spec.name}-e1", placement=placement, extra_meta=META,
-                                              max_run_duration=True, max_run_duration_field=True)
+                                              max_run_duration=True, max_run_duration_field=True,
+                                              stop_on_client_after=90.0)
         assert _normal(built) == _normal(client.jobs.parse(hcl, canonicalize=False)), case

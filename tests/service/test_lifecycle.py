@@ -193,8 +193,7 @@ def test_with_nomad_down_admissions_pause_and_requests_stay_few(clock: Clock, ex
     pytest.param("complete", "evict", False, "", id="evicted"),
     pytest.param("complete", "run", True, "", id="drain-migrate"),
     pytest.param("complete", "run", False, "a-next", id="replaced"),
-    pytest.param("lost", "run", False, "", id="lost"),
-])
+])  # a lost one is queued again without a retry and keeps its GPU: tests/service/test_lost_attempts.py
 def test_an_interrupted_allocation_is_not_success(client: str, desired: str, migrate: bool, next_alloc: str,
                                                   clock: Clock, ex: ManualExecutor) -> None:
     nomad, store = FakeNomad(), SqliteStore()

@@ -77,11 +77,22 @@ class AllocUpdate:
     preempted: str = ""
     """Nomad evicted it for a higher-priority job (`PreemptedByAllocation`): the reason to store, naming the
     preempting allocation (service/preempted.py); empty otherwise."""
+    cut_off: str = ""
+    """Nomad's servers lost its node (`lost` or `unknown`) and its task may still run there: the reason to
+    store (docs/partitions.md); empty otherwise."""
 
 
 @dataclass(frozen=True)
 class AllocsGone:
     """A resync lists no allocation of the attempt's job any more (it was collected after its stop)."""
+
+
+@dataclass(frozen=True)
+class CutOffExpired:
+    """A cut-off allocation's bound passed: its client has stopped it by now (`stop_on_client_after`, plus the
+    capped kill_timeout and a margin, after the service saw it lost), so its capacity is free."""
+
+    alloc: str
 
 
 @dataclass(frozen=True)
@@ -193,7 +204,7 @@ class LeaseLost:
 
 Event = (Submit | Admit | RegisterOk | RegisterLost | RegisterRefused | RegisterDeferred | AllocUpdate | AllocsGone
          | EvalRefused | Cancel | DependencyFailed | SpecInvalid | Hold | Requeue | TimerFired | Resume
-         | StopConfirmed | JobGone | JobDead | JobDeregistered | Preempt | Reclaim | LeaseLost)
+         | StopConfirmed | JobGone | JobDead | JobDeregistered | Preempt | Reclaim | LeaseLost | CutOffExpired)
 
 
 # ---- effects ----------------------------------------------------------------------------------------

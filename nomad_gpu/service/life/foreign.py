@@ -30,11 +30,13 @@ class ForeignAllocs:
     def book(self, a: AllocInfo) -> bool:
         """Allocations of plain Nomad jobs (or of ours no entry claims) hold GPUs, CPU and memory too."""
         key = EntryId(f"nomad:{a.id}")
-        if a.is_terminal:
+        if a.is_terminal and not a.cut_off:  # a lost one's task may run on, cut off: booked (life/cutoff.py)
             self.foreign.pop(a.id, None)
             return self.ledger.release(key) is not None
-        if key in self.ledger or not (a.device_ids or a.cpu_mhz or a.memory_mb) \
-                or self.ledger.node_free(a.node_id) is None:
+        if key in self.ledger:
+            self.foreign[a.id] = a  # its latest word (a cut-off one's bound reads it)
+            return False
+        if not (a.device_ids or a.cpu_mhz or a.memory_mb) or self.ledger.node_free(a.node_id) is None:
             return False  # every allocation's CPU and memory count too (system jobs, plain jobs)
         p = AllocPlacement(group=a.task_group, index=0, node=a.node_id, cpu_mhz=a.cpu_mhz, memory_mb=a.memory_mb,
                            instance_ids=tuple(InstanceId(i) for i in a.device_ids), device_name=a.device_name,
@@ -47,6 +49,14 @@ class ForeignAllocs:
             logger.error("allocation %s of job %s (%s) holds devices the ledger gave to %s: %s", a.id, a.job_id,
                          a.client_status.value, holders, exc)
         return False
+
+    def release_cut_off(self, alloc_id: str) -> bool:
+        """A cut-off allocation's bound passed and no report came: its task is surely gone, its capacity free."""
+        a = self.foreign.get(alloc_id)
+        if a is None or not a.cut_off:
+            return False
+        del self.foreign[alloc_id]
+        return self.ledger.release(EntryId(f"nomad:{alloc_id}")) is not None
 
     def reserve(self, entry: EntryId, team: Team, placements: Iterable[AllocPlacement]) -> None:
         try:

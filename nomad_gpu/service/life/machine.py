@@ -201,6 +201,9 @@ def _reply(r: Record, e: ev.RegisterOk | ev.RegisterLost | ev.RegisterRefused | 
 
 
 def _alloc(r: Record, e: ev.AllocUpdate) -> Result:
+    if e.cut_off:  # its task may run on where Nomad cannot see: queued again, no retry used; capacity kept
+        r = _seen(r, e.alloc, False, False)
+        return _then(_end(r, EntryState.QUEUED, e.cut_off, refused=True, durable=False), ev.Count("lost"))
     r = _seen(r, e.alloc, e.terminal, e.complete)
     if e.pin_short:
         return _refused(r, e.pin_short, count="refused")
@@ -342,8 +345,12 @@ def _draining(r: Record, e: Event) -> Result:
         if not r.registering:
             return r, ()
         return _maybe_release(replace(r, registering=False, stopped=True), (ev.StopDone(),))
-    if isinstance(e, ev.AllocUpdate):
-        return _maybe_release(_seen(r, e.alloc, e.terminal, e.complete), ())
+    if isinstance(e, ev.AllocUpdate):  # a cut-off one stays open: its task may still run (docs/partitions.md)
+        return _maybe_release(_seen(r, e.alloc, e.terminal and not e.cut_off, e.complete), ())
+    if isinstance(e, ev.CutOffExpired):
+        if e.alloc not in r.open:
+            return r, ()
+        return _maybe_release(_seen(r, e.alloc, True, False), ())
     if isinstance(e, (ev.Cancel, ev.Hold, ev.Requeue)):
         return _ended(r, e)
     if isinstance(e, ev.StopConfirmed):
