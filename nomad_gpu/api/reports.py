@@ -37,6 +37,8 @@ class Status(Payload):
                               default=0)
     last_cycle_error: str | None = doc("The last failed cycle's error (admin callers only); null: none.",
                                        default=None)
+    team_borrowed_gpu: dict[str, float] = doc("Per team of a cohort past its quota: GPU-equivalents in use on "
+                                              "capacity its cohort lends (docs/cohorts.md).", default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,11 @@ class TeamRow(Payload):
     fair_share_gpu: float = 0.0
     queued: int = 0
     live: int = 0
+    borrowed_gpu: float = 0.0
+    """In use past its quota, on capacity its cohort lends."""
+    lent_gpu: float = 0.0
+    """Of its unused quota, what the cohort's borrowers hold now."""
+    cohort: str | None = None
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from nomad_gpu.domain.cycle import Admit, CycleConfig, Decision, Wait, run_cycle
+from nomad_gpu.domain.cohorts import borrowed_by_team
+from nomad_gpu.domain.cycle import Admit, Decision, Wait, run_cycle
 from nomad_gpu.domain.errors import NomadGpuError, UnknownEntry
 from nomad_gpu.domain.fairshare import UsageHistory
 from nomad_gpu.domain.forecast import forecast_starts
@@ -287,8 +288,7 @@ class SchedulerService:
             self.usage = self.usage.advance(now, self.ledger.team_usage(), self.settings.fair.half_life_s)
             self.classes.observe(self.ledger.inventory)  # a class's tiers are built over the fleet's facts
             queue = self._eligible()
-            config = CycleConfig(policy=self.settings.policy, hol_threshold_s=self.settings.hol_threshold_s,
-                                 fair=self.settings.fair)
+            config = self.settings.cycle_config()
             if self.relayout is not None:
                 self.relayout.before_cycle(self.ledger)  # instances being re-laid are offered to no one
             result = run_cycle(self.ledger, [t.request for t in queue if t.request is not None], now=now,
@@ -324,8 +324,7 @@ class SchedulerService:
             self.cycles += 1
             self.metrics.observe_cycle(time.perf_counter() - started, len(result.decisions))
             live = len(self.life.live)
-            self.metrics.set_queue(len(self.life.entries) - live, live,
-                                   {str(t): v for t, v in self.ledger.team_usage().items()})
+            self.metrics.set_queue(len(self.life.entries) - live, live, self.ledger.team_usage(), self.settings.fair)
         return list(result.decisions)
 
     def _after(self, queued: list[Tracked]) -> list[Tracked]:
@@ -491,8 +490,7 @@ class SchedulerService:
             snapshot = Ledger(self.ledger.inventory)
             for r in self.ledger.reservations():
                 snapshot.reserve(r.entry, r.team, r.placements, reported=True)
-            config = CycleConfig(policy=self.settings.policy, hol_threshold_s=self.settings.hol_threshold_s,
-                                 fair=self.settings.fair)
+            config = self.settings.cycle_config()
             usage, holds = self.usage, dict(self.holds)
         starts = forecast_starts(snapshot, queue, ends=ends, runtimes=runtimes, now=now, config=config,
                                  usage=usage, holds=holds)
@@ -544,6 +542,7 @@ class SchedulerService:
                 "cycles": self.cycles, "queued": len(self.life.entries) - live,
                 "live": live, "nodes": len(self.ledger.inventory), "gpus": gpus,
                 "team_usage_gpu": dict(self.ledger.team_usage()),
+                "team_borrowed_gpu": borrowed_by_team(self.ledger.team_usage(), self.settings.fair),
                 "holds": {e: sorted(n) for e, n in self.holds.items()},
                 "draining": len(self.life.draining),
                 "instance": self.store.instance,

@@ -11,9 +11,9 @@ from typing import Any
 
 from nomad_gpu.defaults import DEFAULT_ADDR, HOL_THRESHOLD_S
 from nomad_gpu.domain.classes import ClassPolicy
+from nomad_gpu.domain.cycle import CycleConfig
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.domain.fairshare import FairShareConfig, TeamPolicy
-from nomad_gpu.domain.ids import Team
+from nomad_gpu.domain.fairshare import FairShareConfig
 from nomad_gpu.domain.policies import DEFAULT_POLICY, POLICIES
 from nomad_gpu.nomad.client import NomadSettings
 from nomad_gpu.nomad.decode import NO_SHARING, ShareRule, SharingConfig
@@ -25,6 +25,7 @@ from nomad_gpu.service.confignumbers import read_numbers
 from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
 from nomad_gpu.service.runtimes import RuntimeDefaults, runtime_defaults_from_mapping
+from nomad_gpu.service.teamconfig import team_from_mapping, teams_from_mapping
 from nomad_gpu.store.location import redacted
 
 DEFAULT_DRIVERS = frozenset({"docker", "exec"})
@@ -100,6 +101,13 @@ class SchedulingSettings:
     service_name: str = "nomad-gpu"
     """Written into every job's meta (`nomad_gpu_service`): two services on one cluster tell their jobs
     apart by it (the job-ID prefix is random per database)."""
+    borrow_requires: str = "preemptible"
+    """What may run past a team's quota on its cohort's lent capacity (domain/cohorts.py)."""
+
+    def cycle_config(self) -> CycleConfig:
+        """The core's view of these settings, for the cycle and for its forecast alike."""
+        return CycleConfig(policy=self.policy, hol_threshold_s=self.hol_threshold_s, fair=self.fair,
+                           borrow_requires=self.borrow_requires)
 
 
 def _within(wide: frozenset[str], narrow: frozenset[str] | None) -> frozenset[str]:
@@ -334,8 +342,8 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
     if policy not in POLICIES:
         raise InvalidRequest(f"{where}: policy: unknown {policy!r}; known: {', '.join(sorted(POLICIES))}")
     try:
-        teams = {Team(str(k)): _team(v) for k, v in (raw.get("teams") or {}).items()}
-        default = _team(raw.get("default_team") or {})
+        teams = teams_from_mapping(raw.get("teams"), where)
+        default = team_from_mapping(raw.get("default_team"), f"{where}: default_team")
         rules = tuple(ShareRule(node=str(r.get("node", "")), model=str(r.get("model", "")),
                                 gpu_id=str(r.get("gpu_id", "")), slots=r.get("slots"))
                       for r in raw.get("sharing") or [])
@@ -384,10 +392,3 @@ def _at_most(value: float, limit: float, key: str) -> float:
     if not 0 <= value <= limit:
         raise InvalidRequest(f"{key}: must be from 0 to {limit:g} seconds")
     return value
-
-
-def _team(raw: Any) -> TeamPolicy:
-    if not isinstance(raw, Mapping):
-        raise InvalidRequest("a team entry must be a mapping with weight / quota_gpu")
-    quota = raw.get("quota_gpu")
-    return TeamPolicy(weight=float(raw.get("weight", 1.0)), quota_gpu=None if quota is None else float(quota))

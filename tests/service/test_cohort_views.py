@@ -1,0 +1,62 @@
+"""What a team borrows and lends, as the API, the status and the metrics show it (issue 34)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+import pytest
+from fakes import Clock, FakeNomad, ManualExecutor
+from starlette.testclient import TestClient
+
+from nomad_gpu.domain.ids import InstanceId, NodeId
+from nomad_gpu.domain.inventory import Gpu, Node
+from nomad_gpu.service.api import create_app
+from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.settings import SchedulingSettings, scheduling_from_mapping
+from nomad_gpu.store import SqliteStore
+
+TEAMS = {"vision": {"quota_gpu": 4, "lend_gpu": 3, "cohort": "research"},
+         "nlp": {"quota_gpu": 2, "borrow_gpu": 4, "cohort": "research"}}
+
+
+def _job(name: str, team: str, gpus: int) -> dict[str, Any]:
+    return {"name": name, "team": team, "task": {"image": "busybox"}, "resources": {"cpu": 100, "memory": 128},
+            "gpu": {"count": gpus}}
+
+
+@pytest.fixture
+def borrowing() -> Iterator[tuple[SchedulerService, TestClient]]:
+    settings: SchedulingSettings = replace(scheduling_from_mapping({"teams": TEAMS}), tick_s=0.01,
+                                           borrow_requires="any")
+    ex = ManualExecutor()
+    svc = SchedulerService(SqliteStore(), FakeNomad(), settings, clock=Clock(), executor=ex)
+    gpus = tuple(Gpu(InstanceId(f"GPU-{k}"), "NVIDIA A100", 81_920) for k in range(8))
+    svc.on_resync([Node(NodeId("n1"), name="gpu-01", cpu_mhz=64_000, memory_mb=512_000, gpus=gpus)], [])
+    svc.submit(_job("own", "nlp", 2))
+    svc.submit(_job("lent", "nlp", 3))
+    svc.submit(_job("too-far", "nlp", 1))  # vision lends 3: a fourth GPU past nlp's quota is not lent
+    svc.run_cycle()
+    ex.run_all()
+    yield svc, TestClient(create_app(svc))
+    svc.stop()
+
+
+def test_teams_show_what_is_borrowed_and_lent(borrowing: tuple[SchedulerService, TestClient]) -> None:
+    _svc, client = borrowing
+    rows = {r["team"]: r for r in client.get("/v1/teams").json()["teams"]}
+    assert (rows["nlp"]["in_use_gpu"], rows["nlp"]["borrowed_gpu"], rows["nlp"]["lent_gpu"]) == (5.0, 3.0, 0.0)
+    assert (rows["vision"]["borrowed_gpu"], rows["vision"]["lent_gpu"], rows["vision"]["cohort"]) == \
+        (0.0, 3.0, "research")
+    status = client.get("/v1/status").json()
+    assert status["team_borrowed_gpu"] == {"nlp": 3.0}
+    waiting = client.get("/v1/jobs?state=queued").json()["entries"]
+    assert [e["name"] for e in waiting] == ["too-far"] and "cohort research lends 3 GPU now, 3 of it to nlp already" in waiting[0]["reason"]
+
+
+def test_metrics_show_borrowed_and_lent_per_team_of_a_cohort(borrowing: tuple[SchedulerService, TestClient]) -> None:
+    _svc, client = borrowing
+    text = client.get("/metrics").text
+    assert 'nomad_gpu_team_gpu_borrowed{cohort="research",team="nlp"} 3.0' in text
+    assert 'nomad_gpu_team_gpu_lent{cohort="research",team="vision"} 3.0' in text
