@@ -52,7 +52,8 @@ def test_teams_show_what_is_borrowed_and_lent(borrowing: tuple[SchedulerService,
     status = client.get("/v1/status").json()
     assert status["team_borrowed_gpu"] == {"nlp": 3.0}
     waiting = client.get("/v1/jobs?state=queued").json()["entries"]
-    assert [e["name"] for e in waiting] == ["too-far"] and "cohort research lends 3 GPU now, 3 of it to nlp already" in waiting[0]["reason"]
+    assert [e["name"] for e in waiting] == ["too-far"]
+    assert "cohort research lends 3 GPU now, 3 of it to nlp already" in waiting[0]["reason"]
 
 
 def test_metrics_show_borrowed_and_lent_per_team_of_a_cohort(borrowing: tuple[SchedulerService, TestClient]) -> None:
