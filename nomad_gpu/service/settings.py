@@ -25,7 +25,7 @@ from nomad_gpu.service.confignumbers import read_numbers
 from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
 from nomad_gpu.service.runtimes import RuntimeDefaults, runtime_defaults_from_mapping
-from nomad_gpu.service.teamconfig import team_from_mapping, teams_from_mapping
+from nomad_gpu.service.teamconfig import check_granted_teams, team_from_mapping, teams_from_mapping
 from nomad_gpu.store.location import redacted
 
 DEFAULT_DRIVERS = frozenset({"docker", "exec"})
@@ -242,7 +242,10 @@ def load_config(path: str | None) -> tuple[SchedulingSettings, AccessSettings]:
         raise InvalidRequest(f"{path}: not valid YAML ({message})") from exc
     if not isinstance(raw, Mapping):
         raise InvalidRequest(f"{path}: the config must be a mapping")
-    return scheduling_from_mapping(raw, where=path), access_from_mapping(raw.get("api") or {}, where=f"{path}: api")
+    scheduling = scheduling_from_mapping(raw, where=path)
+    access = access_from_mapping(raw.get("api") or {}, where=f"{path}: api")
+    check_granted_teams(scheduling.fair, access.tokens.values(), f"{path}: api: tokens")
+    return scheduling, access
 
 
 def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:

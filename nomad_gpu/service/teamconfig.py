@@ -7,11 +7,11 @@ back.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.domain.fairshare import TeamPolicy
+from nomad_gpu.domain.fairshare import FairShareConfig, TeamPolicy
 from nomad_gpu.domain.ids import Team
 
 TEAM_KEYS = ("weight", "quota_gpu", "borrow_gpu", "lend_gpu", "cohort")
@@ -61,3 +61,15 @@ def _number(raw: Mapping[str, Any], key: str, default: float | None, where: str)
             float("inf"), float("-inf")):
         raise InvalidRequest(f"{where}: {key}: must be a number, got {value!r}")
     return float(value)
+
+
+def check_granted_teams(fair: FairShareConfig, granted: Iterable[str | None], where: str) -> None:
+    """With cohorts configured, every team a token acts for must be one of `teams:`: a team missing there
+    would have no quota, lend nothing and borrow nothing, which is never what an operator who set up
+    cohorts meant (a typo in a token's team is the usual cause)."""
+    if not any(p.cohort is not None for p in fair.teams.values()):
+        return
+    unknown = sorted({t for t in granted if t is not None and Team(t) not in fair.teams})
+    if unknown:
+        raise InvalidRequest(f"{where}: team(s) {', '.join(unknown)} not under teams: (with cohorts every "
+                             "granted team needs its quota there)")
