@@ -61,7 +61,8 @@ def test_serve_refuses_a_bad_team_with_one_line_and_exit_2(tmp_path: Path) -> No
 
 def test_with_cohorts_a_token_for_a_team_not_under_teams_is_refused(tmp_path: Path) -> None:
     config = tmp_path / "config.yaml"
-    config.write_text(yaml.safe_dump({"teams": GOOD, "api": {"tokens": {"s3cret-token-for-vision-1": {"team": "vison"}}}}))
+    tokens = {"s3cret-token-for-vision-1": {"team": "vison"}}
+    config.write_text(yaml.safe_dump({"teams": GOOD, "api": {"tokens": tokens}}))
     db = tmp_path / "queue.db"
     result = CliRunner().invoke(main, ["serve", "--db", str(db), "--config", str(config)],
                                 env={"NOMAD_GPU_TOKEN": "", "NOMAD_ADDR": "http://127.0.0.1:1"})
