@@ -108,6 +108,20 @@ def quota_refusal(team: Team, need: float, usage: Mapping[Team, float], fair: Fa
     return None
 
 
+def room(team: Team, usage: Mapping[Team, float], fair: FairShareConfig, *, preemptible: bool,
+         borrow_requires: str = "preemptible") -> float:
+    """The most a new job of `team` may take now (`quota_refusal` refuses exactly the needs above it)."""
+    policy = fair.team(team)
+    if policy.quota_gpu is None:
+        return float("inf")
+    own = policy.quota_gpu - usage.get(team, 0.0)
+    if policy.cohort is None or policy.borrow_gpu <= EPS or (borrow_requires == "preemptible" and not preemptible):
+        return own
+    others = [t for t in cohort_of(team, fair) if t != team]
+    free = sum(lendable(t, usage, fair) for t in others) - sum(borrowed(t, usage, fair) for t in others)
+    return max(own, own + min(policy.borrow_gpu, free))
+
+
 @dataclass(frozen=True)
 class Held:
     """A running attempt a lender may take back: a borrowing team's preemptible work."""

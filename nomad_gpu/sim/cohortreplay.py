@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from nomad_gpu.domain.cohorts import Held, reclaim_victims
+from nomad_gpu.domain.cohorts import Held, reclaim_victims, room
 from nomad_gpu.domain.cycle import Admit, CycleConfig, run_cycle
 from nomad_gpu.domain.fairshare import FairShareConfig, TeamPolicy
 from nomad_gpu.domain.ids import EntryId, NodeId, Team
@@ -142,6 +142,7 @@ def run_cohorts(trace: Trace, mode: str, config: CohortConfig = CohortConfig()) 
     arrivals = deque(deal(trace, config))
     span = arrivals[-1][0] if arrivals else 0.0
     queue: dict[EntryId, tuple[float, JobRequest, TracePod]] = {}
+    needs: dict[EntryId, float] = {}
     ends: list[tuple[float, int, EntryId]] = []  # (time, kind 0=end 1=grace over, entry)
     preemptions: Counter[EntryId] = Counter()
     reclaiming: dict[EntryId, tuple[NodeId, frozenset[EntryId]]] = {}
@@ -178,8 +179,13 @@ def run_cohorts(trace: Trace, mode: str, config: CohortConfig = CohortConfig()) 
             entry = EntryId(f"t{n}")
             n += 1
             queue[entry] = (at, _job(entry, team, pod, at), pod)
+            needs[entry] = _gpus(pod)
         if queue:
-            waiting = [q[1] for e, q in queue.items() if e not in reclaiming]
+            # a job its quota refuses now stays refused for the whole cycle (use only grows inside one), so
+            # leaving it out decides exactly as the cycle would, without sorting the blocked part of the queue
+            usage = state.ledger.team_usage()
+            rooms = {t: room(t, usage, fair, preemptible=True) + EPS for t in teams}
+            waiting = [q[1] for e, q in queue.items() if e not in reclaiming and needs[e] <= rooms[q[1].team]]
             got = run_cycle(state.ledger, waiting, now=now, config=state.cycle)
             for d in got.decisions:
                 if isinstance(d, Admit):

@@ -132,3 +132,16 @@ def test_the_cycle_admits_preemptible_work_on_a_cohorts_lent_quota_and_nothing_e
     more = replace(job("more", whole(2), team="nlp", at=2.0), preemptible=True)
     (last,) = cycle(ledger, [more], cfg=cfg).decisions
     assert isinstance(last, Wait) and "cohort research lends" in last.detail, last
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from([V, N, X, Team("other")]), st.floats(0, 40), st.floats(0, 30), st.floats(0, 30),
+       st.floats(0, 6), st.booleans(), st.sampled_from(["preemptible", "any"]))
+def test_room_is_exactly_the_largest_need_the_quota_accepts(team: Team, need: float, v: float, n: float, x: float,
+                                                             preemptible: bool, requires: str) -> None:
+    from nomad_gpu.domain.cohorts import room
+
+    usage = {V: v, N: n, X: x}
+    limit = room(team, usage, FAIR, preemptible=preemptible, borrow_requires=requires)
+    refused = quota_refusal(team, need, usage, FAIR, preemptible=preemptible, borrow_requires=requires)
+    assert (refused is None) == (need <= limit + 1e-9), (limit, refused)
