@@ -7,6 +7,7 @@ from pathlib import Path
 
 import yaml
 
+from nomad_gpu.domain.ids import Team
 from nomad_gpu.service.settings import scheduling_from_mapping
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -19,4 +20,4 @@ def test_the_readmes_service_config_loads() -> None:
     raw = yaml.safe_load(block.group(1))
     raw.pop("api", None)  # its tokens are placeholders (`3f9c2e...`)
     settings = scheduling_from_mapping(raw)
-    assert settings.fair.team("nlp").cohort == "research"
+    assert settings.fair.team(Team("nlp")).cohort == "research"
