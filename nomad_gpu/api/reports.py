@@ -113,6 +113,9 @@ class UsageRow(Payload):
                                     default=None)
     p95_wait_s: float | None = None
     failures: int = doc("Entries that ended failed (or dependency-failed) in the window.", default=0)
+    borrowed_gpu_hours: float | None = doc(
+        "By team, for a team of a cohort: GPU-hours held past its quota (on capacity its cohort lent), from "
+        "what it held at each moment against its quota now (docs/cohorts.md); null otherwise.", default=None)
 
 
 @dataclass(frozen=True)

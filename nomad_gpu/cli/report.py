@@ -47,12 +47,17 @@ def report(since: str, by: str, as_csv: bool, as_json: bool) -> None:
         out.writerows([r.key, r.gpu_hours, r.jobs, r.attempts, _blank(r.mean_wait_s), _blank(r.p95_wait_s),
                        r.failures] for r in answer.rows)
         return
-    table(f"GPU usage by {by}, last {since}", [Column(by.upper(), shrink=True), *COLUMNS],
-          [_row(r) for r in answer.rows])
+    lent = any(r.borrowed_gpu_hours is not None for r in answer.rows)
+    table(f"GPU usage by {by}, last {since}", [Column(by.upper(), shrink=True), *COLUMNS,
+                                               *([Column("BORROWED", right=True)] if lent else [])],
+          [_row(r, lent) for r in answer.rows])
 
 
-def _row(r: UsageRow) -> tuple[object, ...]:
-    return (r.key, f"{r.gpu_hours:.2f}", r.jobs, r.attempts, _wait(r.mean_wait_s), _wait(r.p95_wait_s), r.failures)
+def _row(r: UsageRow, lent: bool = False) -> tuple[object, ...]:
+    row = (r.key, f"{r.gpu_hours:.2f}", r.jobs, r.attempts, _wait(r.mean_wait_s), _wait(r.p95_wait_s), r.failures)
+    if not lent:
+        return row
+    return (*row, "-" if r.borrowed_gpu_hours is None else f"{r.borrowed_gpu_hours:.2f}")
 
 
 def _blank(value: float | None) -> object:

@@ -163,3 +163,8 @@ def borrowed_by_team(usage: Mapping[Team, float], fair: FairShareConfig) -> dict
     """The teams past their quota on lent capacity now, and by how much (the status's `team_borrowed_gpu`)."""
     out = {str(t): round(borrowed(t, usage, fair), 3) for t in sorted(usage)}
     return {t: v for t, v in out.items() if v > 0}
+
+
+def cohort_quotas(fair: FairShareConfig) -> dict[str, float]:
+    """The quota of every configured team in a cohort (the teams that can borrow)."""
+    return {str(t): p.quota_gpu for t, p in fair.teams.items() if p.cohort is not None and p.quota_gpu is not None}

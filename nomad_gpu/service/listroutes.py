@@ -22,9 +22,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from nomad_gpu.api.payloads import SweepRow, Sweeps, UsageReport, UsageRow
+from nomad_gpu.domain.cohorts import cohort_quotas
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.service.access import caller_of
-from nomad_gpu.service.accounting import GROUPINGS, parse_since
+from nomad_gpu.service.accounting import GROUPINGS, borrowed_hours, parse_since
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.store import EntryState
 from nomad_gpu.store.sweeplist import SweepSummary
@@ -81,8 +82,12 @@ def list_routes(service: SchedulerService, clock: Callable[[], float] | None = N
 
         def read() -> Response:  # summed in SQL from the compact usage record, on the team's index
             found = service.store.usage_report(by, since, until, until, team=caller.team)
+            quotas = cohort_quotas(service.settings.fair) if by == "team" else {}
+            borrowed = borrowed_hours(service.store.usage_intervals(since, until, until, team=caller.team),
+                                      quotas) if quotas else {}
             rows = tuple(UsageRow(key=r.key, gpu_hours=r.gpu_hours, jobs=r.jobs, attempts=r.attempts,
-                                  mean_wait_s=r.mean_wait_s, p95_wait_s=r.p95_wait_s, failures=r.failures)
+                                  mean_wait_s=r.mean_wait_s, p95_wait_s=r.p95_wait_s, failures=r.failures,
+                                  borrowed_gpu_hours=borrowed.get(r.key, 0.0) if r.key in quotas else None)
                          for r in found)
             return JSONResponse(UsageReport(since=since, until=until, by=by, rows=rows).to_json())
 

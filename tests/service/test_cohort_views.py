@@ -61,3 +61,21 @@ def test_metrics_show_borrowed_and_lent_per_team_of_a_cohort(borrowing: tuple[Sc
     text = client.get("/metrics").text
     assert 'nomad_gpu_team_gpu_borrowed{cohort="research",team="nlp"} 3.0' in text
     assert 'nomad_gpu_team_gpu_lent{cohort="research",team="vision"} 3.0' in text
+
+
+def test_borrowed_hours_integrate_what_was_held_past_the_quota() -> None:
+    from nomad_gpu.service.accounting import borrowed_hours
+
+    # nlp (quota 2): 2 GPU for 2 h, plus 3 GPU from hour 1 to hour 3: 3 past its quota for 1 h, then 1 for 1 h
+    intervals = [("nlp", 2.0, 0.0, 7200.0), ("nlp", 3.0, 3600.0, 10800.0), ("solo", 9.0, 0.0, 3600.0)]
+    assert borrowed_hours(intervals, {"nlp": 2.0}) == {"nlp": 4.0}
+    assert borrowed_hours(intervals, {"nlp": 10.0}) == {"nlp": 0.0}
+
+
+def test_the_usage_report_by_team_says_what_a_cohorts_team_borrowed(
+        borrowing: tuple[SchedulerService, TestClient]) -> None:
+    _svc, client = borrowing
+    rows = {r["key"]: r for r in client.get("/v1/usage?by=team").json()["rows"]}
+    assert rows["nlp"]["borrowed_gpu_hours"] is not None and rows["nlp"]["borrowed_gpu_hours"] >= 0
+    assert all("borrowed_gpu_hours" not in r or r["borrowed_gpu_hours"] is None
+               for r in client.get("/v1/usage?by=class").json()["rows"])
