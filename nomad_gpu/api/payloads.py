@@ -129,6 +129,10 @@ class Entry(Payload):
     device_health: tuple[str, ...] = doc("A live entry's devices Nomad reports unhealthy, one note each "
                                          "(`<id> unhealthy since <UTC time>: <why>`); Nomad leaves it running.",
                                          default=())
+    preemptions: int = doc("Times its GPUs were taken back for a waiting job (docs/classes.md, Preemption); "
+                           "each time it was queued again without using a retry.", default=0)
+    warnings: tuple[str, ...] = doc("What the service warns of, one line each: a `checkpoint.grace` longer than "
+                                    "the nodes' max_kill_timeout (Nomad kills the task sooner).", default=())
 
 
 @dataclass(frozen=True)

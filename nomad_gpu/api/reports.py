@@ -33,6 +33,12 @@ class Status(Payload):
     mig_relayouts: dict[str, Any] | None = doc(
         "MIG re-layouts: `in_flight` and recent `failed` ones (node, gpu, layout, phase, reason) and "
         "`counts` (started, done, failed); null where re-layouts are off (docs/mig-relayout.md).", default=None)
+    preemptions: list[dict[str, Any]] = doc(
+        "Preemptions under way (docs/classes.md): `preemptor`, `node`, `node_name`, `victims`, `stopping` (those "
+        "not yet stopped), `why` (class or priority).", default_factory=list)
+    grace_warnings: dict[str, str] = doc(
+        "Entries whose checkpoint grace is longer than the nodes' max_kill_timeout (`nomad.max_kill_timeout`), "
+        "with the warning: Nomad kills them sooner.", default_factory=dict)
     cycle_failures: int = doc("Scheduling cycles that failed since the service started (see the service log).",
                               default=0)
     last_cycle_error: str | None = doc("The last failed cycle's error (admin callers only); null: none.",
@@ -113,9 +119,9 @@ class UsageRow(Payload):
                                     default=None)
     p95_wait_s: float | None = None
     failures: int = doc("Entries that ended failed (or dependency-failed) in the window.", default=0)
-    borrowed_gpu_hours: float | None = doc(
+    borrowed_gpu_hours: float | Unset = doc(
         "By team, for a team of a cohort: GPU-hours held past its quota (on capacity its cohort lent), from "
-        "what it held at each moment against its quota now (docs/cohorts.md); null otherwise.", default=None)
+        "what it held at each moment against its quota now (docs/cohorts.md); absent otherwise.", default=UNSET)
 
 
 @dataclass(frozen=True)

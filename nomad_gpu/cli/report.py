@@ -14,7 +14,7 @@ import sys
 
 import click
 
-from nomad_gpu.api.payloads import UsageReport, UsageRow
+from nomad_gpu.api.payloads import Unset, UsageReport, UsageRow
 from nomad_gpu.cli.errors import friendly
 from nomad_gpu.cli.output import Column, emit_json, table
 from nomad_gpu.cli.queueview import duration
@@ -47,7 +47,7 @@ def report(since: str, by: str, as_csv: bool, as_json: bool) -> None:
         out.writerows([r.key, r.gpu_hours, r.jobs, r.attempts, _blank(r.mean_wait_s), _blank(r.p95_wait_s),
                        r.failures] for r in answer.rows)
         return
-    lent = any(r.borrowed_gpu_hours is not None for r in answer.rows)
+    lent = any(not isinstance(r.borrowed_gpu_hours, Unset) for r in answer.rows)
     table(f"GPU usage by {by}, last {since}", [Column(by.upper(), shrink=True), *COLUMNS,
                                                *([Column("BORROWED", right=True)] if lent else [])],
           [_row(r, lent) for r in answer.rows])
@@ -57,7 +57,7 @@ def _row(r: UsageRow, lent: bool = False) -> tuple[object, ...]:
     row = (r.key, f"{r.gpu_hours:.2f}", r.jobs, r.attempts, _wait(r.mean_wait_s), _wait(r.p95_wait_s), r.failures)
     if not lent:
         return row
-    return (*row, "-" if r.borrowed_gpu_hours is None else f"{r.borrowed_gpu_hours:.2f}")
+    return (*row, "-" if isinstance(r.borrowed_gpu_hours, Unset) else f"{r.borrowed_gpu_hours:.2f}")
 
 
 def _blank(value: float | None) -> object:

@@ -170,7 +170,8 @@ def _task(name: str, body: Body) -> JSON:
         "Artifacts": None,
         "Templates": templates(body),
         "Leader": False,
-        "KillSignal": "",
+        # `kill_signal` is a plain string (`Task.KillSignal`, api/tasks.go v2.0.5; jobspec2 decodes it as is)
+        "KillSignal": body.string("kill_signal") or "",
         "Kind": "",
         "VolumeMounts": _volume_mounts(body),
     }

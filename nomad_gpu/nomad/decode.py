@@ -115,6 +115,9 @@ class AllocInfo:
     exited_zero: bool = False
     """Every task's last run ended by itself with exit code 0 (`Terminated`, then nothing but `Not
     Restarting`), read from `TaskStates`."""
+    stopped_zero: bool = False
+    """Every task's last `Terminated` has exit code 0, a kill after it allowed: it saved its state and exited
+    on the stop's signal within its kill_timeout."""
     ports: tuple[PortMapping, ...] = ()
     """The host ports of its group network, from `AllocatedResources.Shared.Ports` (when `resources_known`)."""
     max_run_exceeded: bool = False
@@ -325,25 +328,17 @@ def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
     if not raw.get("ID"):
         raise InvalidInventory("allocation JSON without ID")
     return AllocInfo(
-        id=str(raw["ID"]),
-        job_id=str(raw.get("JobID") or ""),
-        task_group=str(raw.get("TaskGroup") or ""),
-        node_id=NodeId(str(raw.get("NodeID") or "")),
-        client_status=status,
-        desired_status=str(raw.get("DesiredStatus") or "run"),
-        device_ids=tuple(device_ids),
-        device_name=device_name,
-        cpu_mhz=cpu,
-        memory_mb=mem,
-        modify_index=int(raw.get("ModifyIndex") or 0),
-        create_time_ns=int(raw.get("CreateTime") or 0),
-        modify_time_ns=int(raw.get("ModifyTime") or 0),
+        id=str(raw["ID"]), job_id=str(raw.get("JobID") or ""), task_group=str(raw.get("TaskGroup") or ""),
+        node_id=NodeId(str(raw.get("NodeID") or "")), client_status=status,
+        desired_status=str(raw.get("DesiredStatus") or "run"), device_ids=tuple(device_ids),
+        device_name=device_name, cpu_mhz=cpu, memory_mb=mem, modify_index=int(raw.get("ModifyIndex") or 0),
+        create_time_ns=int(raw.get("CreateTime") or 0), modify_time_ns=int(raw.get("ModifyTime") or 0),
         namespace=str(raw.get("Namespace") or "default"),
         next_allocation=str(raw.get("NextAllocation") or ""),
         migrate=bool((raw.get("DesiredTransition") or {}).get("Migrate")),
         job_version=int(raw.get("JobVersion") or 0),
         resources_known=isinstance(raw.get("AllocatedResources"), Mapping),
-        exited_zero=_exited_zero(raw.get("TaskStates")),
+        exited_zero=_exited_zero(raw.get("TaskStates")), stopped_zero=_exited_zero(raw.get("TaskStates"), True),
         max_run_exceeded=raw.get("ClientDescription") == MAX_RUN_EXCEEDED,
         ports=_ports(raw.get("AllocatedResources")),
         preempted_by=str(raw.get("PreemptedByAllocation") or ""),
@@ -357,11 +352,12 @@ def _ports(resources: Any) -> tuple[PortMapping, ...]:
                  for p in raw or () if isinstance(p, Mapping) and p.get("Value"))
 
 
-def _exited_zero(task_states: Any) -> bool:
+def _exited_zero(task_states: Any, killed: bool = False) -> bool:
     """Whether every task's last event of note is `Terminated` with exit code 0, followed by nothing
     but `Not Restarting` (`TaskRunner.Run` and `shouldRestart`, task_runner.go v2.0.5). A kill
     (`Killing`, `Killed`), a sibling's failure, a driver failure or a restart after it all mean it
-    did not simply end by itself."""
+    did not simply end by itself. `killed`: a `Killed` after it is allowed (the task exited 0 on the
+    stop's signal, `TaskTerminated` with its `ExitCode` and `Signal` 0, before `TaskKilled`)."""
     if not isinstance(task_states, Mapping) or not task_states:
         return False
     for state in task_states.values():
@@ -370,9 +366,10 @@ def _exited_zero(task_states: Any) -> bool:
             return False
         last = next((i for i in range(len(events) - 1, -1, -1)
                      if isinstance(events[i], Mapping) and events[i].get("Type") == "Terminated"), None)
-        if last is None or events[last].get("ExitCode") not in (0, None):
+        if last is None or events[last].get("ExitCode") not in (0, None) or events[last].get("Signal"):
             return False
-        if any(not isinstance(e, Mapping) or e.get("Type") != "Not Restarting" for e in events[last + 1:]):
+        after = ("Not Restarting", "Killed") if killed else ("Not Restarting",)
+        if any(not isinstance(e, Mapping) or e.get("Type") not in after for e in events[last + 1:]):
             return False
     return True
 

@@ -102,8 +102,10 @@ def _task(group: Mapping[str, Any]) -> JSON:
         "Resources": {"CPU": resources["cpu"], "Cores": None, "MemoryMB": resources["memory"],
                       "MemoryMaxMB": resources["memory_max"], "DiskMB": None, "Networks": None,
                       "Devices": devices},
-        "RestartPolicy": None, "Meta": None, "KillTimeout": None, "LogConfig": None, "Artifacts": None,
-        "Templates": None, "Leader": False, "KillSignal": "", "Kind": "", "VolumeMounts": None,
+        "RestartPolicy": None, "Meta": None,
+        "KillTimeout": None if task.get("kill_timeout") is None else _duration(task["kill_timeout"]),
+        "LogConfig": None, "Artifacts": None, "Templates": None, "Leader": False,
+        "KillSignal": task.get("kill_signal") or "", "Kind": "", "VolumeMounts": None,
     }
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import jinja2
 
 from nomad_gpu.bundled import templates_dir as bundled_templates_dir
+from nomad_gpu.render.checkpoint import CheckpointSpec
 from nomad_gpu.render.devices import (
     META_SHARE_GPU,
     META_SHARE_MILLI,
@@ -194,11 +195,12 @@ def build_job_context(
             "max_run_duration": (f"{_seconds(spec.max_runtime)}s"
                                  if max_run_duration and spec.max_runtime is not None else None),
         },
-        "groups": [_group_context(group, placement) for group in spec.groups],
+        "groups": [_group_context(group, placement, spec.checkpoint) for group in spec.groups],
     }
 
 
-def _group_context(group: GroupSpec, placement: RenderPlacement) -> dict[str, Any]:
+def _group_context(group: GroupSpec, placement: RenderPlacement,
+                   checkpoint: CheckpointSpec | None = None) -> dict[str, Any]:
     placed = placement.for_group(group.name)
     task = group.task
     config: dict[str, Any] = {}
@@ -217,7 +219,10 @@ def _group_context(group: GroupSpec, placement: RenderPlacement) -> dict[str, An
         "name": group.name,
         "count": group.count,
         "meta": meta,
-        "task": {"name": group.name, "driver": task.driver, "config": config, "env": env},
+        "task": {"name": group.name, "driver": task.driver, "config": config, "env": env,
+                 # a checkpoint grace is Nomad's kill_signal and kill_timeout (render/checkpoint.py)
+                 "kill_signal": checkpoint.signal if checkpoint is not None else None,
+                 "kill_timeout": f"{_seconds(checkpoint.grace)}s" if checkpoint is not None else None},
         "resources": {
             "cpu": group.resources.cpu,
             "memory": group.resources.memory,

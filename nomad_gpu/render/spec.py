@@ -36,6 +36,8 @@ from pydantic import (
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.jobmeta import META_SWEEP, META_TRIAL, META_USER, SWEEP_CLASS
+from nomad_gpu.render.checkpoint import CheckpointSpec
+from nomad_gpu.render.durations import DURATION_CAP, Seconds
 from nomad_gpu.render.gpumemory import UNITS, gpu_memory_bytes, mib_covering
 from nomad_gpu.render.network import Ports, ServiceSpec, check_service_port
 from nomad_gpu.render.speckinds import added_fields, builtin_spec_kinds, spec_kind, spec_kinds, validate_added
@@ -158,33 +160,6 @@ MetaKey = Annotated[
     Field(strict=True),
     _matching(r"[A-Za-z_][A-Za-z0-9_-]{0,127}", "a meta key ([A-Za-z_][A-Za-z0-9_-]*)", 128),
 ]
-DURATION_CAP = 64
-"""Characters of a duration at most (`1d2h30m15s` needs 10)."""
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)([smhd])")
-_DURATION = re.compile(r"(?:\d+(?:\.\d+)?[smhd] *)+")
-"""Parts like `1h`, spaces only after a unit: each character has one place in it, so no backtracking
-tries another split (searching the text for parts from every position was quadratic in a run of digits)."""
-_UNIT_SECONDS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
-
-
-def _seconds(value: Any) -> float:
-    """A duration: seconds as a number, or text like `90s`, `30m`, `4h`, `1d`, `1h30m`."""
-    if isinstance(value, bool):
-        raise ValueError("must be a duration like 30m or 4h, or a number of seconds")
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        text = capped(value, DURATION_CAP).strip().lower()
-        if _NUMBER.fullmatch(text):
-            return float(text)
-        if _DURATION.fullmatch(text):  # then the parts tile it: one pass reads them
-            return sum(float(n) * _UNIT_SECONDS[u] for n, u in _DURATION_PART.findall(text))
-    raise ValueError("must be a duration like 30m or 4h, or a number of seconds")
-
-
-Seconds = Annotated[float, BeforeValidator(_seconds), Field(gt=0, le=366 * 86400, allow_inf_nan=False)]
-"""A positive duration, stored in seconds."""
 SweepValue = Annotated[str | int | float | bool, PlainValidator(_sweep_value)]
 """One value of a sweep parameter, as written in YAML."""
 
@@ -450,6 +425,10 @@ class _SpecBase(_Model):
     allow_unschedulable: Annotated[bool, Field(strict=True)] = False
     """Queue it even if no node of the fleet (in its pool and datacenters) could ever run it: for a fleet
     about to grow. Without it such a submission is refused with the nearest thing the fleet offers."""
+    preemptible: Annotated[bool | None, Field(strict=True)] = None
+    """Whether a waiting job may take its GPUs back (docs/classes.md); unset: its class's policy decides."""
+    checkpoint: CheckpointSpec | None = None
+    """The signal and grace its task gets to save its state when stopped; unset: Nomad's SIGINT, then 5 s."""
 
     @model_validator(mode="before")
     @classmethod

@@ -24,6 +24,7 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
+from nomad_gpu.render.checkpoint import CheckpointSpec
 from nomad_gpu.render.network import CheckSpec, PortSpec, ServiceSpec
 from nomad_gpu.render.spec import (
     DevSpec,
@@ -62,6 +63,10 @@ SECTIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
      "`service: {name: chat, port: http, check: {type: http, path: /health}}`."),
     ("service.check", CheckSpec, "The health check Nomad runs against the service."),
     ("dev", DevSpec, "How the embedded dev cluster runs the job; a real Nomad ignores it."),
+    ("checkpoint", CheckpointSpec, "The checkpoint grace (docs/classes.md, Preemption): when its GPUs are taken "
+     "back, the task gets `signal`, then `grace` to save its state before Nomad kills it (Nomad's `kill_signal` "
+     "and `kill_timeout`). Nomad's clients cap `kill_timeout` at their `max_kill_timeout` (30 s by default): a "
+     "longer grace is accepted with a warning unless the operator raised it (`nomad.max_kill_timeout`)."),
 )
 
 EXTRA: dict[str, tuple[str, str, str]] = {
@@ -83,6 +88,15 @@ EXTRA: dict[str, tuple[str, str, str]] = {
     "JobSpec.runtime": ("seconds, or 90s/30m/4h/1d", "2h", ""),
     "JobSpec.max_runtime": ("seconds, or 90s/30m/4h/1d", "12h", ""),
     "JobSpec.allow_unschedulable": ("", "true", ""),
+    "JobSpec.preemptible": ("", "false", "Whether a waiting job may take its GPUs back: `true`, `false`; unset: its "
+                            "class decides (exploratory, hpo, interactive yes; training with `checkpoint:`; serving "
+                            "never; no class: no)."),
+    "JobSpec.checkpoint": ("", "{signal: SIGTERM, grace: 120s}", "The signal and grace its task gets to save its "
+                           "state when stopped; unset: Nomad's SIGINT, then 5 s."),
+    "CheckpointSpec.signal": ("", "SIGUSR1", "The signal the task receives first (Nomad's `kill_signal`): SIGTERM, "
+                              "SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2, SIGWINCH, SIGALRM."),
+    "CheckpointSpec.grace": ("seconds, or 90s/30m/1h", "120s", "How long it may take to save its state before it "
+                             "is killed (Nomad's `kill_timeout`), more than 0 and at most 1 h."),
     "JobSpec.after": ("", "[q000012, lr-sweep-s3]", ""),
     "JobSpec.workload_class": ("", "training", "What the job is (serving, training, hpo, exploratory, "
                                "interactive): the service chooses whole GPU, MIG or share from it."),

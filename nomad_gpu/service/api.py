@@ -55,6 +55,7 @@ from nomad_gpu.service.httpkit import Contained, error, read_body, status_of, vi
 from nomad_gpu.service.jobdetail import NomadReads
 from nomad_gpu.service.listroutes import list_routes
 from nomad_gpu.service.openapi import document
+from nomad_gpu.service.preemptconfig import entry_warnings
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.service.settings import AccessSettings
 from nomad_gpu.service.submission import Request as SubmitRequest
@@ -99,7 +100,8 @@ def create_app(service: SchedulerService, token: str | None = None,
         reason = e.reason or (service.pending_reason() if e.state is EntryState.QUEUED else "")
         return replace(e.to_payload(), usage=usage.payload(e.id) if usage is not None else None,
                        addresses=entry_addresses(service, e.id), reason=reason, position=service.position(e),
-                       device_health=entry_device_health(service, e))
+                       device_health=entry_device_health(service, e),
+                       warnings=entry_warnings(e.spec, service.settings.take_back.max_kill_timeout_s))
 
     async def submit(request: Request) -> Response:
         caller = caller_of(request.scope)

@@ -24,10 +24,12 @@ from typing import Any, cast
 from nomad_gpu.domain.classes import DEFAULT_RULES, ClassPolicy, ClassRule, KindName, WorkloadClass, kind_words
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.render.gpumemory import gpu_memory_bytes
+from nomad_gpu.service.preemptconfig import CLASS_KEYS
 
 __all__ = ["classes_from_mapping"]
 
-_KEYS = frozenset({"tiers", "default_gpu_memory", "default_count", "allow_explicit"})
+_KEYS = frozenset({"tiers", "default_gpu_memory", "default_count", "allow_explicit"}) | CLASS_KEYS
+"""A class's keys; `preempts` and `preemptible` are read by service/preemptconfig.py."""
 
 
 def classes_from_mapping(raw: Any, where: str = "classes") -> ClassPolicy:

@@ -49,7 +49,7 @@ from nomad_gpu.service.tracking import LIVE, Draining, DueTimes, Executor, Track
 from nomad_gpu.service.translate import job_request, placement_json, spec_of
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.contract import Admission, Store
-from nomad_gpu.store.entries import parse_job_id
+from nomad_gpu.store.entries import entry_of_job, parse_job_id
 
 logger = logging.getLogger(__name__)
 
@@ -81,7 +81,7 @@ class Lifecycle:
         self.timers = Timers(clock, self.live, admission_deadline_s)
         self.foreign_allocs = ForeignAllocs(ledger)
         self.stops = Stops(store, actuator, lock=lock, executor=executor, outage=outage, clock=clock,
-                           inflight=self.inflight, draining=self.draining.__contains__, confirmed=self._stop_confirmed)
+                           inflight=self.inflight, draining=self._awaits_stop, confirmed=self._stop_confirmed)
         self.registrar = Registrar(store, ledger, actuator, lock=lock, executor=executor, outage=outage,
                                    inflight=self.inflight, entries=self.entries, reply=self._reply)
         self.runner = Runner(store, ledger, followed, clock=clock, metrics=metrics, outage=outage, timers=self.timers,
@@ -197,12 +197,26 @@ class Lifecycle:
             logger.warning("register %s refused: %s", attempt.nomad_job_id, event.reason)
         self.runner.run(t.entry, t, t.attempt, event)
 
+    def _preempting(self, job_id: str) -> Tracked | None:
+        t = self.entries.get(entry_of_job(job_id) or "")
+        ok = t is not None and t.entry.state is EntryState.PREEMPTING and t.entry.nomad_job_id == job_id
+        return t if ok else None
+
+    def _awaits_stop(self, job_id: str) -> bool:
+        """Whether the job's capacity waits for its stop (draining, or preempting): its allocations are read."""
+        return job_id in self.draining or self._preempting(job_id) is not None
+
     def _stop_confirmed(self, job_id: str, allocs: tuple[AllocInfo, ...]) -> None:
+        confirmed = ev.StopConfirmed(tuple((a.id, a.is_terminal) for a in allocs))
+        if (t := self._preempting(job_id)) is not None:
+            for a in allocs:
+                t.allocs.setdefault(a.id, a)
+            self.runner.run(t.entry, t, t.attempt, confirmed)
         d = self.draining.get(job_id)
         if d is not None:
             for a in allocs:
                 d.allocs.setdefault(a.id, a)
-            self.runner.drain_event(d, ev.StopConfirmed(tuple((a.id, a.is_terminal) for a in allocs)))
+            self.runner.drain_event(d, confirmed)
 
     # ---- admit -------------------------------------------------------------------------------
     def admit(self, admits: Iterable[Admit], now: float) -> int:
@@ -308,6 +322,10 @@ class Lifecycle:
     def cancel(self, entry_id: str) -> QueueEntry:
         return self._request_event(entry_id, ev.Cancel())
 
+    def apply_event(self, t: Tracked, event: ev.Event) -> None:
+        """An event the service decided on for a followed entry (a preemption, service/preemption.py)."""
+        self.runner.run(t.entry, t, t.attempt, event)
+
     def cancel_queued(self, entry_ids: Sequence[str], reason: str = "cancelled by user") -> set[str]:
         """Cancel those of ``entry_ids`` still queued, in one store commit (a sweep's thousands of trials)."""
         return self.runner.cancel_queued(entry_ids, reason)
@@ -375,5 +393,6 @@ def _update(a: AllocInfo, timeout: str = "", pin_short: str = "", preempted: str
     return ev.AllocUpdate(a.id, terminal=a.is_terminal, succeeded=a.succeeded,
                           complete=a.client_status is AllocStatus.COMPLETE,
                           outcome=a.outcome() if a.is_terminal else "", timeout=timeout, pin_short=pin_short,
+                          exited_zero=a.stopped_zero,
                           preempted=preempted)
 

@@ -21,7 +21,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from nomad_gpu.api.payloads import SweepRow, Sweeps, UsageReport, UsageRow
+from nomad_gpu.api.payloads import UNSET, SweepRow, Sweeps, UsageReport, UsageRow
 from nomad_gpu.domain.cohorts import cohort_quotas
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.service.access import caller_of
@@ -87,7 +87,7 @@ def list_routes(service: SchedulerService, clock: Callable[[], float] | None = N
                                       quotas) if quotas else {}
             rows = tuple(UsageRow(key=r.key, gpu_hours=r.gpu_hours, jobs=r.jobs, attempts=r.attempts,
                                   mean_wait_s=r.mean_wait_s, p95_wait_s=r.p95_wait_s, failures=r.failures,
-                                  borrowed_gpu_hours=borrowed.get(r.key, 0.0) if r.key in quotas else None)
+                                  borrowed_gpu_hours=borrowed.get(r.key, 0.0) if r.key in quotas else UNSET)
                          for r in found)
             return JSONResponse(UsageReport(since=since, until=until, by=by, rows=rows).to_json())
 

@@ -63,6 +63,11 @@ class Metrics:
                                "cohort's borrowers hold", ["team", "cohort"], registry=r)
         self.wait_seconds = Histogram("nomad_gpu_wait_seconds", "Time from submission to admission, one "
                                       "observation per admission", registry=r, buckets=WAIT_BUCKETS)
+        self.preemptions = Counter("nomad_gpu_preemptions", "Running jobs preempted for a waiting one (DESIGN 17), "
+                                   "by the victim's class and team", ["class", "team"], registry=r)
+        self.preemption_lost = Counter("nomad_gpu_preemption_lost_gpu_seconds", "GPU-seconds of work lost to "
+                                       "preemption: each victim's GPU-equivalents times its run since its start",
+                                       ["class", "team"], registry=r)
         self._at_scrape = _ReadAtScrape()
         r.register(self._at_scrape)
 
@@ -105,6 +110,13 @@ class Metrics:
             if cohort is not None and team in fair.teams:
                 self.team_borrowed.labels(team, cohort).set(s.borrowed)
                 self.team_lent.labels(team, cohort).set(s.lent)
+
+    def team_label(self, team: str) -> str:
+        """A team as a label: past MAX_TEAM_LABELS distinct teams, the rest share one (as `set_queue` folds)."""
+        if team in self._teams or len(self._teams) < MAX_TEAM_LABELS:
+            self._teams.add(team)
+            return team
+        return OTHER_TEAMS
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

@@ -22,7 +22,7 @@ from nomad_gpu.domain.classes import WorkloadClass
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import EntryId
 from nomad_gpu.render import JobSpec
-from nomad_gpu.render.spec import Seconds
+from nomad_gpu.render.durations import Seconds
 
 __all__ = ["FROM_SPEC", "RuntimeDefaults", "eta_bases", "runtime_defaults_from_mapping"]
 

@@ -36,6 +36,7 @@ from nomad_gpu.service.fleetcheck import FleetShapes, NeverCache
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.service.outage import Outage
+from nomad_gpu.service.preemption import Preemptions
 from nomad_gpu.service.reconcile import Reconciler
 from nomad_gpu.service.relayoutloop import RELAYOUT_HELPS, RelayoutLoop
 from nomad_gpu.service.runtimes import eta_bases
@@ -46,7 +47,7 @@ from nomad_gpu.service.tracking import LIVE, Executor, Tracked
 from nomad_gpu.service.views import inventory_view
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.contract import Store, StoreFull, TeamQuota
-from nomad_gpu.store.entries import parse_job_id
+from nomad_gpu.store.entries import entry_of_job
 
 logger = logging.getLogger(__name__)
 
@@ -69,12 +70,6 @@ def boot_id() -> str:
             return fh.read().strip()
     except OSError:
         return ""
-
-
-def entry_of_job(job_id: str) -> str | None:
-    """`ngpu-<instance>-q000012-3` (or an older `ngpu-q000012`) -> `q000012`; None for jobs not ours."""
-    ref = parse_job_id(job_id)
-    return ref.entry if ref is not None else None
 
 
 class SchedulerService:
@@ -108,7 +103,7 @@ class SchedulerService:
             self._pool = ThreadPoolExecutor(max_workers=settings.actuator_workers, thread_name_prefix="actuator")
             executor = self._pool
         self.outage = Outage(self.steady, self.metrics)  # its probes back off on the steady clock
-        self.classes = ClassBook(settings.classes)
+        self.classes = ClassBook(settings.classes, settings.take_back.preemption)
         self._shapes = FleetShapes()  # the fleet check reads these, not every node
         self.life = Lifecycle(store, self.ledger, actuator, lock=self._lock, executor=executor, clock=clock,
                               metrics=self.metrics, outage=self.outage, wake=self.wake_now,
@@ -116,6 +111,8 @@ class SchedulerService:
                               admission_deadline_s=settings.admission_deadline_s, classes=self.classes,
                               unhold=self._unhold)
         self.reconciler = Reconciler(self.life, self.ledger)
+        self.preemption = Preemptions(settings.take_back, settings.policy, self.ledger, self.life.entries,
+                                      self.life.apply_event, self.metrics)  # service/preemption.py
         self.relayout: RelayoutLoop | None = None
         """MIG re-layouts (service/relayoutloop.py), set by the runtime when the operator enables them."""
         self._thread: threading.Thread | None = None
@@ -319,6 +316,7 @@ class SchedulerService:
                     if tracked is not None and tracked.entry.reason != text:
                         reasons[tracked.entry.id] = text
                         tracked.entry = replace(tracked.entry, reason=text)
+            self.preemption.after_cycle(result, self.holds, now, reasons)  # takes GPUs back for waits that may
             if reasons:
                 self.store.set_reasons(reasons)
             self.cycles += 1
@@ -544,7 +542,7 @@ class SchedulerService:
                 "team_usage_gpu": dict(self.ledger.team_usage()),
                 "team_borrowed_gpu": borrowed_by_team(self.ledger.team_usage(), self.settings.fair),
                 "holds": {e: sorted(n) for e, n in self.holds.items()},
-                "draining": len(self.life.draining),
+                "draining": len(self.life.draining), **self.preemption.status(),
                 "instance": self.store.instance,
                 "mig_relayouts": self.relayout.status() if self.relayout is not None else None,
                 **self._status_now(),

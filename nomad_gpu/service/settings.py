@@ -23,6 +23,7 @@ from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
 from nomad_gpu.service.classconfig import classes_from_mapping
 from nomad_gpu.service.confignumbers import read_numbers
 from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_mapping, team_limits_from_mapping
+from nomad_gpu.service.preemptconfig import TakeBackSettings, take_back_from_config
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
 from nomad_gpu.service.runtimes import RuntimeDefaults, runtime_defaults_from_mapping
 from nomad_gpu.service.teamconfig import check_granted_teams, team_from_mapping, teams_from_mapping
@@ -98,16 +99,16 @@ class SchedulingSettings:
     local_parse: bool = True
     """`nomad: {local_parse: ...}`: a bundled template's Job JSON is built by the service (render/jobjson.py,
     proven equal to Nomad's parse) instead of asked of `/v1/jobs/parse`; false asks Nomad for every job."""
+    take_back: TakeBackSettings = field(default_factory=TakeBackSettings)
+    """Preemption (`preemption:`, the classes' `preempts`/`preemptible`, `nomad.max_kill_timeout`)."""
     service_name: str = "nomad-gpu"
     """Written into every job's meta (`nomad_gpu_service`): two services on one cluster tell their jobs
     apart by it (the job-ID prefix is random per database)."""
-    borrow_requires: str = "preemptible"
-    """What may run past a team's quota on its cohort's lent capacity (domain/cohorts.py)."""
 
     def cycle_config(self) -> CycleConfig:
         """The core's view of these settings, for the cycle and for its forecast alike."""
         return CycleConfig(policy=self.policy, hol_threshold_s=self.hol_threshold_s, fair=self.fair,
-                           borrow_requires=self.borrow_requires)
+                           borrow_requires=self.take_back.preemption.borrow_requires)
 
 
 def _within(wide: frozenset[str], narrow: frozenset[str] | None) -> frozenset[str]:
@@ -337,7 +338,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
     known = {"policy", "hol_threshold_s", "tick_s", "half_life_s", "teams", "default_team", "sharing",
              "actuator_workers", "model_weights", "api", "refusal_avoid_s", "admission_deadline_s",
              "retention_s", "usage", "min_cycle_interval_s", "classes", "mig_relayout", "service_name",
-             "runtime_defaults", "nomad"}
+             "runtime_defaults", "nomad", "preemption"}
     unknown = sorted(set(raw) - known)
     if unknown:
         raise InvalidRequest(f"{where}: unknown key(s) {', '.join(unknown)}")
@@ -371,6 +372,7 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
             mig_relayout=mig_relayout_from_mapping(raw.get("mig_relayout"), f"{where}: mig_relayout"),
             runtime_defaults=runtime_defaults_from_mapping(raw.get("runtime_defaults"), f"{where}: runtime_defaults"),
             local_parse=_local_parse(raw.get("nomad"), f"{where}: nomad"),
+            take_back=take_back_from_config(raw, where),
         )
     except (TypeError, ValueError, AttributeError) as exc:
         raise InvalidRequest(f"{where}: {exc}") from exc
@@ -380,8 +382,9 @@ def _local_parse(raw: Any, where: str) -> bool:
     """``nomad: {local_parse: true|false}`` (default true)."""
     if raw is None:
         return True
-    if not isinstance(raw, Mapping) or set(raw) - {"local_parse"} or not isinstance(raw.get("local_parse", True), bool):
-        raise InvalidRequest(f"{where}: must be a mapping with only local_parse: true or false")
+    if (not isinstance(raw, Mapping) or set(raw) - {"local_parse", "max_kill_timeout"}
+            or not isinstance(raw.get("local_parse", True), bool)):
+        raise InvalidRequest(f"{where}: must be a mapping with only local_parse: true or false, max_kill_timeout")
     return bool(raw.get("local_parse", True))
 
 

@@ -18,7 +18,7 @@ from nomad_gpu.render import JobSpec
 from nomad_gpu.service.life.machine import Record, record_of
 from nomad_gpu.store import EntryState, QueueEntry
 
-LIVE = (EntryState.ADMITTED, EntryState.RUNNING)
+LIVE = (EntryState.ADMITTED, EntryState.RUNNING, EntryState.PREEMPTING)
 """States in which an entry holds capacity and has (or will have) a Nomad job."""
 
 

@@ -6,6 +6,11 @@
       │  ├─an `after:` dependency failed or was cancelled─► dependency-failed
       │  └─its stored spec is no longer valid (a newer validator)─► failed
       └──── retry (failed/lost with retries left, or a register that did not happen) ───┘
+
+    running ──preempt──► preempting ──every allocation terminal──► queued (a new attempt, no retry used)
+                            │  (holds its capacity while Nomad      │
+                            │   stops it with its checkpoint grace) └─► complete (it exited 0 in its grace)
+                            └──cancel──► cancelled
 """
 
 from __future__ import annotations
@@ -30,12 +35,15 @@ class EntryState(enum.Enum):
     CANCELLED = "cancelled"
     DEPENDENCY_FAILED = "dependency-failed"
     """An entry it waited for (`after:`) failed or was cancelled: it never ran, and never will."""
+    PREEMPTING = "preempting"
+    """Its GPUs are taken back for a waiting job (DESIGN 17): Nomad stops it with its checkpoint grace, and
+    it holds its capacity until every allocation is terminal; its reason names the preemptor and the node."""
 
     def is_terminal(self) -> bool:
         return self in (EntryState.COMPLETE, EntryState.FAILED, EntryState.CANCELLED, EntryState.DEPENDENCY_FAILED)
 
     def holds_capacity(self) -> bool:
-        return self in (EntryState.ADMITTED, EntryState.RUNNING)
+        return self in (EntryState.ADMITTED, EntryState.RUNNING, EntryState.PREEMPTING)
 
 
 TRANSITIONS: Mapping[EntryState, frozenset[EntryState]] = {
@@ -44,7 +52,9 @@ TRANSITIONS: Mapping[EntryState, frozenset[EntryState]] = {
     EntryState.ADMITTED: frozenset({EntryState.RUNNING, EntryState.QUEUED, EntryState.COMPLETE,
                                     EntryState.FAILED, EntryState.CANCELLED}),
     EntryState.RUNNING: frozenset({EntryState.COMPLETE, EntryState.FAILED, EntryState.QUEUED,
-                                   EntryState.CANCELLED}),
+                                   EntryState.CANCELLED, EntryState.PREEMPTING}),
+    EntryState.PREEMPTING: frozenset({EntryState.QUEUED, EntryState.COMPLETE, EntryState.FAILED,
+                                      EntryState.CANCELLED}),
     EntryState.COMPLETE: frozenset(),
     EntryState.FAILED: frozenset(),
     EntryState.CANCELLED: frozenset(),
@@ -102,6 +112,7 @@ class QueueEntry:
             placements=tuple(_placement(p) for p in self.placements), admitted_at=self.admitted_at,
             finished_at=self.finished_at, sweep=self.sweep, spec=dict(self.spec), namespace=self.namespace,
             registered_at=self.registered_at, refusals=self.refusals, held=self.held,
+            preemptions=sum(1 for h in self.history if h.get("to") == EntryState.PREEMPTING.value),
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -142,6 +153,12 @@ def parse_job_id(job_id: str) -> JobRef | None:
     if m is None:
         return None
     return JobRef(m.group("inst") or "", m.group("entry"), int(m.group("attempt") or 0))
+
+
+def entry_of_job(job_id: str) -> str | None:
+    """`ngpu-<instance>-q000012-3` (or an older `ngpu-q000012`) -> `q000012`; None for jobs not ours."""
+    ref = parse_job_id(job_id)
+    return ref.entry if ref is not None else None
 
 
 def dumps(value: Any) -> str:

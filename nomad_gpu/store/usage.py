@@ -24,7 +24,7 @@ from nomad_gpu.domain.modelnames import short_model
 from nomad_gpu.domain.units import MigProfile, parent_slices_for_model
 from nomad_gpu.store import specdiff
 
-HOLDING = ("admitted", "running")
+HOLDING = ("admitted", "running", "preempting")
 FAILED = ("failed", "dependency-failed")
 NONE = "-"
 GROUP_COLUMNS = {"team": "team", "class": "class", "kind": "kind", "model": "model", "user": "user", "sweep": "sweep"}

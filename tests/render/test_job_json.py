@@ -48,6 +48,9 @@ INLINE = {
     "ports": ("name: web\ntask: {image: i, driver: docker}\nports: {http: {to: 8080}, admin: {static: 9000},"
               " raw: {}}\nservice: {name: web, port: http, provider: nomad, tags: [a, b],"
               " check: {type: http, path: /health, interval: 1.5, timeout: 2}}\n"),
+    "checkpoint": ("name: ck\nclass: training\npreemptible: true\ncheckpoint: {signal: SIGUSR1, grace: 2m}\n"
+                   "task: {image: i}\ngpu: {count: 1}\n"),
+    "checkpoint-fraction": "name: cf\ncheckpoint: {grace: 1.5}\ntask: {image: i}\n",
     "tcp-check": ("name: t\ntask: {image: i}\nports: {p: {}}\nservice: {name: t, port: p,"
                   " check: {type: tcp, interval: 10, timeout: 2.5}}\n"),
 }

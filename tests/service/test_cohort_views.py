@@ -28,8 +28,8 @@ def _job(name: str, team: str, gpus: int) -> dict[str, Any]:
 
 @pytest.fixture
 def borrowing() -> Iterator[tuple[SchedulerService, TestClient]]:
-    settings: SchedulingSettings = replace(scheduling_from_mapping({"teams": TEAMS}), tick_s=0.01,
-                                           borrow_requires="any")
+    config = {"teams": TEAMS, "preemption": {"borrow_requires": "any"}}
+    settings: SchedulingSettings = replace(scheduling_from_mapping(config), tick_s=0.01)
     ex = ManualExecutor()
     svc = SchedulerService(SqliteStore(), FakeNomad(), settings, clock=Clock(), executor=ex)
     gpus = tuple(Gpu(InstanceId(f"GPU-{k}"), "NVIDIA A100", 81_920) for k in range(8))
@@ -76,6 +76,24 @@ def test_the_usage_report_by_team_says_what_a_cohorts_team_borrowed(
         borrowing: tuple[SchedulerService, TestClient]) -> None:
     _svc, client = borrowing
     rows = {r["key"]: r for r in client.get("/v1/usage?by=team").json()["rows"]}
-    assert rows["nlp"]["borrowed_gpu_hours"] is not None and rows["nlp"]["borrowed_gpu_hours"] >= 0
-    assert all("borrowed_gpu_hours" not in r or r["borrowed_gpu_hours"] is None
-               for r in client.get("/v1/usage?by=class").json()["rows"])
+    assert rows["nlp"]["borrowed_gpu_hours"] >= 0
+    assert all("borrowed_gpu_hours" not in r for r in client.get("/v1/usage?by=class").json()["rows"])
+
+
+def test_by_default_only_preemptible_work_runs_on_lent_quota() -> None:
+    """`borrow_requires: preemptible` (the default): an exploratory job (preemptible by its class) borrows, a
+    job without a class (never preemptible) and one that opts out wait at the quota."""
+    ex = ManualExecutor()
+    svc = SchedulerService(SqliteStore(), FakeNomad(), replace(scheduling_from_mapping({"teams": TEAMS}), tick_s=0.01),
+                           clock=Clock(), executor=ex)
+    gpus = tuple(Gpu(InstanceId(f"GPU-{k}"), "NVIDIA A100", 81_920) for k in range(8))
+    svc.on_resync([Node(NodeId("n1"), name="gpu-01", cpu_mhz=64_000, memory_mb=512_000, gpus=gpus)], [])
+    svc.submit(_job("own", "nlp", 2))
+    svc.submit({**_job("explore", "nlp", 1), "class": "exploratory"})
+    svc.submit(_job("plain", "nlp", 1))
+    svc.submit({**_job("opted-out", "nlp", 1), "class": "exploratory", "preemptible": False})
+    svc.run_cycle()
+    ex.run_all()
+    states = {e.name: e.state.value for e in svc.store.list()}
+    assert states == {"own": "admitted", "explore": "admitted", "plain": "queued", "opted-out": "queued"}, states
+    svc.stop()

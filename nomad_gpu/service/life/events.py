@@ -68,6 +68,8 @@ class AllocUpdate:
     complete: bool = False
     """The client status is `complete` (a task that exited 0 in a service job ends `failed`)."""
     outcome: str = ""
+    exited_zero: bool = False
+    """Every task's last run ended with exit code 0, by itself or on the stop's signal (in its grace)."""
     timeout: str = ""
     """Nomad ended it at max_runtime itself (2.0.3+): the reason to store; empty otherwise."""
     pin_short: str = ""
@@ -162,9 +164,11 @@ class JobDeregistered:
 
 @dataclass(frozen=True)
 class Preempt:
-    """Coming (DESIGN 17): a higher-priority ask takes the attempt's GPUs back. Its transitions are
-    defined here already: the attempt drains (keeps its capacity) while Nomad stops it, and the entry is
-    queued again with its age kept and no retry used."""
+    """A waiting job takes the running attempt's GPUs back (DESIGN 17, service/preemption.py): the entry is
+    `preempting`, holding its capacity while Nomad stops its job with its checkpoint grace; once every
+    allocation is terminal it is queued again (its age kept, no retry used), or complete if it exited 0.
+    `reason` names the preemptor and the node (`preempted by q000012 (serving) on node-1`): stored while it
+    stops, it is what a restart reads back."""
 
     reason: str = "preempted"
 

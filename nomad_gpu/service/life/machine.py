@@ -27,6 +27,9 @@ class Phase(enum.Enum):
     ADMITTED = "admitted"
     """Capacity reserved, the job sent (or being sent) to Nomad, not yet seen placed."""
     RUNNING = "running"
+    PREEMPTING = "preempting"
+    """Its GPUs are taken back: Nomad stops its job with its grace; it holds its capacity until every
+    allocation is terminal, then is queued again (DESIGN 17)."""
     DRAINING = "draining"
     """Ended, and still holding its capacity while Nomad stops its job."""
     ENDED = "ended"
@@ -65,6 +68,8 @@ class Record:
     done: frozenset[str] = field(default_factory=frozenset)
     clean: bool = True
     """Every allocation that ended did so `complete`."""
+    exited: bool = True
+    """Preempting: every allocation that ended had its tasks exit 0 (a checkpoint saved in its grace)."""
     stopped: bool = False
     """Draining: Nomad confirmed its job stopped."""
     fenced: bool = False
@@ -76,11 +81,11 @@ class Record:
         if self.outcome is not None:
             return self.outcome
         return {Phase.QUEUED: EntryState.QUEUED, Phase.ADMITTED: EntryState.ADMITTED,
-                Phase.RUNNING: EntryState.RUNNING}[self.phase]
+                Phase.RUNNING: EntryState.RUNNING, Phase.PREEMPTING: EntryState.PREEMPTING}[self.phase]
 
     @property
     def holds_capacity(self) -> bool:
-        return self.phase.live or self.phase is Phase.DRAINING
+        return self.phase.live or self.phase in (Phase.DRAINING, Phase.PREEMPTING)
 
 
 Result = tuple[Record, tuple[Effect, ...]]
@@ -96,6 +101,8 @@ def apply(r: Record, e: Event) -> Result:
         return _queued(r, e)
     if r.phase.live:
         return _live(r, e)
+    if r.phase is Phase.PREEMPTING:
+        return _preempting(r, e)
     if r.phase is Phase.DRAINING:
         return _draining(r, e)
     return _ended(r, e)
@@ -162,6 +169,8 @@ def _live(r: Record, e: Event) -> Result:
         if r.open or r.done or r.registering:
             return r, ()
         return _retry_or_fail(r, "its Nomad job was stopped outside nomad-gpu")
+    if isinstance(e, ev.Preempt) and r.phase is Phase.RUNNING:
+        return _start_preempting(r, e)
     if isinstance(e, (ev.Preempt, ev.Reclaim)):
         label = "preempted" if isinstance(e, ev.Preempt) else "reclaimed"
         return _then(_end(r, EntryState.QUEUED, e.reason, refused=True), ev.Count(label))
@@ -247,11 +256,11 @@ def _retry_or_fail(r: Record, why: str, durable: bool = True) -> Result:
 
 
 def _end(r: Record, to: EntryState, reason: str, *, release_now: bool = False, stop: bool = True,
-         refused: bool = False, durable: bool = True) -> Result:
+         refused: bool = False, durable: bool = True, expect: tuple[EntryState, ...] = LIVE_STATES) -> Result:
     """End the attempt: the outcome and the stop intent in one store write first; then its capacity drains
     (kept until Nomad stopped it) unless it ended cleanly; then the next attempt is followed; the stop is
     sent now unless a register is in flight (its reply sends it)."""
-    move = ev.Move(to, LIVE_STATES, reason, requeue=to is EntryState.QUEUED, refused=refused, stop=stop,
+    move = ev.Move(to, expect, reason, requeue=to is EntryState.QUEUED, refused=refused, stop=stop,
                    durable=durable)
     draining = r.booked and not release_now and stop
     nxt = replace(r, phase=Phase.DRAINING if draining else Phase.ENDED, outcome=to,
@@ -272,6 +281,53 @@ def _then(result: Result, last: Effect) -> Result:
 def _unhold(result: Result) -> Result:
     """`result`, after the cycle's head-of-line hold for the entry is dropped."""
     return result[0], (ev.Unhold(), *result[1])
+
+
+# ---- preempting (DESIGN 17) -------------------------------------------------------------------------
+_PREEMPTING = (EntryState.PREEMPTING,)
+
+
+def _start_preempting(r: Record, e: ev.Preempt) -> Result:
+    """Stored `preempting` with its stop intent first; it keeps its booking while Nomad stops its job."""
+    move = ev.Move(EntryState.PREEMPTING, (EntryState.RUNNING,), e.reason, stop=True)
+    return replace(r, phase=Phase.PREEMPTING, stopped=False, exited=True), (move, ev.Stop())
+
+
+def _preempting(r: Record, e: Event) -> Result:
+    if isinstance(e, ev.AllocUpdate):
+        r = _seen(r, e.alloc, e.terminal, e.complete)
+        if e.terminal and not e.exited_zero:
+            r = replace(r, exited=False)
+        return _preempted(r)
+    if isinstance(e, ev.StopConfirmed):
+        seen = r.open | r.done
+        new = [(a, t) for a, t in e.allocs if a not in seen]
+        return _preempted(replace(r, stopped=True, open=r.open | {a for a, t in new if not t},
+                                  done=r.done | {a for a, t in new if t}, exited=r.exited and not new))
+    if isinstance(e, (ev.AllocsGone, ev.JobGone, ev.JobDead)):
+        if not r.stopped and isinstance(e, ev.AllocsGone):
+            return r, ()
+        return _preempted(replace(r, stopped=True, open=frozenset(), exited=False))
+    if isinstance(e, ev.Cancel):  # its stop is under way: the cancel ends it, and it drains as any end
+        return _unhold(_end(r, EntryState.CANCELLED, "cancelled by user", expect=_PREEMPTING))
+    if isinstance(e, (ev.Hold, ev.Requeue)):
+        held = (ev.Unhold(),) if isinstance(e, ev.Hold) and e.held else ()
+        return r, (*held, ev.Reject(f"{r.entry} is preempting: it is queued again once Nomad stopped it"))
+    return r, ()
+
+
+def _preempted(r: Record) -> Result:
+    """Every allocation is terminal and the stop confirmed: queued again (no retry used, the preemptor's
+    reason kept), or complete when every task exited 0 in its grace. The capacity goes back now."""
+    if not r.stopped or r.open:
+        return r, ()
+    if r.exited and r.done:
+        done = replace(r, phase=Phase.ENDED, outcome=EntryState.COMPLETE, booked=False)
+        return done, (ev.Move(EntryState.COMPLETE, _PREEMPTING, "exited 0 in its checkpoint grace"), ev.Release(),
+                      ev.Forget(), ev.Wake(), ev.Count("complete"))
+    queued = replace(r, phase=Phase.ENDED, outcome=EntryState.QUEUED, booked=False)
+    return queued, (ev.Move(EntryState.QUEUED, _PREEMPTING, None, requeue=True, refused=True), ev.Release(),
+                    ev.Requeued(), ev.Wake(), ev.Count("preempted"))
 
 
 # ---- draining ---------------------------------------------------------------------------------------
@@ -321,7 +377,7 @@ def _ended(r: Record, e: Event) -> Result:
 def record_of(e: QueueEntry) -> Record:
     """The record of a stored entry's current attempt (at start-up, or for an entry not followed)."""
     phase = {EntryState.QUEUED: Phase.QUEUED, EntryState.ADMITTED: Phase.ADMITTED,
-             EntryState.RUNNING: Phase.RUNNING}.get(e.state, Phase.ENDED)
+             EntryState.RUNNING: Phase.RUNNING, EntryState.PREEMPTING: Phase.PREEMPTING}.get(e.state, Phase.ENDED)
     return Record(entry=e.id, attempt=e.attempts, phase=phase, outcome=e.state if phase is Phase.ENDED else None,
                   held=e.held, registered=e.registered_at is not None, retries_left=e.max_retries - e.retries_used,
                   groups=max(len(e.placements), 1))

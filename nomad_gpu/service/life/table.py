@@ -26,6 +26,9 @@ STATES: dict[str, Record] = {
     "draining": Record("q1", phase=Phase.DRAINING, outcome=EntryState.CANCELLED, booked=True, open=frozenset({"a1"})),
     "draining, stopped": Record("q1", phase=Phase.DRAINING, outcome=EntryState.CANCELLED, booked=True, stopped=True,
                                 open=frozenset({"a1"})),
+    "preempting": Record("q1", phase=Phase.PREEMPTING, booked=True, registered=True, open=frozenset({"a1"})),
+    "preempting, stopped": Record("q1", phase=Phase.PREEMPTING, booked=True, registered=True, stopped=True,
+                                  open=frozenset({"a1"})),
     "ended": Record("q1", phase=Phase.ENDED, outcome=EntryState.CANCELLED),
 }
 """The states an attempt can be in, by name (the scheduler's own ones, in flight and draining, included)."""
@@ -40,6 +43,7 @@ EVENTS: dict[str, ev.Event] = {
     "alloc running": ev.AllocUpdate("a1"),
     "alloc complete": ev.AllocUpdate("a1", terminal=True, succeeded=True, complete=True, outcome="complete"),
     "alloc failed": ev.AllocUpdate("a1", terminal=True, outcome="failed"),
+    "alloc killed, exit 0": ev.AllocUpdate("a1", terminal=True, complete=True, outcome="killed", exited_zero=True),
     "alloc max_run_duration": ev.AllocUpdate("a1", terminal=True, outcome="timed out", timeout="timeout"),
     "alloc short of its pins": ev.AllocUpdate("a1", pin_short="short"),
     "allocs gone": ev.AllocsGone(),
@@ -58,7 +62,7 @@ EVENTS: dict[str, ev.Event] = {
     "job gone": ev.JobGone(),
     "job dead": ev.JobDead(),
     "job deregistered": ev.JobDeregistered(),
-    "preempt (coming)": ev.Preempt(),
+    "preempt": ev.Preempt(),
     "reclaim (coming)": ev.Reclaim(),
     "lease lost (coming)": ev.LeaseLost(),
 }
@@ -78,6 +82,8 @@ def describe(r: Record) -> str:
         if r.stopped and not r.open:
             return f"drained{then}"
         return f"draining, stopped{then}" if r.stopped else f"draining{then}"
+    if r.phase is Phase.PREEMPTING:
+        return "preempting, stopped" if r.stopped else "preempting"
     word = str(r.phase.value) + (", held" if r.held else "")
     if r.phase is Phase.ADMITTED:
         word += ", registering" if r.registering else ", registered" if r.registered else ", register to retry"

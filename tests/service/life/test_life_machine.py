@@ -31,6 +31,12 @@ DRAINING = Record("q1", phase=Phase.DRAINING, outcome=EntryState.CANCELLED, book
 STOPPED = Record("q1", phase=Phase.DRAINING, outcome=EntryState.CANCELLED, booked=True, stopped=True,
                  open=frozenset({"a1"}))
 ENDED = Record("q1", phase=Phase.ENDED, outcome=EntryState.COMPLETE)
+PREEMPTING = Record("q1", phase=Phase.PREEMPTING, booked=True, registered=True, open=frozenset({"a1"}),
+                    retries_left=1)
+PREEMPTING_STOPPED = Record("q1", phase=Phase.PREEMPTING, booked=True, registered=True, open=frozenset({"a1"}),
+                            stopped=True)
+KILLED = ev.AllocUpdate("a1", terminal=True, complete=True, outcome="killed (desired stop)")
+SAVED = ev.AllocUpdate("a1", terminal=True, complete=True, outcome="killed (desired stop)", exited_zero=True)
 
 LIVE = (EntryState.ADMITTED, EntryState.RUNNING)
 Q = (EntryState.QUEUED,)
@@ -93,8 +99,26 @@ def names(effects: tuple[ev.Effect, ...]) -> list[str]:
     pytest.param(TWO, ev.AllocUpdate("a1", terminal=True, outcome="evicted", preempted="preempted by x"),
                  Phase.DRAINING, EntryState.QUEUED, ["Move", "Drain", "Requeued", "Stop", "Wake", "Count"],
                  id="nomad-preempted-one-of-two-drains"),
-    pytest.param(RUNNING, ev.Preempt(), Phase.DRAINING, EntryState.QUEUED,
-                 ["Move", "Drain", "Requeued", "Stop", "Wake", "Count"], id="preempt-drains-and-requeues"),
+    pytest.param(RUNNING, ev.Preempt("preempted by q2 (serving) on n1"), Phase.PREEMPTING, None, ["Move", "Stop"],
+                 id="preempt-stops-and-keeps-its-capacity"),
+    pytest.param(REGISTERED, ev.Preempt(), Phase.DRAINING, EntryState.QUEUED,
+                 ["Move", "Drain", "Requeued", "Stop", "Wake", "Count"], id="preempt-admitted-drains-and-requeues"),
+    pytest.param(PREEMPTING, KILLED, Phase.PREEMPTING, None, [], id="preempting-waits-for-the-stop"),
+    pytest.param(PREEMPTING, ev.StopConfirmed((("a1", False),)), Phase.PREEMPTING, None, [],
+                 id="preempting-stopped-alloc-still-running"),
+    pytest.param(PREEMPTING_STOPPED, KILLED, Phase.ENDED, EntryState.QUEUED,
+                 ["Move", "Release", "Requeued", "Wake", "Count"], id="preempted-requeued-when-terminal"),
+    pytest.param(PREEMPTING_STOPPED, SAVED, Phase.ENDED, EntryState.COMPLETE,
+                 ["Move", "Release", "Forget", "Wake", "Count"], id="exit-0-in-grace-completes"),
+    pytest.param(PREEMPTING_STOPPED, ev.AllocUpdate("a1"), Phase.PREEMPTING, None, [], id="preempting-still-running"),
+    pytest.param(PREEMPTING, ev.Cancel(), Phase.DRAINING, EntryState.CANCELLED,
+                 ["Unhold", "Move", "Drain", "Forget", "Stop", "Wake"], id="cancel-preempting-drains"),
+    pytest.param(PREEMPTING, ev.Requeue(), Phase.PREEMPTING, None, ["Reject"], id="requeue-preempting-refused"),
+    pytest.param(PREEMPTING, ev.TimerFired(ev.Timer.RUNTIME, "timeout"), Phase.PREEMPTING, None, [],
+                 id="preempting-ignores-max-runtime"),
+    pytest.param(PREEMPTING, ev.Preempt(), Phase.PREEMPTING, None, [], id="preempt-twice-nothing"),
+    pytest.param(PREEMPTING, ev.JobGone(), Phase.ENDED, EntryState.QUEUED,
+                 ["Move", "Release", "Requeued", "Wake", "Count"], id="preempting-job-gone-requeued"),
     pytest.param(RUNNING, ev.Reclaim(), Phase.DRAINING, EntryState.QUEUED,
                  ["Move", "Drain", "Requeued", "Stop", "Wake", "Count"], id="reclaim-drains-and-requeues"),
     pytest.param(RUNNING, ev.LeaseLost(), Phase.RUNNING, None, ["Forget"], id="lease-lost-forgets"),
@@ -159,3 +183,20 @@ def test_the_contributing_guide_shows_the_table_of_the_code() -> None:
     assert found is not None, "docs/CONTRIBUTING.md has no generated life-of-a-job table"
     assert found.group(1) == render(), "regenerate it: python -m nomad_gpu.service.life.table"
     assert len(rows()) > 50
+
+
+def test_a_preemption_is_stored_with_its_stop_and_its_end_uses_no_retry() -> None:
+    """running -> preempting: the reason naming the preemptor and the stop intent in one write, the capacity
+    kept; preempting -> queued when every allocation is terminal: a new attempt, counted as a refusal."""
+    after, effects = apply(RUNNING, ev.Preempt("preempted by q2 (serving) on n1"))
+    move = effects[0]
+    assert isinstance(move, ev.Move) and move.to is EntryState.PREEMPTING and move.stop
+    assert move.expect == (EntryState.RUNNING,) and move.reason == "preempted by q2 (serving) on n1"
+    assert after.holds_capacity and after.state is EntryState.PREEMPTING
+    after, _ = apply(after, ev.StopConfirmed())
+    done, effects = apply(after, KILLED)
+    move = effects[0]
+    assert isinstance(move, ev.Move) and move.to is EntryState.QUEUED and move.requeue and move.refused
+    assert move.reason is None, "the preemptor's reason stays"
+    assert not done.holds_capacity
+    assert apply(done, KILLED) == (done, ()), "a duplicated report requeues nothing twice"

@@ -192,11 +192,13 @@ class World:
         for key, r in self.records.items():
             entry, attempt = key
             drained = f"j:{entry}/{attempt}" in self.ledger.values()
-            assert r.phase in (Phase.QUEUED, Phase.ADMITTED, Phase.RUNNING, Phase.DRAINING, Phase.ENDED)
+            assert r.phase in (Phase.QUEUED, Phase.ADMITTED, Phase.RUNNING, Phase.PREEMPTING, Phase.DRAINING,
+                               Phase.ENDED)
             assert drained == (r.phase is Phase.DRAINING), (key, r)
-            if r.phase.live:
+            held = r.phase.live or r.phase is Phase.PREEMPTING  # a preempting attempt keeps its own booking
+            if held:
                 assert self.current[entry] == key and f"e:{entry}" in self.ledger.values(), (key, r)
-            if self.current[entry] == key and not r.phase.live:
+            if self.current[entry] == key and not held:
                 assert f"e:{entry}" not in self.ledger.values(), (key, r)
             assert r.phase is not Phase.ENDED or not self.jobs.get(key, Job("")).running or not r.booked, (key, r)
         for key, job in self.jobs.items():
@@ -211,11 +213,11 @@ class World:
             for key in list(self.stops):
                 self.stop(key)
             for key, job in list(self.jobs.items()):
-                if self.records[key].phase is Phase.DRAINING:
+                if self.records[key].phase in (Phase.DRAINING, Phase.PREEMPTING):
                     while job.running:
                         self.finish(key, False)
             self.check()
-        assert not [k for k, r in self.records.items() if r.phase is Phase.DRAINING], self.records
+        assert not [k for k, r in self.records.items() if r.phase in (Phase.DRAINING, Phase.PREEMPTING)], self.records
         assert all(h.startswith("e:") for h in self.ledger.values()), self.ledger
 
 

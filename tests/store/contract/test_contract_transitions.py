@@ -15,7 +15,8 @@ PATH_TO = {EntryState.QUEUED: [], EntryState.ADMITTED: [EntryState.ADMITTED],
            EntryState.COMPLETE: [EntryState.ADMITTED, EntryState.COMPLETE],
            EntryState.FAILED: [EntryState.ADMITTED, EntryState.FAILED],
            EntryState.CANCELLED: [EntryState.CANCELLED],
-           EntryState.DEPENDENCY_FAILED: [EntryState.DEPENDENCY_FAILED]}
+           EntryState.DEPENDENCY_FAILED: [EntryState.DEPENDENCY_FAILED],
+           EntryState.PREEMPTING: [EntryState.ADMITTED, EntryState.RUNNING, EntryState.PREEMPTING]}
 
 
 @pytest.mark.parametrize(("start", "to"), [
@@ -154,3 +155,22 @@ def test_reasons_only_touch_queued_entries(store: Store) -> None:
     assert store.get(a.id).reason == "waiting"
     assert store.get(b.id).reason == ""
     assert len(store.get(a.id).history) == 0  # a reason is no move
+
+
+def test_a_preempting_entry_is_listed_holds_its_stop_intent_and_comes_back_queued(store: Store) -> None:
+    """Preemption (DESIGN 17): running -> preempting with the stop intent in the same write, its reason naming
+    the preemptor (what a restart reads back), then queued as a new attempt that used no retry."""
+    (e,) = store.add([entry()])
+    store.transition(e.id, EntryState.ADMITTED, placements=({"node": "n1"},))
+    store.transition(e.id, EntryState.RUNNING)
+    stop = StopIntent(e.nomad_job_id, "default", "preempting", 3.0, 0, 3.0)
+    reason = "preempting for q000009 (serving) on n1"
+    moved = store.transition(e.id, EntryState.PREEMPTING, expect=(EntryState.RUNNING,), stop=stop, reason=reason)
+    assert moved.state is EntryState.PREEMPTING and moved.state.holds_capacity()
+    assert [s.job_id for s in store.stops()] == [e.nomad_job_id]
+    assert [x.id for x in store.list([EntryState.PREEMPTING])] == [e.id]
+    assert store.get(e.id).reason == reason
+    back = store.transition(e.id, EntryState.QUEUED, expect=(EntryState.PREEMPTING,), attempts=1, placements=(),
+                            refusals=1, reason="preempted by q000009 (serving) on n1")
+    assert (back.state, back.attempts, back.retries_used) == (EntryState.QUEUED, 1, 0)
+    assert [h["to"] for h in back.history][-2:] == ["preempting", "queued"]

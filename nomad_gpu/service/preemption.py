@@ -1,0 +1,247 @@
+"""Preemption in the service (DESIGN 17): after each cycle, take GPUs back for waiting jobs that may.
+
+The choice is the domain's (`domain/preemption.py` over the cycle's fitter and `domain/victims.py`); this
+module gathers its inputs (the cycle's waiting jobs in its own order, the running attempts with their class,
+priority, start and past preemptions) and carries it out through the life's one transition function: each
+victim gets a `Preempt` event (stored `preempting` with its stop intent and a reason naming the preemptor and
+the node; Nomad stops it with its checkpoint grace; it keeps its capacity until every allocation is
+terminal). The preemptor holds the victims' node (the cycle's holds: nothing else is placed there), so the
+devices freed are its own, and it is admitted by a cycle only once the ledger has them back, which is only
+when Nomad reported every victim allocation terminal.
+
+Crash safety: nothing here is needed after a kill -9 that the store does not hold. A victim's stored reason
+(`preempted by <entry> (<class>) on <node>`) and placements name its preemptor and the node; the
+preemptor's stored reason (`preempting ... on <node>`) names them once its victims are queued again. The
+first cycle after a start rebuilds the holds from those (`recover`).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Mapping, MutableMapping
+from dataclasses import dataclass, field, replace
+
+from nomad_gpu.domain.cycle import CycleResult, Wait
+from nomad_gpu.domain.ids import EntryId, NodeId, Team
+from nomad_gpu.domain.ledger import Ledger
+from nomad_gpu.domain.policies import get_policy
+from nomad_gpu.domain.preemption import Preemption, Running, Waiting, plan_preemptions
+from nomad_gpu.render import JobSpec
+from nomad_gpu.render.checkpoint import grace_s
+from nomad_gpu.service.life import events as ev
+from nomad_gpu.service.metrics import Metrics
+from nomad_gpu.service.preemptconfig import TakeBackSettings, grace_warning
+from nomad_gpu.service.tracking import Tracked
+from nomad_gpu.service.translate import placement_from_json
+from nomad_gpu.store import EntryState, QueueEntry
+
+logger = logging.getLogger(__name__)
+
+BY = re.compile(r"^preempted by (q\d+) \(")
+"""A preempting victim's reason: its preemptor."""
+FOR = re.compile(r"^preempting (q\d+(?:, q\d+)*) on node (\S+)")
+"""A preemptor's reason while its victims stop: them, and the node (its ID)."""
+
+
+@dataclass
+class InProgress:
+    """A preemption under way: the preemptor holds `node` until it is admitted (or gives up)."""
+
+    plan: Preemption
+    node_name: str
+    grace_s: float
+    victims_left: set[EntryId] = field(default_factory=set)
+    fresh: bool = False
+    """Rebuilt after a restart: kept one cycle even with no victim left, so the preemptor gets its node."""
+
+
+def job_class(spec: JobSpec | None) -> str | None:
+    """The job's class: its own, else its first group's (a group may not differ in preemptibility)."""
+    if spec is None:
+        return None
+    cls = spec.class_of(spec.groups[0]) if spec.groups else spec.workload_class
+    return str(cls) if cls is not None else None
+
+
+def preemptions_of(entry: QueueEntry) -> int:
+    """Times the entry was preempted, from its stored moves (the last 20: enough for max_preemptions <= 5)."""
+    return sum(1 for h in entry.history if h.get("to") == EntryState.PREEMPTING.value)
+
+
+def started_at(t: Tracked) -> float:
+    """When the attempt started running: seen by this process, else its stored move, else its admission."""
+    if t.running_since:
+        return t.running_since
+    runs = [h.get("at") for h in t.entry.history if h.get("to") == EntryState.RUNNING.value]
+    last = runs[-1] if runs else None
+    return float(last) if isinstance(last, int | float) else float(t.entry.admitted_at or 0.0)
+
+
+class Preemptions:
+    """Owned by the scheduler; every method runs under the service lock."""
+
+    def __init__(self, settings: TakeBackSettings, fit_policy: str, ledger: Ledger, entries: Mapping[str, Tracked],
+                 run: Callable[[Tracked, ev.Event], None], metrics: Metrics) -> None:
+        """``run(t, event)``: apply an event to a followed entry through the life's runner."""
+        self.settings, self.policy = settings, settings.preemption
+        self.fit_policy = get_policy(fit_policy)
+        self.ledger, self.entries, self.run, self.metrics = ledger, entries, run, metrics
+        self.in_progress: dict[EntryId, InProgress] = {}
+        self.waiting_since: dict[EntryId, float] = {}
+        """When this process first saw each entry wait (a restart starts the clock again: it waits longer)."""
+        self.recovered = False
+
+    # ---- after a cycle ------------------------------------------------------------------------
+    def after_cycle(self, result: CycleResult, holds: MutableMapping[EntryId, frozenset[NodeId]], now: float,
+                    reasons: MutableMapping[str, str]) -> None:
+        """Start what the cycle's waits allow; keep each preemptor's hold and reason while its victims stop."""
+        if not self.recovered and len(self.ledger.inventory):
+            self.recover(holds)
+        waits = [d for d in result.decisions if isinstance(d, Wait)]
+        waiting_ids = {d.entry for d in waits}
+        for entry in list(self.waiting_since):
+            if entry not in waiting_ids:
+                del self.waiting_since[entry]
+        for d in waits:
+            self.waiting_since.setdefault(d.entry, now)
+        self._settle(holds, waiting_ids)
+        if self.policy.enabled:
+            self._start(waits, holds, now)
+        for preemptor, p in self.in_progress.items():
+            self._say(preemptor, p, reasons)
+        for d in waits:
+            self._keep_why(d.entry, reasons)
+
+    def _settle(self, holds: MutableMapping[EntryId, frozenset[NodeId]], waiting: set[EntryId]) -> None:
+        """Forget preemptions whose preemptor was admitted, cancelled or left the queue; one whose victims are
+        all back but that still did not fit lets its node go (it may preempt again, guards permitting)."""
+        for preemptor, p in list(self.in_progress.items()):
+            p.victims_left = {v for v in p.victims_left if self._preempting(v)}
+            gone = preemptor not in waiting
+            if p.fresh and not gone:
+                p.fresh = False
+            elif gone or not p.victims_left:
+                del self.in_progress[preemptor]
+                if not gone or holds.get(preemptor) == frozenset({p.plan.node}):
+                    holds.pop(preemptor, None)
+                continue
+            holds[preemptor] = frozenset({p.plan.node})
+
+    def _preempting(self, entry: EntryId) -> bool:
+        t = self.entries.get(entry)
+        return t is not None and t.entry.state is EntryState.PREEMPTING
+
+    def _start(self, waits: list[Wait], holds: MutableMapping[EntryId, frozenset[NodeId]], now: float) -> None:
+        waiting = [Waiting(t.request, job_class(t.spec), self.waiting_since[d.entry]) for d in waits
+                   if (t := self.entries.get(d.entry)) is not None and t.request is not None]
+        running = {EntryId(t.entry.id): self._running(t) for t in self.entries.values()
+                   if t.entry.state is EntryState.RUNNING and t.spec is not None}
+        busy_nodes = {n for e, nodes in holds.items() for n in nodes}
+        plans = plan_preemptions(waiting, running, self.ledger, policy=self.policy, fit_policy=self.fit_policy,
+                                 now=now, busy_nodes=busy_nodes, busy_entries=self.in_progress)
+        for plan in plans:
+            self._carry_out(plan, running, holds, now)
+
+    def _running(self, t: Tracked) -> Running:
+        spec = t.spec
+        assert spec is not None
+        cls = job_class(spec)
+        allowed = self.policy.victim_allowed(cls, spec.preemptible, spec.checkpoint is not None)
+        return Running(EntryId(t.entry.id), Team(t.entry.team), cls, t.entry.priority, started_at(t), allowed,
+                       preemptions_of(t.entry))
+
+    def _carry_out(self, plan: Preemption, running: Mapping[EntryId, Running],
+                   holds: MutableMapping[EntryId, frozenset[NodeId]], now: float) -> None:
+        preemptor = self.entries[plan.preemptor]
+        nf = self.ledger.index.get(plan.node)
+        name = nf.node.name if nf is not None and nf.node.name else str(plan.node)
+        reason = f"preempted by {plan.preemptor} ({job_class(preemptor.spec) or 'priority'}) on {name}"
+        graces = []
+        for victim in plan.victims:
+            t = self.entries[victim]
+            gpus = self.ledger.get(victim).gpu_equivalents if victim in self.ledger else 0.0
+            self.run(t, ev.Preempt(reason))
+            if t.entry.state is not EntryState.PREEMPTING:
+                continue  # the store said no (it moved meanwhile): nothing to count
+            r = running[victim]
+            labels = (r.cls or "none", self.metrics.team_label(str(r.team)))
+            self.metrics.preemptions.labels(*labels).inc()
+            self.metrics.preemption_lost.labels(*labels).inc(gpus * max(now - r.started_at, 0.0))
+            graces.append(grace_s(t.spec.checkpoint if t.spec is not None else None))
+            logger.info("entry %s: %s (%s), grace %.0f s", victim, reason, plan.why, graces[-1])
+        if not graces:
+            return
+        self.in_progress[plan.preemptor] = InProgress(plan, name, max(graces), set(plan.victims))
+        holds[plan.preemptor] = frozenset({plan.node})
+
+    def _say(self, preemptor: EntryId, p: InProgress, reasons: MutableMapping[str, str]) -> None:
+        t = self.entries.get(preemptor)
+        if t is None:
+            return
+        text = (f"preempting {', '.join(sorted(p.victims_left))} on node {p.plan.node} ({p.node_name}): waiting "
+                f"for them to stop (grace up to {p.grace_s:g} s)")
+        if t.entry.reason != text:
+            reasons[preemptor] = text
+            t.entry = replace(t.entry, reason=text)
+
+    def _keep_why(self, entry: EntryId, reasons: MutableMapping[str, str]) -> None:
+        """A victim queued again says first why (`preempted by ...`), then why it waits now."""
+        t = self.entries.get(entry)
+        history = t.entry.history if t is not None else ()
+        if t is None or len(history) < 2 or history[-1].get("from") != EntryState.PREEMPTING.value:
+            return
+        why = str(history[-2].get("reason") or "")
+        now = reasons.get(entry, t.entry.reason)
+        if why.startswith("preempted by") and not now.startswith(why):
+            text = f"{why}; {now}" if now else why
+            reasons[entry] = text
+            t.entry = replace(t.entry, reason=text)
+
+    # ---- after a restart ----------------------------------------------------------------------
+    def recover(self, holds: MutableMapping[EntryId, frozenset[NodeId]]) -> None:
+        """Rebuild the preemptions under way from the store's words (victims preempting; preemptors queued)."""
+        self.recovered = True
+        victims: dict[EntryId, set[EntryId]] = {}
+        nodes: dict[EntryId, NodeId] = {}
+        for t in self.entries.values():
+            m = BY.match(t.entry.reason)
+            if t.entry.state is EntryState.PREEMPTING and m is not None:
+                preemptor = EntryId(m.group(1))
+                victims.setdefault(preemptor, set()).add(EntryId(t.entry.id))
+                for p in t.entry.placements:
+                    nodes[preemptor] = placement_from_json(p).node
+        for t in self.entries.values():
+            m = FOR.match(t.entry.reason)
+            if t.entry.state is EntryState.QUEUED and m is not None and EntryId(t.entry.id) not in nodes:
+                nodes[EntryId(t.entry.id)] = NodeId(m.group(2))
+                victims.setdefault(EntryId(t.entry.id), set())
+        for preemptor, node in nodes.items():
+            holder = self.entries.get(preemptor)
+            if holder is None or holder.entry.state is not EntryState.QUEUED:
+                continue
+            nf = self.ledger.index.get(node)
+            name = nf.node.name if nf is not None and nf.node.name else str(node)
+            plan = Preemption(preemptor, node, tuple(sorted(victims[preemptor])), "recovered")
+            self.in_progress[preemptor] = InProgress(plan, name, 0.0, set(victims[preemptor]), fresh=True)
+            holds[preemptor] = frozenset({node})
+            logger.info("entry %s: preemption on %s resumed after a restart (%d victim(s) stopping)", preemptor,
+                        name, len(victims[preemptor]))
+
+    def status(self) -> dict[str, object]:
+        """The preemptions under way and the graces the nodes cut short, for `status`."""
+        return {"preemptions": [{"preemptor": e, "node": p.plan.node, "node_name": p.node_name,
+                                 "victims": sorted(p.plan.victims), "stopping": sorted(p.victims_left),
+                                 "why": p.plan.why} for e, p in sorted(self.in_progress.items())],
+                "grace_warnings": grace_warnings(((e, t.spec) for e, t in self.entries.items()),
+                                                 self.settings.max_kill_timeout_s)}
+
+
+def grace_warnings(specs: Iterable[tuple[str, JobSpec | None]], max_kill_timeout_s: float) -> dict[str, str]:
+    """Entries whose checkpoint grace is longer than the nodes honour, with the warning for each."""
+    out = {}
+    for entry, spec in specs:
+        if spec is not None and spec.checkpoint is not None:
+            if text := grace_warning(spec.checkpoint.grace, max_kill_timeout_s):
+                out[entry] = text
+    return out
