@@ -53,6 +53,9 @@ def status_lines(entry: Entry, nomad: Allocations | None, nomad_error: str | Non
             lines.append((label, duration(float(spec[key]))))
     lines.append(("attempt", f"{entry.attempts + 1} of {entry.max_retries + 1}"
                              + (f" ({entry.refusals} refused by Nomad)" if entry.refusals else "")))
+    if entry.preemptions:  # each one a refusal too: it used no retry
+        lines.append(("preempted", f"{entry.preemptions} time(s), no retry used"))
+    lines += [("warning", text) for text in entry.warnings]
     unsent = "; not registered with Nomad yet" if entry.state == "queued" else ""
     lines.append(("nomad job", f"{entry.nomad_job_id} (namespace {entry.namespace}{unsent})"))
     lines += address_lines(entry)

@@ -30,5 +30,10 @@ def service_rows(info: Status) -> list[tuple[str, str]]:
         rows.append((f"in use by {team}", f"{used:.2f} GPU-eq{lent}"))
     if info.holds:
         rows.append(("head-of-line holds", ", ".join(f"{e} ({len(n)} nodes)" for e, n in sorted(info.holds.items()))))
+    for p in info.preemptions:
+        rows.append(("preempting", f"{', '.join(p.get('stopping') or []) or 'victims stopped'} on {p.get('node_name')} "
+                                   f"for {p.get('preemptor')} ({p.get('why')})"))
+    for entry, text in sorted(info.grace_warnings.items()):
+        rows.append((f"warning {entry}", text))
     rows.append(("instance", info.instance or "-"))
     return rows

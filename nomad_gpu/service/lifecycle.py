@@ -135,6 +135,8 @@ class Lifecycle:
                 if e.registered_at is not None:
                     self.timers.watch_deadline(t)
                 self.timers.watch_runtime(t)
+                if e.state is EntryState.PREEMPTING:  # its stop again (idempotent): its confirmation ends it
+                    self.stops.start(e.nomad_job_id, e.namespace)
             else:
                 self.waiting[e.id] = t
         except (InvalidRequest, ValueError) as exc:

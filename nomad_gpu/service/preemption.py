@@ -30,8 +30,10 @@ from nomad_gpu.domain.preemption import Preemption, Running, Waiting, plan_preem
 from nomad_gpu.render import JobSpec
 from nomad_gpu.render.checkpoint import grace_s
 from nomad_gpu.service.life import events as ev
+from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
-from nomad_gpu.service.preemptconfig import TakeBackSettings, grace_warning
+from nomad_gpu.service.preemptconfig import grace_warning
+from nomad_gpu.service.settings import SchedulingSettings
 from nomad_gpu.service.tracking import Tracked
 from nomad_gpu.service.translate import placement_from_json
 from nomad_gpu.store import EntryState, QueueEntry
@@ -40,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 BY = re.compile(r"^preempted by (q\d+) \(")
 """A preempting victim's reason: its preemptor."""
+LOOKED_AT = 8
+"""Waiting jobs a cycle looks at for a preemption, in its own order (bounds the cost of a cycle)."""
 FOR = re.compile(r"^preempting (q\d+(?:, q\d+)*) on node (\S+)")
 """A preemptor's reason while its victims stop: them, and the node (its ID)."""
 
@@ -81,23 +85,26 @@ def started_at(t: Tracked) -> float:
 class Preemptions:
     """Owned by the scheduler; every method runs under the service lock."""
 
-    def __init__(self, settings: TakeBackSettings, fit_policy: str, ledger: Ledger, entries: Mapping[str, Tracked],
-                 run: Callable[[Tracked, ev.Event], None], metrics: Metrics) -> None:
-        """``run(t, event)``: apply an event to a followed entry through the life's runner."""
-        self.settings, self.policy = settings, settings.preemption
-        self.fit_policy = get_policy(fit_policy)
-        self.ledger, self.entries, self.run, self.metrics = ledger, entries, run, metrics
+    def __init__(self, settings: SchedulingSettings, ledger: Ledger, life: Lifecycle, metrics: Metrics) -> None:
+        self.settings, self.policy = settings.take_back, settings.take_back.preemption
+        self.fit_policy = get_policy(settings.policy)
+        self.ledger, self.entries, self.metrics = ledger, life.entries, metrics
+        self.run: Callable[[Tracked, ev.Event], None] = life.apply_event
         self.in_progress: dict[EntryId, InProgress] = {}
         self.waiting_since: dict[EntryId, float] = {}
         """When this process first saw each entry wait (a restart starts the clock again: it waits longer)."""
         self.recovered = False
 
-    # ---- after a cycle ------------------------------------------------------------------------
+    # ---- around a cycle -----------------------------------------------------------------------
+    def before_cycle(self, holds: MutableMapping[EntryId, frozenset[NodeId]]) -> None:
+        """The first cycle after a start (Nomad's nodes known): the holds of the preemptions under way."""
+        if not self.recovered and len(self.ledger.inventory):
+            self.recover(holds)
+
     def after_cycle(self, result: CycleResult, holds: MutableMapping[EntryId, frozenset[NodeId]], now: float,
                     reasons: MutableMapping[str, str]) -> None:
         """Start what the cycle's waits allow; keep each preemptor's hold and reason while its victims stop."""
-        if not self.recovered and len(self.ledger.inventory):
-            self.recover(holds)
+        self.before_cycle(holds)
         waits = [d for d in result.decisions if isinstance(d, Wait)]
         waiting_ids = {d.entry for d in waits}
         for entry in list(self.waiting_since):
@@ -133,10 +140,20 @@ class Preemptions:
         return t is not None and t.entry.state is EntryState.PREEMPTING
 
     def _start(self, waits: list[Wait], holds: MutableMapping[EntryId, frozenset[NodeId]], now: float) -> None:
-        waiting = [Waiting(t.request, job_class(t.spec), self.waiting_since[d.entry]) for d in waits
-                   if (t := self.entries.get(d.entry)) is not None and t.request is not None]
-        running = {EntryId(t.entry.id): self._running(t) for t in self.entries.values()
-                   if t.entry.state is EntryState.RUNNING and t.spec is not None}
+        running = {EntryId(t.entry.id): r for t in self.entries.values()
+                   if t.entry.state is EntryState.RUNNING and t.spec is not None
+                   and (r := self._running(t)).preemptible and self.policy.guard(r, now) is None}
+        if not running:
+            return  # the usual case: nothing may be taken back now, whatever waits
+        waiting = []
+        for d in waits:  # the cycle's order; only the first few that waited long enough are looked at
+            t = self.entries.get(d.entry)
+            if t is None or t.request is None or d.entry in self.in_progress:
+                continue
+            if now - self.waiting_since[d.entry] >= self.policy.preempt_after_s:
+                waiting.append(Waiting(t.request, job_class(t.spec), self.waiting_since[d.entry]))
+            if len(waiting) >= LOOKED_AT:
+                break
         busy_nodes = {n for e, nodes in holds.items() for n in nodes}
         plans = plan_preemptions(waiting, running, self.ledger, policy=self.policy, fit_policy=self.fit_policy,
                                  now=now, busy_nodes=busy_nodes, busy_entries=self.in_progress)

@@ -111,8 +111,7 @@ class SchedulerService:
                               admission_deadline_s=settings.admission_deadline_s, classes=self.classes,
                               unhold=self._unhold)
         self.reconciler = Reconciler(self.life, self.ledger)
-        self.preemption = Preemptions(settings.take_back, settings.policy, self.ledger, self.life.entries,
-                                      self.life.apply_event, self.metrics)  # service/preemption.py
+        self.preemption = Preemptions(settings, self.ledger, self.life, self.metrics)  # service/preemption.py
         self.relayout: RelayoutLoop | None = None
         """MIG re-layouts (service/relayoutloop.py), set by the runtime when the operator enables them."""
         self._thread: threading.Thread | None = None
@@ -288,6 +287,7 @@ class SchedulerService:
             config = self.settings.cycle_config()
             if self.relayout is not None:
                 self.relayout.before_cycle(self.ledger)  # instances being re-laid are offered to no one
+            self.preemption.before_cycle(self.holds)  # after a restart: the holds of preemptions under way
             result = run_cycle(self.ledger, [t.request for t in queue if t.request is not None], now=now,
                                config=config, usage=self.usage, holds=self.holds)
             self.holds = dict(result.holds)

@@ -6,6 +6,11 @@ preemptor while its victims stop requeues each victim once."""
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import subprocess
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -28,6 +33,12 @@ PREEMPT_AFTER_S = 1.0
 FOUR: dict[str, Any] = {"name": "four", "nodes": [
     {"name": "n1", "gpus": [{"model": "NVIDIA A100-SXM4-80GB", "count": 4, "memory_mib": 81920}]}]}
 POLICY = TakeBackSettings(PreemptionPolicy(min_runtime_s=0.0, preempt_after_s=PREEMPT_AFTER_S))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def _job(name: str, cls: str, duration_s: float, gpus: int = 1, extra: str = "") -> str:
@@ -104,3 +115,96 @@ def test_a_cancel_of_the_preemptor_while_victims_stop_requeues_each_once(tmp_pat
         assert overlaps(audit) == 0 and audit["double_bookings_refused"] == 0
         assert _runs(audit, serving) == [], "the cancelled preemptor never ran"
         assert sorted(len(_runs(audit, i)) for i in explore) == [1, 2, 2]
+
+
+HEADERS = {"Content-Type": "application/yaml", "X-Nomad-Gpu-Client": "e2e"}
+
+
+def _serve(url: str, db: Path, addr: str, log: Path) -> subprocess.Popen[bytes]:
+    env = {**os.environ, "NOMAD_ADDR": url}
+    env.pop("NOMAD_TOKEN", None)
+    with open(log, "ab") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "nomad_gpu.cli.main", "serve", "--db", str(db), "--listen",
+                                 addr, "--config", str(db.parent / "config.yaml")], env=env, stdout=out, stderr=out)
+    wait_for(lambda: _ready(addr) or proc.poll() is not None, what="the service ready")
+    assert proc.poll() is None, log.read_text()
+    return proc
+
+
+def _ready(addr: str) -> bool:
+    try:
+        return bool(requests.get(f"{addr}/v1/status", timeout=1).json().get("ready"))
+    except (requests.RequestException, ValueError):
+        return False
+
+
+def test_a_kill_9_while_victims_stop_resumes_after_the_restart(tmp_path: Path) -> None:
+    (tmp_path / "config.yaml").write_text("tick_s: 0.5\npreemption: {min_runtime: 0s, preempt_after: 1s}\n")
+    db, log = tmp_path / "q.db", tmp_path / "serve.log"
+    addr = f"http://127.0.0.1:{free_port()}"
+    with DevCluster(FOUR, speed=10.0, heartbeat_s=1.0) as dc:
+        proc = _serve(dc.url, db, addr, log)
+        try:
+            ids = []
+            for k in range(4):
+                text = _job(f"x{k}", "exploratory", 60.0, extra="checkpoint: {grace: 30s}\n")
+                r = requests.post(f"{addr}/v1/jobs", data=text.encode(), timeout=10, headers=HEADERS)
+                ids.append(r.json()["entries"][0]["id"])
+            state = lambda i: requests.get(f"{addr}/v1/jobs/{i}", timeout=5).json()  # noqa: E731
+            wait_for(lambda: all(state(i)["state"] == "running" for i in ids), what="the node full")
+            text = _job("chat", "serving", 10.0, gpus=2)
+            serving = requests.post(f"{addr}/v1/jobs", data=text.encode(), timeout=10,
+                                    headers=HEADERS).json()["entries"][0]["id"]
+            wait_for(lambda: sum(state(i)["state"] == "preempting" for i in ids) == 2, what="two victims stopping")
+            proc.send_signal(signal.SIGKILL)  # victims stopping, the preemptor not yet registered
+            proc.wait(10)
+            proc = _serve(dc.url, db, addr, log)
+            wait_for(lambda: state(serving)["state"] in ("running", "complete"), timeout_s=20,
+                     what="the preemptor running after the restart")
+            try:
+                wait_for(lambda: all(state(i)["state"] == "complete" for i in [serving, *ids]), timeout_s=40,
+                         what="every job complete")
+            except AssertionError:
+                raise AssertionError([(state(i)["state"], state(i)["reason"]) for i in [serving, *ids]]) from None
+            assert sorted(state(i)["attempts"] for i in ids) == [0, 0, 1, 1], "each victim queued again once"
+        finally:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(10)
+        audit = dc.audit()
+        assert overlaps(audit) == 0 and audit["double_bookings_refused"] == 0
+        victims = [i for i in ids if len(_runs(audit, i)) == 2]
+        assert len(victims) == 2
+        (served,) = _runs(audit, serving)
+        freed = {d for v in victims for d in _runs(audit, v)[0]["device_ids"]}
+        assert set(served["device_ids"]) == freed, "the preemptor took the devices its victims freed"
+        assert served["started_at"] >= max(_runs(audit, v)[0]["finished_at"] for v in victims)
+
+
+MIG_NODE: dict[str, Any] = {"name": "mig", "nodes": [{"name": "m1", "gpus": [
+    {"model": "NVIDIA H100 80GB HBM3", "count": 1, "memory_mib": 81920, "mig": ["1g.10gb"] * 7}]}]}
+
+
+def test_serving_preempts_an_exploratory_mig_instance(tmp_path: Path) -> None:
+    with DevCluster(MIG_NODE, speed=SPEED, heartbeat_s=1.0) as dc:
+        runtime = start_service(dc.url, tmp_path / "q.db", take_back=POLICY)
+        try:
+            mig = "mig: {profile: 1g.10gb}\ncheckpoint: {grace: 10s}\n"
+            explore = [submit(runtime, spec(f"x{k}", duration_s=60.0, gpus=0, extra=f"class: exploratory\n{mig}"))
+                       [0]["id"] for k in range(7)]
+            wait_for(lambda: all(_entry(runtime, i)["state"] == "running" for i in explore), what="seven instances")
+            serving = submit(runtime, spec("chat", duration_s=10.0, gpus=0,
+                                           extra="class: serving\nmig: {profile: 1g.10gb}\n"))[0]["id"]
+            wait_for(lambda: _entry(runtime, serving)["state"] in ("running", "complete"),
+                     timeout_s=PREEMPT_AFTER_S + 10 / SPEED + 5.0, what="the serving job on a MIG instance")
+            victims = [i for i in explore if _entry(runtime, i)["preemptions"] == 1]
+            assert len(victims) == 1
+            wait_for(lambda: all(_entry(runtime, i)["state"] == "complete" for i in [serving, *explore]),
+                     timeout_s=30, what="every job complete")
+        finally:
+            runtime.stop()
+        audit = dc.audit()
+        assert overlaps(audit) == 0 and audit["double_bookings_refused"] == 0
+        (served,) = _runs(audit, serving)
+        first = _runs(audit, victims[0])[0]
+        assert served["device_ids"] == first["device_ids"] and served["device_ids"][0].startswith("MIG-")
+        assert served["started_at"] >= first["finished_at"]

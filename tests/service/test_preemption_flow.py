@@ -188,3 +188,28 @@ def test_a_restart_while_victims_stop_resumes_the_preemption(world, tmp_path) ->
         ex2.run_all()
     assert svc2.store.get(s.id).state is EntryState.ADMITTED, "the freed GPUs went to the preemptor"
     assert svc2.store.get(other.id).state is EntryState.QUEUED
+
+
+def test_a_restart_after_the_stops_were_sent_reads_their_end_again(world, tmp_path) -> None:
+    """The stops were confirmed (their intents settled) before the kill -9; the allocations ended while the
+    service was down: the restart stops again (a no-op) and its confirmation requeues the victims."""
+    nomad, _, clock, ex = world
+    path = str(tmp_path / "q.db")
+    store = SqliteStore(path)
+    svc = started(store, nomad, clock, ex)
+    allocs = {}
+    for name in ("x1", "x2"):
+        (e,) = svc.submit(job(name, "exploratory"))
+        allocs[e.id] = running(svc, nomad, ex, e)
+    (s,) = svc.submit(job("s", "serving", gpu={"count": 2}))
+    svc.run_cycle()
+    ex.run_all()  # both stops sent and confirmed; the allocations still stopping
+    assert store.stops() == []
+    store.close()
+    ex2 = ManualExecutor()
+    svc2 = started(SqliteStore(path), nomad, clock, ex2, allocs=[killed(a, 90) for a in allocs.values()])
+    ex2.run_all()
+    assert all(svc2.store.get(e).state is EntryState.QUEUED for e in allocs)
+    svc2.run_cycle()
+    ex2.run_all()
+    assert svc2.store.get(s.id).state is EntryState.ADMITTED

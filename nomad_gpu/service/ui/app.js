@@ -115,7 +115,8 @@ function nodeName(id) {
   return node ? node.name || node.id : id;
 }
 
-function isLive(entry) { return entry.state === "admitted" || entry.state === "running"; }
+// preempting: its GPUs are taken back for a waiting job; it holds them until Nomad stopped it
+function isLive(entry) { return ["admitted", "running", "preempting"].includes(entry.state); }
 
 // What an ETA rests on when it is not the specs' own `runtime`: "estimate from class training default".
 function estimateOf(entry) {
@@ -170,7 +171,8 @@ function fillSelect(select, values, keep) {
 // more than a page tells whether a next page exists. The filters are the API's own.
 function queueQuery() {
   const team = $("f-team").value, state = $("f-state").value, sweep = $("f-sweep").value;
-  const q = new URLSearchParams({ state: state === "live" ? "admitted,running" : state || "queued,admitted,running",
+  const q = new URLSearchParams({ state: state === "live" ? "admitted,running,preempting"
+    : state || "queued,admitted,running,preempting",
     eta: "true", sort: "position" });
   if (team) q.set("team", team);
   if (sweep && sweep !== "-") q.set("sweep", sweep);
@@ -248,6 +250,9 @@ function renderQueue() {
       for (const c of new Set((e.placements || []).map((p) => p.choice).filter(Boolean))) {
         where.push(el("div", { class: "choice" }, c));  // what a workload class chose, and why
       }
+      if (e.state === "preempting") {  // stopping with its checkpoint grace for the job its reason names
+        where.push(el("div", { class: "preempting-note" }, e.reason || "preempting"));
+      }
       for (const note of e.device_health || []) {  // a device under it turned unhealthy; Nomad lets it run
         where.push(el("div", { class: "unhealthy-note" }, note));
       }
@@ -297,7 +302,8 @@ function renderQueue() {
 // The detail view: the entry as the service keeps it, what Nomad holds for it (allocations, the HCL it
 // registered, the log's last lines) and the actions its state allows. Refreshed with the page.
 const LOG_LINES = 20;
-const ACTIONS = { queued: ["hold", "release", "cancel"], admitted: ["requeue", "cancel"], running: ["requeue", "cancel"] };
+const ACTIONS = { queued: ["hold", "release", "cancel"], admitted: ["requeue", "cancel"], running: ["requeue", "cancel"],
+  preempting: ["cancel"] };
 
 function openJob(id) {
   view.job = { id, hcl: null };
@@ -344,6 +350,8 @@ async function refreshJob() {
     ["Waited", duration((e.admitted_at || now) - e.submitted_at)]];
   if (isLive(e) && endsIn(e, now)) facts.push(["Ends", endsIn(e, now)]);
   if ((e.spec.after || []).length) facts.push(["After", e.spec.after.join(", ")]);
+  if (e.preemptions) facts.push(["Preempted", `${e.preemptions} time(s), no retry used`]);
+  for (const w of e.warnings || []) facts.push(["Warning", w]);
   for (const p of e.placements || []) {
     facts.push([`Placement ${p.group}[${p.index}]`, `${nodeName(p.node)}: ${(p.instance_ids || []).join(", ") || "no GPU"}`]);
   }
@@ -513,7 +521,7 @@ function renderWho(who) {
 
 async function refresh() {
   const [status, live, inventory, teams, who] = await Promise.all([api("/v1/status"),
-    api("/v1/jobs?state=admitted,running"), api("/v1/inventory"), api("/v1/teams"), api("/v1/whoami"),
+    api("/v1/jobs?state=admitted,running,preempting"), api("/v1/inventory"), api("/v1/teams"), api("/v1/whoami"),
     refreshQueue()]);
   Object.assign(view, { status, live: live.entries, nodes: inventory.nodes, teams: teams.teams });
   view.names = new Map([...view.live, ...view.entries].map((e) => [e.id, e.name]));
