@@ -111,7 +111,7 @@ class SchedulerService:
                               admission_deadline_s=settings.admission_deadline_s, classes=self.classes,
                               unhold=self._unhold)
         self.reconciler = Reconciler(self.life, self.ledger)
-        self.preemption = Preemptions(settings, self.ledger, self.life, self.metrics)  # service/preemption.py
+        self.preemption = Preemptions(settings, self.ledger, self.life, self.metrics, lambda: self.settings.fair)
         self.relayout: RelayoutLoop | None = None
         """MIG re-layouts (service/relayoutloop.py), set by the runtime when the operator enables them."""
         self._thread: threading.Thread | None = None
