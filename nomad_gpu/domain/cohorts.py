@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from nomad_gpu.domain.fairshare import FairShareConfig
+from nomad_gpu.domain.fairshare import FairShareConfig, TeamPolicy
 from nomad_gpu.domain.ids import EntryId, Team
 
 EPS = 1e-9
@@ -46,7 +46,28 @@ def cohort_of(team: Team, fair: FairShareConfig) -> tuple[Team, ...]:
     name = fair.team(team).cohort
     if name is None:
         return (team,)
-    return tuple(sorted({t for t, p in fair.teams.items() if p.cohort == name} | {team}))
+    members = _members(fair.teams).get(name, ())
+    return members if team in members else tuple(sorted({*members, team}))
+
+
+_MEMBERS: dict[int, tuple[Mapping[Team, TeamPolicy], dict[str, tuple[Team, ...]]]] = {}
+"""Each configured teams mapping's cohorts, read once (the cycle asks for every waiting job of a cohort); the
+mapping itself is kept beside its result, so an ID is never taken for another mapping's."""
+
+
+def _members(teams: Mapping[Team, TeamPolicy]) -> dict[str, tuple[Team, ...]]:
+    found = _MEMBERS.get(id(teams))
+    if found is not None and found[0] is teams:
+        return found[1]
+    cohorts: dict[str, list[Team]] = {}
+    for t, p in teams.items():
+        if p.cohort is not None:
+            cohorts.setdefault(p.cohort, []).append(t)
+    out = {c: tuple(sorted(ts)) for c, ts in cohorts.items()}
+    if len(_MEMBERS) > 64:  # configs are few (a reload makes one more): never grow without bound
+        _MEMBERS.clear()
+    _MEMBERS[id(teams)] = (teams, out)
+    return out
 
 
 def borrowed(team: Team, usage: Mapping[Team, float], fair: FairShareConfig) -> float:

@@ -18,24 +18,28 @@ from __future__ import annotations
 
 import heapq
 import random
-from collections import Counter, defaultdict, deque
-from collections.abc import Callable, Mapping
+from collections import Counter, deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from nomad_gpu.domain.cohorts import Held, reclaim_victims, room
+from nomad_gpu.domain.cohorts import room
 from nomad_gpu.domain.cycle import Admit, CycleConfig, run_cycle
 from nomad_gpu.domain.fairshare import FairShareConfig, TeamPolicy
 from nomad_gpu.domain.ids import EntryId, NodeId, Team
-from nomad_gpu.domain.inventory import Inventory
 from nomad_gpu.domain.ledger import Ledger
+from nomad_gpu.domain.policies import Policy, get_policy
+from nomad_gpu.domain.preemption import Running, Waiting
+from nomad_gpu.domain.reclaim import owed, plan_reclaims
 from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.sim.replay import sample_nodes
 from nomad_gpu.sim.trace import Trace, TracePod
 
 MODES = ("hard", "none", "cohort")
+LOOKED_AT = 8
+"""Waiting tasks looked at for a reclaim per event, as the service looks at its first 8 (service/preemption.py)."""
 EPS = 1e-9
 
 
@@ -123,6 +127,7 @@ def fair_config(mode: str, teams: list[Team], quota: float, fleet: float) -> Fai
 class _Run:
     ledger: Ledger
     cycle: CycleConfig
+    fit_policy: Policy
     running: dict[EntryId, tuple[float, float, Team, TracePod, float]] = field(default_factory=dict)
     """entry -> (started, ends, team, pod, submitted)"""
     stopping: dict[EntryId, EntryId] = field(default_factory=dict)
@@ -137,7 +142,8 @@ def run_cohorts(trace: Trace, mode: str, config: CohortConfig = CohortConfig()) 
     teams = [Team(f"team{k}") for k in range(config.teams)]
     quota = gpus / config.teams
     fair = fair_config(mode, teams, quota, float(gpus))
-    state = _Run(Ledger(inventory), CycleConfig(policy=config.policy, fair=fair, borrow_requires="preemptible"))
+    state = _Run(Ledger(inventory), CycleConfig(policy=config.policy, fair=fair, borrow_requires="preemptible"),
+                 get_policy(config.policy))
     figures = {str(t): TeamFigures(quota if mode != "none" else 0.0) for t in teams}
     arrivals = deque(deal(trace, config))
     span = arrivals[-1][0] if arrivals else 0.0
@@ -237,47 +243,19 @@ def _admit_first(state: _Run, lender: EntryId, queue: dict[EntryId, tuple[float,
 def _reclaim(state: _Run, queue: dict[EntryId, tuple[float, JobRequest, TracePod]],
              reclaiming: dict[EntryId, tuple[NodeId, frozenset[EntryId]]], figures: Mapping[str, TeamFigures],
              now: float, ends: list[tuple[float, int, EntryId]], grace_s: float) -> None:
-    """Each waiting task of a team below its quota takes capacity back, oldest first."""
-    usage = dict(state.ledger.team_usage())
-    for entry, (_at, job, _pod) in sorted(queue.items(), key=lambda q: (q[1][0], q[0])):
-        if entry in reclaiming:
-            continue
-        quota = state.cycle.fair.team(job.team).quota_gpu
-        if quota is None or usage.get(job.team, 0.0) + job.gpu_equivalents > quota + EPS:
-            continue
-        held = [Held(e, r[2], _gpus(r[3]), r[0]) for e, r in state.running.items()
-                if e not in state.stopping and r[2] != job.team]
-        best: tuple[NodeId, tuple[Held, ...]] | None = None
-        by_node = defaultdict(list)
-        for h in held:
-            by_node[state.ledger.get(h.entry).placements[0].node].append(h)
-        for node in sorted(by_node):
-            chosen = reclaim_victims(job.team, by_node[node], usage, state.cycle.fair,
-                                     _fits_on(state.ledger, node, job))
-            if chosen and (best is None or sum(h.gpus for h in chosen) < sum(h.gpus for h in best[1])):
-                best = (node, chosen)
-        if best is None:
-            continue
-        node, chosen = best
-        reclaiming[entry] = (node, frozenset(h.entry for h in chosen))
-        for h in chosen:
-            state.stopping[h.entry] = entry
-            heapq.heappush(ends, (now + grace_s, 1, h.entry))
-            usage[h.team] = usage.get(h.team, 0.0) - h.gpus  # as good as gone for the next reclaim
-        usage[job.team] = usage.get(job.team, 0.0) + job.gpu_equivalents
-
-
-def _fits_on(ledger: Ledger, node: NodeId, job: JobRequest) -> Callable[[frozenset[EntryId]], bool]:
-    """`fits(victims)`: whether `job` fits on `node` once those victims' devices are free (a scratch ledger
-    of that node with everything else still booked)."""
-    inv = Inventory.of([ledger.inventory.nodes[node]])
-    others = [r for r in ledger.reservations() if any(p.node == node for p in r.placements)]
-    bare = CycleConfig(policy="best-fit")
-
-    def fits(victims: frozenset[EntryId]) -> bool:
-        scratch = Ledger(inv)
-        for r in others:
-            if r.entry not in victims:
-                scratch.reserve(r.entry, r.team, [p for p in r.placements if p.node == node], reported=True)
-        return bool(run_cycle(scratch, [replace(job, avoid_nodes=frozenset())], now=0.0, config=bare).admitted)
-    return fits
+    """The service's own planner (domain/reclaim.py) on the waiting tasks, oldest first; the victims stop
+    after their grace, holding their devices until then."""
+    fair = state.cycle.fair
+    usage = state.ledger.team_usage()
+    waiting = [Waiting(job, None, at) for _e, (at, job, _pod) in sorted(queue.items(), key=lambda q: (q[1][0], q[0]))
+               if job.entry not in reclaiming and owed(job.team, job.gpu_equivalents, usage, fair)][:LOOKED_AT]
+    if not waiting:
+        return
+    running = {e: Running(e, r[2], None, 50, r[0], True) for e, r in state.running.items() if e not in state.stopping}
+    busy = {node for node, _victims in reclaiming.values()}
+    for plan in plan_reclaims(waiting, running, state.ledger, fair=fair, fit_policy=state.fit_policy,
+                              busy_nodes=busy, limit=LOOKED_AT):
+        reclaiming[plan.preemptor] = (plan.node, frozenset(plan.victims))
+        for victim in plan.victims:
+            state.stopping[victim] = plan.preemptor
+            heapq.heappush(ends, (now + grace_s, 1, victim))

@@ -26,11 +26,12 @@ CONFIG = CohortConfig(teams=2, busy_share=1.0, windows=2, speedup=1.0, node_frac
 def test_a_lender_gets_its_quota_back_within_the_grace_and_the_borrower_loses_only_what_it_borrowed() -> None:
     got = run_cohorts(_trace(), "cohort", CONFIG).to_json()["teams"]
     lender, borrower = got["team1"], got["team0"]
-    assert lender["reclaims"] == 2 and lender["reclaim_p95"] == GRACE, lender
+    # one reclaim per node at a time, as the service does: the second task's starts after the first's grace
+    assert lender["reclaims"] == 2 and lender["reclaim_p50"] <= 2 * GRACE and lender["reclaim_p95"] <= 2 * GRACE
     assert borrower["preempted"] == 2, "the two tasks past its quota, never the two within it"
     assert borrower["never_started"] == 0 and lender["never_started"] == 0, "every victim runs again"
-    # the victims were the newest (started at 2 and 3 s) and had run about 1,000 s each when stopped
-    assert abs(borrower["lost_gpu_hours"] - 2 * (1000 + GRACE - 2.5) / 3600) < 0.01, borrower
+    # the victims were the newest (started at 3 s, then 2 s), stopped at 1,060 s and 1,120 s
+    assert abs(borrower["lost_gpu_hours"] - ((1060 - 3) + (1120 - 2)) / 3600) < 0.01, borrower
 
 
 def test_hard_quotas_leave_half_the_node_idle_and_no_quotas_make_the_lender_wait() -> None:
