@@ -22,6 +22,7 @@ import re
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 
+from nomad_gpu.domain.cohorts import borrowed
 from nomad_gpu.domain.cycle import CycleResult, Wait
 from nomad_gpu.domain.fairshare import FairShareConfig
 from nomad_gpu.domain.ids import EntryId, NodeId, Team
@@ -120,7 +121,7 @@ class Preemptions:
         self._settle(holds, waiting_ids)
         if self.policy.enabled:
             self._start(waits, holds, now)
-        self._reclaim(waits, holds, now)  # a lender's quota is guaranteed, with class preemption off too
+        self._reclaim(waits, holds, now, reasons)  # a lender's quota is guaranteed, with class preemption off too
         for preemptor, p in self.in_progress.items():
             self._say(preemptor, p, reasons)
         for d in waits:
@@ -166,7 +167,8 @@ class Preemptions:
         for plan in plans:
             self._carry_out(plan, running, holds, now)
 
-    def _reclaim(self, waits: list[Wait], holds: MutableMapping[EntryId, frozenset[NodeId]], now: float) -> None:
+    def _reclaim(self, waits: list[Wait], holds: MutableMapping[EntryId, frozenset[NodeId]], now: float,
+                 reasons: MutableMapping[str, str]) -> None:
         """Jobs owed their team's lent quota take it back from the cohort's borrowers (domain/reclaim.py): no
         `min_runtime` or `preempt_after`, and `max_preemptions` does not protect borrowed work."""
         fair = self.fair()
@@ -182,9 +184,39 @@ class Preemptions:
                    if t.entry.state is EntryState.RUNNING and t.spec is not None and t.entry.team not in
                    {w.job.team for w in waiting} and (r := self._running(t)).preemptible}
         busy_nodes = {n for e, nodes in holds.items() for n in nodes}
-        for plan in plan_reclaims(waiting, running, self.ledger, fair=fair, fit_policy=self.fit_policy,
-                                  busy_nodes=busy_nodes, busy_entries=self.in_progress, limit=LOOKED_AT):
+        plans = plan_reclaims(waiting, running, self.ledger, fair=fair, fit_policy=self.fit_policy,
+                              busy_nodes=busy_nodes, busy_entries=self.in_progress, limit=LOOKED_AT)
+        for plan in plans:
             self._carry_out(plan, running, holds, now)
+        started = {p.preemptor for p in plans}
+        fixed = self._borrowed_fixed(fair, now)
+        for w in waiting:
+            t = self.entries[w.job.entry]
+            if w.job.entry not in started and fixed and not t.entry.reason.startswith("waiting for"):
+                reasons[t.entry.id] = f"{fixed}; {reasons.get(t.entry.id, t.entry.reason)}".rstrip("; ")
+
+    def _borrowed_fixed(self, fair: FairShareConfig, now: float) -> str:
+        """What a lender waits for under `borrow_requires: any`: borrowed work that is not preemptible, by team,
+        with when it ends where its spec gives a `runtime:` (e.g. `waiting for 4 GPUs lent to nlp (not
+        preemptible; ends in ~20 min)`); empty when there is none."""
+        usage = self.ledger.team_usage()
+        gpus: dict[str, float] = {}
+        ends: dict[str, float] = {}
+        for t in self.entries.values():
+            team = Team(t.entry.team)
+            if (t.entry.state is not EntryState.RUNNING or t.spec is None or borrowed(team, usage, fair) <= 0
+                    or self._running(t).preemptible or t.entry.id not in self.ledger):
+                continue
+            gpus[team] = gpus.get(team, 0.0) + self.ledger.get(EntryId(t.entry.id)).gpu_equivalents
+            if t.spec.runtime:
+                end = started_at(t) + float(t.spec.runtime)
+                ends[team] = min(ends.get(team, end), end)
+        parts = []
+        for name, g in sorted(gpus.items()):
+            lent = min(g, borrowed(Team(name), usage, fair))
+            when = f"; ends in ~{max(ends[name] - now, 0) / 60:.0f} min" if name in ends else ""
+            parts.append(f"waiting for {lent:g} GPU lent to {name} (not preemptible{when})")
+        return ", ".join(parts)
 
     def _running(self, t: Tracked) -> Running:
         spec = t.spec

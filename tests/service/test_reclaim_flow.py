@@ -88,3 +88,24 @@ def test_without_a_cohort_nothing_is_taken_back() -> None:
     assert [s.state for s in store.list() if s.team == "nlp"] == [EntryState.RUNNING] * 2
     assert store.get(v.id).state is EntryState.QUEUED
     svc.stop()
+
+
+def test_under_borrow_requires_any_the_lender_waits_for_borrowed_work_that_is_not_preemptible() -> None:
+    nomad, store, clock, ex = FakeNomad(), SqliteStore(), Clock(), ManualExecutor()
+    settings = scheduling_from_mapping({"teams": TEAMS, "tick_s": 0.01, "preemption": {"borrow_requires": "any"}})
+    svc = SchedulerService(store, nomad, settings, clock=clock, executor=ex)
+    svc.on_resync([gpu_node("n1", 4)], [])
+    nlp = []
+    for k in range(4):  # no class: not preemptible, and under `any` it may borrow all the same
+        (e,) = svc.submit({**spec(f"n{k}"), "team": "nlp", "runtime": "20m"})
+        svc.run_cycle()
+        ex.run_all()
+        run(svc, ex, e)
+        nlp.append(e)
+    (v,) = svc.submit(job("v", "vision"))
+    svc.run_cycle()
+    ex.run_all()
+    assert all(store.get(e.id).state is EntryState.RUNNING for e in nlp), "nothing is taken back"
+    reason = store.get(v.id).reason
+    assert reason.startswith("waiting for 2 GPU lent to nlp (not preemptible; ends in ~20 min)"), reason
+    svc.stop()
