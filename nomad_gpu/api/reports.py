@@ -47,6 +47,8 @@ class Status(Payload):
                     "to the leader (PostgreSQL, several replicas: docs/reliability.md).", default="leader")
     epoch: int | None = doc("The leader's lease epoch (grows at every takeover); null on SQLite.", default=None)
     leader: str = doc("The leader's API address; empty on SQLite, and while no replica leads.", default="")
+    team_borrowed_gpu: dict[str, float] = doc("Per team of a cohort past its quota: GPU-equivalents in use on "
+                                              "capacity its cohort lends (docs/cohorts.md).", default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,11 @@ class TeamRow(Payload):
     fair_share_gpu: float = 0.0
     queued: int = 0
     live: int = 0
+    borrowed_gpu: float = 0.0
+    """In use past its quota, on capacity its cohort lends."""
+    lent_gpu: float = 0.0
+    """Of its unused quota, what the cohort's borrowers hold now."""
+    cohort: str | None = None
 
 
 @dataclass(frozen=True)
@@ -126,6 +133,9 @@ class UsageRow(Payload):
                            default=0)
     lost_gpu_hours: float = doc("GPU-equivalents x hours of the preempted attempts within the window: work lost "
                                 "since each one's start (an upper bound where the job checkpoints).", default=0.0)
+    borrowed_gpu_hours: float | Unset = doc(
+        "By team, for a team of a cohort: GPU-hours held past its quota (on capacity its cohort lent), from "
+        "what it held at each moment against its quota now (docs/cohorts.md); absent otherwise.", default=UNSET)
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import sys
 
 import click
 
-from nomad_gpu.api.payloads import UsageReport, UsageRow
+from nomad_gpu.api.payloads import Unset, UsageReport, UsageRow
 from nomad_gpu.cli.errors import friendly
 from nomad_gpu.cli.output import Column, emit_json, table
 from nomad_gpu.cli.queueview import duration
@@ -53,14 +53,19 @@ def report(since: str, by: str, as_csv: bool, as_json: bool) -> None:
                        r.failures, r.idle_gpu_hours, r.reclaims, r.reclaimed_gpu_hours, r.preemptions,
                        r.lost_gpu_hours] for r in answer.rows)
         return
-    table(f"GPU usage by {by}, last {since}", [Column(by.upper(), shrink=True), *COLUMNS],
-          [_row(r) for r in answer.rows])
+    lent = any(not isinstance(r.borrowed_gpu_hours, Unset) for r in answer.rows)
+    table(f"GPU usage by {by}, last {since}", [Column(by.upper(), shrink=True), *COLUMNS,
+                                               *([Column("BORROWED", right=True)] if lent else [])],
+          [_row(r, lent) for r in answer.rows])
 
 
-def _row(r: UsageRow) -> tuple[object, ...]:
-    return (r.key, f"{r.gpu_hours:.2f}", r.jobs, r.attempts, _wait(r.mean_wait_s), _wait(r.p95_wait_s), r.failures,
-            f"{r.idle_gpu_hours:.2f}", r.reclaims, f"{r.reclaimed_gpu_hours:.2f}", r.preemptions,
-            f"{r.lost_gpu_hours:.2f}")
+def _row(r: UsageRow, lent: bool = False) -> tuple[object, ...]:
+    row = (r.key, f"{r.gpu_hours:.2f}", r.jobs, r.attempts, _wait(r.mean_wait_s), _wait(r.p95_wait_s), r.failures,
+           f"{r.idle_gpu_hours:.2f}", r.reclaims, f"{r.reclaimed_gpu_hours:.2f}", r.preemptions,
+           f"{r.lost_gpu_hours:.2f}")
+    if not lent:
+        return row
+    return (*row, "-" if isinstance(r.borrowed_gpu_hours, Unset) else f"{r.borrowed_gpu_hours:.2f}")
 
 
 def _blank(value: float | None) -> object:

@@ -24,8 +24,10 @@ def service_rows(info: Status) -> list[tuple[str, str]]:
         ("gpus", str(info.gpus)),
         ("cycles", str(info.cycles)),
     ]
+    borrowed = info.team_borrowed_gpu if isinstance(info.team_borrowed_gpu, dict) else {}
     for team, used in sorted(info.team_usage_gpu.items()):
-        rows.append((f"in use by {team}", f"{used:.2f} GPU-eq"))
+        lent = f" ({borrowed[team]:.2f} borrowed from its cohort)" if borrowed.get(team) else ""
+        rows.append((f"in use by {team}", f"{used:.2f} GPU-eq{lent}"))
     if info.holds:
         rows.append(("head-of-line holds", ", ".join(f"{e} ({len(n)} nodes)" for e, n in sorted(info.holds.items()))))
     for p in info.preemptions:

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from nomad_gpu.defaults import HOL_THRESHOLD_S
+from nomad_gpu.domain.cohorts import quota_refusal
 from nomad_gpu.domain.fairshare import FairShareConfig, UsageHistory
 from nomad_gpu.domain.fit import FitContext, Fitter
 from nomad_gpu.domain.fragmentation import Demand
@@ -60,6 +61,8 @@ class CycleConfig:
     max_holds: int = 1
     per_class_limit: int | None = 4
     fair: FairShareConfig = field(default_factory=FairShareConfig)
+    borrow_requires: str = "preemptible"
+    """What may run past a team's quota on its cohort's lent capacity (domain/cohorts.py)."""
 
 
 @dataclass(frozen=True)
@@ -214,14 +217,15 @@ def decide(job: JobRequest, snap: Snapshot, ledger: Ledger, config: CycleConfig,
     """Quota, then the fitter, then holds for a starving head that does not fit. Reads the ledger,
     writes only `state` (verdicts, holds)."""
     quota = config.fair.team(job.team).quota_gpu
-    in_use = ledger.team_usage().get(job.team, 0.0)
-    if quota is not None and in_use + job.gpu_equivalents > quota + 1e-9:
-        return Wait(job.entry, WaitReason.QUOTA,
-                    f"team {job.team} holds {in_use:g} of {quota:g} GPU; needs {job.gpu_equivalents:g}")
+    usage = ledger.team_usage()
+    in_use = usage.get(job.team, 0.0)
+    refusal = _quota_refusal(job, job.gpu_equivalents, usage, config)
+    if refusal:
+        return Wait(job.entry, WaitReason.QUOTA, refusal)
     holds = state.holds
     tiered = job.tiered
-    # an ask with alternatives may take a dearer one only within the quota (per alternative)
-    slack = quota - in_use - job.gpu_equivalents if quota is not None and tiered else None
+    # an ask with alternatives may take a dearer one only within what the team may hold (per alternative)
+    slack = _ceiling(job, usage, config) - in_use - job.gpu_equivalents if quota is not None and tiered else None
     # capacity only shrinks inside a cycle, so a shape that did not fit will not fit later in it
     key = (job.asks, job.datacenters, job.node_pool, job.one_node, job.avoid_nodes, job.drivers,
            job.entry if job.entry in holds else None, slack)
@@ -241,10 +245,26 @@ def decide(job: JobRequest, snap: Snapshot, ledger: Ledger, config: CycleConfig,
     placements = config.fair.weighted(verdict)
     if quota is not None and (config.fair.model_weights or tiered):
         weighted = sum(p.gpu_equivalents for p in placements)
-        if in_use + weighted > quota + 1e-9:  # the model it landed on weighs more than one GPU
-            return Wait(job.entry, WaitReason.QUOTA,
-                        f"team {job.team} holds {in_use:g} of {quota:g} GPU; needs {weighted:g} here")
+        refusal = _quota_refusal(job, weighted, usage, config)
+        if refusal:  # the model it landed on weighs more than one GPU
+            return Wait(job.entry, WaitReason.QUOTA, f"{refusal} here")
     return Proposal(job.entry, job.team, placements)
+
+
+def _quota_refusal(job: JobRequest, need: float, usage: Mapping[Team, float], config: CycleConfig) -> str | None:
+    return quota_refusal(job.team, need, usage, config.fair, preemptible=job.preemptible,
+                         borrow_requires=config.borrow_requires)
+
+
+def _ceiling(job: JobRequest, usage: Mapping[Team, float], config: CycleConfig) -> float:
+    """The most the team may hold with this job: its quota, or up to its borrowing limit when the cohort would
+    lend that much now."""
+    policy = config.fair.team(job.team)
+    quota = policy.quota_gpu or 0.0
+    if policy.borrow_gpu <= 0 or _quota_refusal(job, quota + policy.borrow_gpu - usage.get(job.team, 0.0),
+                                                usage, config):
+        return quota
+    return quota + policy.borrow_gpu
 
 
 def commit(ledger: Ledger, state: CycleState, decided: Proposal | Wait) -> Decision:

@@ -22,13 +22,28 @@ from nomad_gpu.domain.units import split_mig_device_name
 class TeamPolicy:
     weight: float = 1.0
     quota_gpu: float | None = None
-    """Cap on GPU-equivalents in use at once; None = no cap."""
+    """Cap on GPU-equivalents in use at once (the guaranteed, nominal share); None = no cap."""
+    borrow_gpu: float = 0.0
+    """How far past its quota the team may go on capacity its cohort lends (domain/cohorts.py)."""
+    lend_gpu: float | None = None
+    """How much of its unused quota the team lends to its cohort; None = all of it."""
+    cohort: str | None = None
+    """The teams that lend to each other; a team in none neither lends nor borrows."""
 
     def __post_init__(self) -> None:
         if self.weight <= 0:
             raise InvalidRequest("team weight must be > 0")
         if self.quota_gpu is not None and self.quota_gpu < 0:
             raise InvalidRequest("team quota must be >= 0")
+        if self.borrow_gpu < 0 or (self.lend_gpu is not None and self.lend_gpu < 0):
+            raise InvalidRequest("borrow_gpu and lend_gpu must be >= 0")
+        if (self.borrow_gpu > 0 or self.lend_gpu is not None) and self.cohort is None:
+            raise InvalidRequest("borrow_gpu and lend_gpu need a cohort: a team in none neither lends nor borrows")
+        if self.cohort is not None and self.quota_gpu is None:
+            raise InvalidRequest("a team in a cohort needs a quota_gpu: it lends and borrows against it")
+        if self.lend_gpu is not None and self.quota_gpu is not None and self.lend_gpu > self.quota_gpu:
+            raise InvalidRequest(f"lend_gpu {self.lend_gpu:g} is above quota_gpu {self.quota_gpu:g}: "
+                                 "a team lends only its own unused quota")
 
 
 @dataclass(frozen=True)

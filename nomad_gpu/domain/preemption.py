@@ -31,7 +31,7 @@ from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.domain.victims import Candidate, minimal_victims, preference
 
 __all__ = ["DEFAULT_PREEMPTIBLE", "DEFAULT_PREEMPTS", "Preemptible", "Preemption", "PreemptionPolicy",
-           "Running", "Waiting", "plan_preemptions"]
+           "Running", "Waiting", "fits_without", "plan_preemptions"]
 
 
 class Preemptible(enum.Enum):
@@ -208,7 +208,7 @@ def _on_best_node(job: JobRequest, allowed: Mapping[EntryId, str], on_node: Mapp
         need = 0.0 if nf.node.migs else max(0.0, job.gpu_equivalents - sum(nf.gpu_free.values()) / 1000)
         if need > sum(c.gpus for c in candidates) + 1e-9:
             continue  # even every victim with what is free there is too little
-        victims = minimal_victims(candidates, _fits_without(job, node, ledger, fit_policy), need=need)
+        victims = minimal_victims(candidates, fits_without(job, node, ledger, fit_policy), need=need)
         if not victims:  # None: even all of them would not do; (): it fits already (the cycle will admit it)
             continue
         key = (*preference(victims), node)
@@ -220,7 +220,7 @@ def _on_best_node(job: JobRequest, allowed: Mapping[EntryId, str], on_node: Mapp
     return None if best is None else (best[1], best[2])
 
 
-def _fits_without(job: JobRequest, node: NodeId, ledger: Ledger,
+def fits_without(job: JobRequest, node: NodeId, ledger: Ledger,
                   fit_policy: Policy) -> Callable[[frozenset[EntryId]], bool]:
     """`fits(victims)`: whether `job` fits on `node` once the victims' reservations are released there."""
     nf = ledger.index.get(node)

@@ -90,6 +90,8 @@ class JobRequest:
     """Nodes this job must not go to for now (Nomad refused its placement there)."""
     drivers: frozenset[str] = frozenset()
     """Task drivers the job's tasks use."""
+    preemptible: bool = False
+    """Whether its attempts may be stopped to make room (then it may also run on a cohort's lent quota)."""
     tiered: bool = field(default=False, init=False, repr=False, compare=False)
     """Whether any ask offers alternatives (set from `asks`; the cycle reads it on every decision)."""
 

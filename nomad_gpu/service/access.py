@@ -171,12 +171,13 @@ def status_view(status: Mapping[str, Any], caller: Caller, teams_of: Mapping[str
         return out
     if out.get("last_cycle_error"):  # it may name another team's entry: teams see only that cycles fail
         out["last_cycle_error"] = "a scheduling cycle failed (the admin sees why)"
-    if isinstance(status.get("team_usage_gpu"), Mapping):
-        usage: dict[str, float] = {}
-        for team, value in status["team_usage_gpu"].items():
-            key = caller.team_name(str(team))
-            usage[key] = usage.get(key, 0.0) + float(value)
-        out["team_usage_gpu"] = usage
+    for field_name in ("team_usage_gpu", "team_borrowed_gpu"):
+        if isinstance(status.get(field_name), Mapping):
+            usage: dict[str, float] = {}
+            for team, value in status[field_name].items():
+                key = caller.team_name(str(team))
+                usage[key] = usage.get(key, 0.0) + float(value)
+            out[field_name] = usage
     if isinstance(status.get("holds"), Mapping):
         holds: dict[str, list[str]] = {}
         for entry_id, nodes in status["holds"].items():

@@ -15,7 +15,7 @@ decodes an entry and survives the entries' pruning. `parse_since` reads the wind
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from nomad_gpu.api.payloads import UsageRow
@@ -123,4 +123,24 @@ def parse_since(text: str, now: float) -> float:
     return since
 
 
-__all__ = ["GROUPINGS", "Window", "held_attempts", "held_intervals", "key_of", "parse_since", "usage_rows"]
+__all__ = ["GROUPINGS", "Window", "borrowed_hours", "held_attempts", "held_intervals", "key_of", "parse_since",
+           "usage_rows"]
+
+
+def borrowed_hours(intervals: Iterable[tuple[str, float, float, float]],
+                   quotas: Mapping[str, float]) -> dict[str, float]:
+    """Per team with a quota: the integral over time of max(0, held - quota), in GPU-hours: what it held past
+    its quota, on capacity its cohort lent (borrowed = in use - quota, as at every moment of the cycle)."""
+    edges: dict[str, list[tuple[float, float]]] = {}
+    for team, gpus, start, end in intervals:
+        if team in quotas and end > start:
+            edges.setdefault(team, []).extend(((start, gpus), (end, -gpus)))
+    out: dict[str, float] = {}
+    for team, points in edges.items():
+        points.sort()
+        held, last, total = 0.0, points[0][0], 0.0
+        for at, delta in points:
+            total += max(0.0, held - quotas[team]) * (at - last)
+            held, last = held + delta, at
+        out[team] = round(total / 3600, 4)
+    return out

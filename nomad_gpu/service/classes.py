@@ -30,6 +30,7 @@ from nomad_gpu.domain.kinds import kind_of
 from nomad_gpu.domain.kinds.classopts import word_of
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement, WaitReason
+from nomad_gpu.domain.preemption import PreemptionPolicy
 from nomad_gpu.domain.requests import GpuAsk, WholeGpus
 from nomad_gpu.domain.units import split_mig_device_name
 from nomad_gpu.render import JobSpec, SweepSpec
@@ -79,8 +80,10 @@ class ClassBook:
     facts, so `version` moves whenever they change (a node joins, a MIG layout changes) and the requests of
     waiting class entries are built again."""
 
-    def __init__(self, policy: ClassPolicy | None = None) -> None:
+    def __init__(self, policy: ClassPolicy | None = None, victims: PreemptionPolicy | None = None) -> None:
         self.policy = policy or ClassPolicy()
+        self.victims = victims or PreemptionPolicy()
+        """Which jobs may be stopped for others (and so may run on a cohort's lent quota)."""
         self._facts: tuple[OptionFact, ...] = ()
         self._version = 0
         self._seen: Inventory | None = None
@@ -88,6 +91,12 @@ class ClassBook:
         """The inventory `_facts` were read from: facts are read only when a class entry needs them."""
         self._built: dict[str, int] = {}
         """Entry -> the version of the facts its request's tiers were last built over."""
+
+    def preemptible(self, spec: JobSpec) -> bool:
+        """Whether the job's attempts may be stopped for others: its spec's `preemptible:`, else its class's."""
+        cls = spec.class_of(spec.groups[0]) if spec.groups else spec.workload_class
+        return self.victims.victim_allowed(None if cls is None else str(cls), spec.preemptible,
+                                           spec.checkpoint is not None)
 
     def observe(self, inventory: Inventory) -> None:
         """The fleet as it now is; its facts are read from it when a class entry first needs them (a queue

@@ -21,10 +21,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from nomad_gpu.api.payloads import SweepRow, Sweeps, UsageReport, UsageRow
+from nomad_gpu.api.payloads import UNSET, SweepRow, Sweeps, UsageReport, UsageRow
+from nomad_gpu.domain.cohorts import cohort_quotas
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.service.access import caller_of
-from nomad_gpu.service.accounting import GROUPINGS, parse_since
+from nomad_gpu.service.accounting import GROUPINGS, borrowed_hours, parse_since
 from nomad_gpu.service.idleaccounts import IdleAccounts, IdleTotals
 from nomad_gpu.service.scheduler import SchedulerService
 from nomad_gpu.store import EntryState
@@ -85,11 +86,15 @@ def list_routes(service: SchedulerService, clock: Callable[[], float] | None = N
         def read() -> Response:  # summed in SQL from the compact usage record, on the team's index
             found = service.store.usage_report(by, since, until, until, team=caller.team)
             extra = idle.totals(by, since, until, caller.team) if idle is not None else {}
+            quotas = cohort_quotas(service.settings.fair) if by == "team" else {}
+            borrowed = borrowed_hours(service.store.usage_intervals(since, until, until, team=caller.team),
+                                      quotas) if quotas else {}
             rows = tuple(UsageRow(key=r.key, gpu_hours=r.gpu_hours, jobs=r.jobs, attempts=r.attempts,
                                   mean_wait_s=r.mean_wait_s, p95_wait_s=r.p95_wait_s, failures=r.failures,
                                   idle_gpu_hours=(x := extra.get(r.key, IdleTotals())).idle_gpu_hours,
                                   reclaimed_gpu_hours=x.reclaimed_gpu_hours, reclaims=x.reclaims,
-                                  preemptions=r.preemptions, lost_gpu_hours=r.lost_gpu_hours)
+                                  preemptions=r.preemptions, lost_gpu_hours=r.lost_gpu_hours,
+                                  borrowed_gpu_hours=borrowed.get(r.key, 0.0) if r.key in quotas else UNSET)
                          for r in found)
             return JSONResponse(UsageReport(since=since, until=until, by=by, rows=rows).to_json())
 

@@ -7,6 +7,10 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.metrics_core import Metric
 
+from nomad_gpu.domain.cohorts import Standing, standings
+from nomad_gpu.domain.fairshare import FairShareConfig
+from nomad_gpu.domain.ids import Team
+
 MAX_TEAM_LABELS = 200
 OTHER_TEAMS = "_other"
 WAIT_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 14400, 43200, 86400, 259200)
@@ -53,6 +57,10 @@ class Metrics:
                                       "than the pins booked for them (Nomad before 1.11.1 places a pin short)",
                                       registry=r)
         self.team_gpu = Gauge("nomad_gpu_team_gpu_in_use", "GPU-equivalents held per team", ["team"], registry=r)
+        self.team_borrowed = Gauge("nomad_gpu_team_gpu_borrowed", "GPU-equivalents a team of a cohort holds past "
+                                   "its quota, on capacity its cohort lends", ["team", "cohort"], registry=r)
+        self.team_lent = Gauge("nomad_gpu_team_gpu_lent", "GPU-equivalents of a team's unused quota that its "
+                               "cohort's borrowers hold", ["team", "cohort"], registry=r)
         self.wait_seconds = Histogram("nomad_gpu_wait_seconds", "Time from submission to admission, one "
                                       "observation per admission", registry=r, buckets=WAIT_BUCKETS)
         self.leader = Gauge("nomad_gpu_leader", "1 while this replica holds the leader's lease and acts on Nomad "
@@ -79,7 +87,10 @@ class Metrics:
         self.cycle_seconds.observe(seconds)
         self.decisions.inc(decisions)
 
-    def set_queue(self, queued: int, live: int, usage: Mapping[str, float]) -> None:
+    def set_queue(self, queued: int, live: int, usage: Mapping[Team, float] | Mapping[str, float],
+                  fair: FairShareConfig | None = None) -> None:
+        if fair is not None and any(p.cohort for p in fair.teams.values()):
+            self.set_cohorts(standings({Team(t): v for t, v in usage.items()}, fair), fair)
         self.queued.set(queued)
         self.live.set(live)
         # teams come from specs: past MAX_TEAM_LABELS distinct ones, the rest share one label, so a
@@ -96,6 +107,14 @@ class Metrics:
         for team, value in folded.items():
             self.team_gpu.labels(team).set(value)
         self._other_seen = self._other_seen or OTHER_TEAMS in folded
+
+    def set_cohorts(self, teams: Mapping[Team, Standing], fair: FairShareConfig) -> None:
+        """Borrowed and lent per team of a cohort (configured teams only, so the label set is bounded)."""
+        for team, s in teams.items():
+            cohort = fair.team(team).cohort
+            if cohort is not None and team in fair.teams:
+                self.team_borrowed.labels(team, cohort).set(s.borrowed)
+                self.team_lent.labels(team, cohort).set(s.lent)
 
     def team_label(self, team: str) -> str:
         """A team as a label: past MAX_TEAM_LABELS distinct teams, the rest share one (as `set_queue` folds)."""

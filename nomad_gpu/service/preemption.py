@@ -22,11 +22,14 @@ import re
 from collections.abc import Callable, Iterable, Mapping, MutableMapping
 from dataclasses import dataclass, field, replace
 
+from nomad_gpu.domain.cohorts import borrowed
 from nomad_gpu.domain.cycle import CycleResult, Wait
+from nomad_gpu.domain.fairshare import FairShareConfig
 from nomad_gpu.domain.ids import EntryId, NodeId, Team
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.policies import get_policy
 from nomad_gpu.domain.preemption import Preemption, Running, Waiting, plan_preemptions
+from nomad_gpu.domain.reclaim import RECLAIM, owed, plan_reclaims
 from nomad_gpu.render import JobSpec
 from nomad_gpu.render.checkpoint import grace_s
 from nomad_gpu.service.life import events as ev
@@ -85,8 +88,11 @@ def started_at(t: Tracked) -> float:
 class Preemptions:
     """Owned by the scheduler; every method runs under the service lock."""
 
-    def __init__(self, settings: SchedulingSettings, ledger: Ledger, life: Lifecycle, metrics: Metrics) -> None:
+    def __init__(self, settings: SchedulingSettings, ledger: Ledger, life: Lifecycle, metrics: Metrics,
+                 fair: Callable[[], FairShareConfig] | None = None) -> None:
+        """``fair()``: the teams as configured now (a reload swaps them)."""
         self.settings, self.policy = settings.take_back, settings.take_back.preemption
+        self.fair = fair or (lambda: settings.fair)
         self.fit_policy = get_policy(settings.policy)
         self.ledger, self.entries, self.metrics = ledger, life.entries, metrics
         self.run: Callable[[Tracked, ev.Event], None] = life.apply_event
@@ -118,6 +124,7 @@ class Preemptions:
         self._settle(holds, waiting_ids)
         if self.policy.enabled:
             self._start(waits, holds, now)
+        self._reclaim(waits, holds, now, reasons)  # a lender's quota is guaranteed, with class preemption off too
         for preemptor, p in self.in_progress.items():
             self._say(preemptor, p, reasons)
         for d in waits:
@@ -162,6 +169,57 @@ class Preemptions:
         for plan in plans:
             self._carry_out(plan, running, holds, now)
 
+    def _reclaim(self, waits: list[Wait], holds: MutableMapping[EntryId, frozenset[NodeId]], now: float,
+                 reasons: MutableMapping[str, str]) -> None:
+        """Jobs owed their team's lent quota take it back from the cohort's borrowers (domain/reclaim.py): no
+        `min_runtime` or `preempt_after`, and `max_preemptions` does not protect borrowed work."""
+        fair = self.fair()
+        if not any(p.cohort is not None for p in fair.teams.values()):
+            return
+        usage = self.ledger.team_usage()
+        waiting = [Waiting(t.request, job_class(t.spec), self.waiting_since.get(d.entry, now)) for d in waits
+                   if d.entry not in self.in_progress and (t := self.entries.get(d.entry)) is not None
+                   and t.request is not None and owed(t.request.team, t.request.gpu_equivalents, usage, fair)]
+        if not waiting:
+            return
+        running = {EntryId(t.entry.id): r for t in self.entries.values()
+                   if t.entry.state is EntryState.RUNNING and t.spec is not None and t.entry.team not in
+                   {w.job.team for w in waiting} and (r := self._running(t)).preemptible}
+        busy_nodes = {n for e, nodes in holds.items() for n in nodes}
+        plans = plan_reclaims(waiting, running, self.ledger, fair=fair, fit_policy=self.fit_policy,
+                              busy_nodes=busy_nodes, busy_entries=self.in_progress, limit=LOOKED_AT)
+        for plan in plans:
+            self._carry_out(plan, running, holds, now)
+        started = {p.preemptor for p in plans}
+        fixed = self._borrowed_fixed(fair, now)
+        for w in waiting:
+            t = self.entries[w.job.entry]
+            if w.job.entry not in started and fixed and not t.entry.reason.startswith("waiting for"):
+                reasons[t.entry.id] = f"{fixed}; {reasons.get(t.entry.id, t.entry.reason)}".rstrip("; ")
+
+    def _borrowed_fixed(self, fair: FairShareConfig, now: float) -> str:
+        """What a lender waits for under `borrow_requires: any`: borrowed work that is not preemptible, by team,
+        with when it ends where its spec gives a `runtime:` (e.g. `waiting for 4 GPUs lent to nlp (not
+        preemptible; ends in ~20 min)`); empty when there is none."""
+        usage = self.ledger.team_usage()
+        gpus: dict[str, float] = {}
+        ends: dict[str, float] = {}
+        for t in self.entries.values():
+            team = Team(t.entry.team)
+            if (t.entry.state is not EntryState.RUNNING or t.spec is None or borrowed(team, usage, fair) <= 0
+                    or self._running(t).preemptible or t.entry.id not in self.ledger):
+                continue
+            gpus[team] = gpus.get(team, 0.0) + self.ledger.get(EntryId(t.entry.id)).gpu_equivalents
+            if t.spec.runtime:
+                end = started_at(t) + float(t.spec.runtime)
+                ends[team] = min(ends.get(team, end), end)
+        parts = []
+        for name, g in sorted(gpus.items()):
+            lent = min(g, borrowed(Team(name), usage, fair))
+            when = f"; ends in ~{max(ends[name] - now, 0) / 60:.0f} min" if name in ends else ""
+            parts.append(f"waiting for {lent:g} GPU lent to {name} (not preemptible{when})")
+        return ", ".join(parts)
+
     def _running(self, t: Tracked) -> Running:
         spec = t.spec
         assert spec is not None
@@ -175,7 +233,9 @@ class Preemptions:
         preemptor = self.entries[plan.preemptor]
         nf = self.ledger.index.get(plan.node)
         name = nf.node.name if nf is not None and nf.node.name else str(plan.node)
-        reason = f"preempted by {plan.preemptor} ({job_class(preemptor.spec) or 'priority'}) on {name}"
+        why = f"reclaim of team {preemptor.entry.team}'s lent quota" if plan.why == RECLAIM else (
+            job_class(preemptor.spec) or "priority")
+        reason = f"preempted by {plan.preemptor} ({why}) on {name}"
         graces = []
         for victim in plan.victims:
             t = self.entries[victim]

@@ -17,7 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from nomad_gpu.domain.cycle import Admit, CycleConfig, Decision, Wait, run_cycle
+from nomad_gpu.domain.cohorts import borrowed_by_team
+from nomad_gpu.domain.cycle import Admit, Decision, Wait, run_cycle
 from nomad_gpu.domain.errors import NomadGpuError, UnknownEntry
 from nomad_gpu.domain.fairshare import UsageHistory
 from nomad_gpu.domain.forecast import forecast_starts
@@ -102,7 +103,7 @@ class SchedulerService:
             self._pool = ThreadPoolExecutor(max_workers=settings.actuator_workers, thread_name_prefix="actuator")
             executor = self._pool
         self.outage = Outage(self.steady, self.metrics)  # its probes back off on the steady clock
-        self.classes = ClassBook(settings.classes)
+        self.classes = ClassBook(settings.classes, settings.take_back.preemption)
         self._shapes = FleetShapes()  # the fleet check reads these, not every node
         self.life = Lifecycle(store, self.ledger, actuator, lock=self._lock, executor=executor, clock=clock,
                               metrics=self.metrics, outage=self.outage, wake=self.wake_now,
@@ -110,7 +111,7 @@ class SchedulerService:
                               admission_deadline_s=settings.admission_deadline_s, classes=self.classes,
                               unhold=self._unhold, stop_on_client_after_s=settings.stop_on_client_after_s)
         self.reconciler = Reconciler(self.life, self.ledger)
-        self.preemption = Preemptions(settings, self.ledger, self.life, self.metrics)  # service/preemption.py
+        self.preemption = Preemptions(settings, self.ledger, self.life, self.metrics, lambda: self.settings.fair)
         self.relayout: RelayoutLoop | None = None
         """MIG re-layouts (service/relayoutloop.py), set by the runtime when the operator enables them."""
         self._thread: threading.Thread | None = None
@@ -283,8 +284,7 @@ class SchedulerService:
             self.usage = self.usage.advance(now, self.ledger.team_usage(), self.settings.fair.half_life_s)
             self.classes.observe(self.ledger.inventory)  # a class's tiers are built over the fleet's facts
             queue = self._eligible()
-            config = CycleConfig(policy=self.settings.policy, hol_threshold_s=self.settings.hol_threshold_s,
-                                 fair=self.settings.fair)
+            config = self.settings.cycle_config()
             if self.relayout is not None:
                 self.relayout.before_cycle(self.ledger)  # instances being re-laid are offered to no one
             self.preemption.before_cycle(self.holds)  # after a restart: the holds of preemptions under way
@@ -322,8 +322,7 @@ class SchedulerService:
             self.cycles += 1
             self.metrics.observe_cycle(time.perf_counter() - started, len(result.decisions))
             live = len(self.life.live)
-            self.metrics.set_queue(len(self.life.entries) - live, live,
-                                   {str(t): v for t, v in self.ledger.team_usage().items()})
+            self.metrics.set_queue(len(self.life.entries) - live, live, self.ledger.team_usage(), self.settings.fair)
         return list(result.decisions)
 
     def _after(self, queued: list[Tracked]) -> list[Tracked]:
@@ -489,8 +488,7 @@ class SchedulerService:
             snapshot = Ledger(self.ledger.inventory)
             for r in self.ledger.reservations():
                 snapshot.reserve(r.entry, r.team, r.placements, reported=True)
-            config = CycleConfig(policy=self.settings.policy, hol_threshold_s=self.settings.hol_threshold_s,
-                                 fair=self.settings.fair)
+            config = self.settings.cycle_config()
             usage, holds = self.usage, dict(self.holds)
         starts = forecast_starts(snapshot, queue, ends=ends, runtimes=runtimes, now=now, config=config,
                                  usage=usage, holds=holds)
@@ -542,6 +540,7 @@ class SchedulerService:
                 "cycles": self.cycles, "queued": len(self.life.entries) - live,
                 "live": live, "nodes": len(self.ledger.inventory), "gpus": gpus,
                 "team_usage_gpu": dict(self.ledger.team_usage()),
+                "team_borrowed_gpu": borrowed_by_team(self.ledger.team_usage(), self.settings.fair),
                 "holds": {e: sorted(n) for e, n in self.holds.items()},
                 "draining": len(self.life.draining), **self.preemption.status(),
                 "instance": self.store.instance,

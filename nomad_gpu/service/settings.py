@@ -11,9 +11,9 @@ from typing import Any
 
 from nomad_gpu.defaults import DEFAULT_ADDR, HOL_THRESHOLD_S
 from nomad_gpu.domain.classes import ClassPolicy
+from nomad_gpu.domain.cycle import CycleConfig
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.domain.fairshare import FairShareConfig, TeamPolicy
-from nomad_gpu.domain.ids import Team
+from nomad_gpu.domain.fairshare import FairShareConfig
 from nomad_gpu.domain.policies import DEFAULT_POLICY, POLICIES
 from nomad_gpu.nomad.client import NomadSettings
 from nomad_gpu.nomad.decode import NO_SHARING, ShareRule, SharingConfig
@@ -28,6 +28,7 @@ from nomad_gpu.service.limits import HttpLimits, TeamLimits, http_limits_from_ma
 from nomad_gpu.service.preemptconfig import TakeBackSettings, take_back_from_config
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig, mig_relayout_from_mapping
 from nomad_gpu.service.runtimes import RuntimeDefaults, runtime_defaults_from_mapping
+from nomad_gpu.service.teamconfig import check_granted_teams, team_from_mapping, teams_from_mapping
 from nomad_gpu.service.usageconfig import UsageSettings, usage_from_mapping
 from nomad_gpu.store.location import redacted
 
@@ -83,6 +84,11 @@ class SchedulingSettings:
     stop_on_client_after_s: float | None = DEFAULT_STOP_ON_CLIENT_AFTER_S
     """`nomad: {stop_on_client_after: 60s}`: GPU groups get `disconnect { stop_on_client_after, replace = false }`
     (null: no block); it also bounds how long a cut-off attempt keeps its GPUs (docs/partitions.md)."""
+
+    def cycle_config(self) -> CycleConfig:
+        """The core's view of these settings, for the cycle and for its forecast alike."""
+        return CycleConfig(policy=self.policy, hol_threshold_s=self.hol_threshold_s, fair=self.fair,
+                           borrow_requires=self.take_back.preemption.borrow_requires)
 
 
 def _within(wide: frozenset[str], narrow: frozenset[str] | None) -> frozenset[str]:
@@ -217,7 +223,10 @@ def load_config(path: str | None) -> tuple[SchedulingSettings, AccessSettings]:
         raise InvalidRequest(f"{path}: not valid YAML ({message})") from exc
     if not isinstance(raw, Mapping):
         raise InvalidRequest(f"{path}: the config must be a mapping")
-    return scheduling_from_mapping(raw, where=path), access_from_mapping(raw.get("api") or {}, where=f"{path}: api")
+    scheduling = scheduling_from_mapping(raw, where=path)
+    access = access_from_mapping(raw.get("api") or {}, where=f"{path}: api")
+    check_granted_teams(scheduling.fair, access.tokens.values(), f"{path}: api: tokens")
+    return scheduling, access
 
 
 def access_from_mapping(raw: Any, where: str = "api") -> AccessSettings:
@@ -317,8 +326,8 @@ def scheduling_from_mapping(raw: Mapping[str, Any], where: str = "config") -> Sc
     if policy not in POLICIES:
         raise InvalidRequest(f"{where}: policy: unknown {policy!r}; known: {', '.join(sorted(POLICIES))}")
     try:
-        teams = {Team(str(k)): _team(v) for k, v in (raw.get("teams") or {}).items()}
-        default = _team(raw.get("default_team") or {})
+        teams = teams_from_mapping(raw.get("teams"), where)
+        default = team_from_mapping(raw.get("default_team"), f"{where}: default_team")
         rules = tuple(ShareRule(node=str(r.get("node", "")), model=str(r.get("model", "")),
                                 gpu_id=str(r.get("gpu_id", "")), slots=r.get("slots"))
                       for r in raw.get("sharing") or [])
@@ -376,10 +385,3 @@ def _at_most(value: float, limit: float, key: str) -> float:
     if not 0 <= value <= limit:
         raise InvalidRequest(f"{key}: must be from 0 to {limit:g} seconds")
     return value
-
-
-def _team(raw: Any) -> TeamPolicy:
-    if not isinstance(raw, Mapping):
-        raise InvalidRequest("a team entry must be a mapping with weight / quota_gpu")
-    quota = raw.get("quota_gpu")
-    return TeamPolicy(weight=float(raw.get("weight", 1.0)), quota_gpu=None if quota is None else float(quota))

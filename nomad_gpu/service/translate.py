@@ -53,6 +53,7 @@ def job_request(entry: QueueEntry, spec: JobSpec, classes: ClassBook | None = No
         submitted_at=entry.submitted_at, datacenters=frozenset(spec.datacenters),
         node_pool=spec.node_pool or "default",  # bound at submit; older entries: Nomad's `default` (nodepools.py)
         one_node=True, drivers=frozenset(group.task.driver for group in spec.groups),
+        preemptible=classes is not None and classes.preemptible(spec),
     )
 
 

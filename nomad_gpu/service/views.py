@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 from nomad_gpu.api.payloads import GpuView, Holder, MigGpu, MigRelayoutView, MigView, NodeView, TeamRow
+from nomad_gpu.domain.cohorts import standings
 from nomad_gpu.domain.fairshare import FairShareConfig
 from nomad_gpu.domain.ids import InstanceId, Team
 from nomad_gpu.domain.inventory import MigSlice, Node
@@ -175,13 +176,16 @@ def teams_view(entries: Iterable[QueueEntry], usage: Mapping[Team, float], fair:
     names = sorted(set(counts) | {str(t) for t in usage} | {str(t) for t in fair.teams})
     active = [t for t in names if t in counts or usage.get(Team(t), 0.0) > 0]
     weights = sum(fair.team(Team(t)).weight for t in active)
+    cohorts = standings(usage, fair, [Team(t) for t in names])
     out = []
     for t in names:
         policy = fair.team(Team(t))
         share = capacity_gpu * policy.weight / weights if t in active and weights else 0.0
         c = counts.get(t, {"queued": 0, "live": 0})
+        standing = cohorts[Team(t)]
         out.append(TeamRow(t, round(float(usage.get(Team(t), 0.0)), 3), policy.quota_gpu, policy.weight,
-                           round(share, 3), c["queued"], c["live"]))
+                           round(share, 3), c["queued"], c["live"], round(standing.borrowed, 3),
+                           round(standing.lent, 3), policy.cohort))
     return out
 
 

@@ -194,6 +194,12 @@ class Store(Protocol):
         its entry is pruned or purged; never a decoded spec (store/usage.py defines the figures)."""
         ...
 
+    def usage_intervals(self, since: float, until: float, now: float,
+                        team: str | None = None) -> builtins.list[tuple[str, float, float, float]]:
+        """Every attempt's (team, GPU-equivalents, start, end) within [``since``, ``until``], only ``team``'s
+        if given, from the same record as `usage_report` (for what a team borrowed past its quota)."""
+        ...
+
     def sweep_summaries(self, team: str | None = None) -> builtins.list[SweepSummary]:
         """Every sweep (only ``team``'s, if given) with its trials counted by state, without reading one."""
         ...

@@ -169,3 +169,15 @@ def report(db: Db, by: str, since: float, until: float, now: float, team: str | 
 
 def facts(e: QueueEntry) -> JobFacts:
     return JobFacts(e.id, e.team, e.spec, e.placements, e.state.value, e.submitted_at, e.finished_at, e.sweep)
+
+
+def intervals(db: Db, since: float, until: float, now: float,
+              team: str | None = None) -> list[tuple[str, float, float, float]]:
+    """The same as store/usage.py's `intervals`."""
+    scope = "j.team = %(team)s AND " if team is not None else ""
+    return [(str(t), float(g), float(a), float(b)) for t, g, a, b in db.execute(
+        "SELECT j.team, j.gpu_eq, GREATEST(a.start_at, %(since)s), LEAST(COALESCE(a.end_at, j.finished_at,"
+        f" %(now)s), %(until)s) FROM usage_attempts a JOIN usage_jobs j ON a.job = j.id WHERE {scope}j.team IS NOT"
+        " NULL AND a.start_at <= %(until)s AND COALESCE(a.end_at, j.finished_at, %(now)s) >= %(since)s"
+        " ORDER BY a.start_at".encode(), {"team": team, "since": since, "until": until, "now": now}).fetchall()
+        if b > a]

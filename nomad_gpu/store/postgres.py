@@ -131,7 +131,7 @@ class PostgresStore(Transfer):
             keep: Callable[[], Collection[str]] | None = None) -> builtins.list[QueueEntry]:
         """As SqliteStore.add: with ``quota``, the team's oldest finished entries but those ``keep`` names
         deleted when it would keep more than it may (store/pghistory.py), under its advisory lock."""
-        shared = _sweep_bases(entries)
+        shared = specdiff.sweep_bases(entries)
         bases = {sweep_id: dumps(base) for sweep_id, base in shared.items()}
         with self._lock, self._tx() as db:
             if quota is not None:  # before the keys are looked up: a submission waiting here sees the first's
@@ -330,6 +330,11 @@ class PostgresStore(Transfer):
         with self._lock, self._read() as db:
             return pgusage.report(db, by, since, until, now, team)
 
+    def usage_intervals(self, since: float, until: float, now: float,
+                        team: str | None = None) -> builtins.list[tuple[str, float, float, float]]:
+        with self._lock, self._read() as db:
+            return pgusage.intervals(db, since, until, now, team)
+
     def sweep_summaries(self, team: str | None = None) -> builtins.list[SweepSummary]:
         with self._lock, self._read() as db:
             return pghistory.sweep_summaries(db, team)
@@ -387,14 +392,3 @@ class PostgresStore(Transfer):
         with self._lock, self._tx() as db:
             db.execute("INSERT INTO kv (key, value) VALUES (%s, %s) ON CONFLICT (key) DO UPDATE SET"
                        " value = excluded.value", (key, value))
-
-
-def _sweep_bases(entries: Sequence[QueueEntry]) -> dict[str, Mapping[str, Any]]:
-    """The sweeps of a submission with more than one trial, each with its first trial's spec."""
-    counts: dict[str, int] = {}
-    first: dict[str, Mapping[str, Any]] = {}
-    for e in entries:
-        if e.sweep and not e.id:
-            counts[e.sweep] = counts.get(e.sweep, 0) + 1
-            first.setdefault(e.sweep, e.spec)
-    return {s: first[s] for s, n in counts.items() if n > 1}

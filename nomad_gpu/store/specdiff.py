@@ -11,8 +11,11 @@ means "remove").
 from __future__ import annotations
 
 import copy
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from nomad_gpu.store.entries import QueueEntry
 
 Patch = list[list[Any]]
 
@@ -54,3 +57,15 @@ def apply(base: Any, patch: Patch) -> Any:
         else:
             target.pop(path[-1], None)
     return out
+
+
+def sweep_bases(entries: Sequence[QueueEntry]) -> dict[str, Mapping[str, Any]]:
+    """The sweeps of a submission with more than one trial, each with its first trial's spec (their shared
+    stored spec; each trial then keeps only its difference from it)."""
+    counts: dict[str, int] = {}
+    first: dict[str, Mapping[str, Any]] = {}
+    for e in entries:
+        if e.sweep and not e.id:
+            counts[e.sweep] = counts.get(e.sweep, 0) + 1
+            first.setdefault(e.sweep, e.spec)
+    return {s: first[s] for s, n in counts.items() if n > 1}

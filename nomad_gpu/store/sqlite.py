@@ -33,6 +33,7 @@ from nomad_gpu.store.quota import NewRow, TeamQuota, check_quota
 from nomad_gpu.store.space import Space
 from nomad_gpu.store.sweeplist import SweepSummary, sweep_summaries
 from nomad_gpu.store.usage import JobFacts, UsageTotals, record_ended, record_move, record_new, report
+from nomad_gpu.store.usage import intervals as usage_intervals
 
 __all__ = ["Admission", "SqliteStore", "StaleTransition", "StopIntent", "Store", "StoreDamaged", "StoreFull",
            "TeamQuota"]
@@ -139,7 +140,7 @@ class SqliteStore:
         team's oldest finished entries deleted when it would keep more than it may (store/prune.py) but
         those ``keep`` names (entry and sweep IDs that queued entries wait for)."""
         out: list[QueueEntry] = []
-        shared = _sweep_bases(entries)
+        shared = specdiff.sweep_bases(entries)
         bases = {sweep_id: dumps(base) for sweep_id, base in shared.items()}
         with self._lock, self._tx():
             plan: list[QueueEntry | NewRow] = []
@@ -334,6 +335,11 @@ class SqliteStore:
         with self._lock:
             return report(self._db, by, since, until, now, team)
 
+    def usage_intervals(self, since: float, until: float, now: float,
+                        team: str | None = None) -> builtins.list[tuple[str, float, float, float]]:
+        with self._lock:
+            return usage_intervals(self._db, since, until, now, team)
+
     def sweep_summaries(self, team: str | None = None) -> builtins.list[SweepSummary]:
         with self._lock:
             return sweep_summaries(self._db, team)
@@ -412,17 +418,6 @@ class SqliteStore:
 
 def _names(states: Iterable[EntryState]) -> str:
     return "/".join(s.value for s in states)
-
-
-def _sweep_bases(entries: Sequence[QueueEntry]) -> dict[str, Mapping[str, Any]]:
-    """The sweeps of a submission with more than one trial, each with its first trial's spec."""
-    counts: dict[str, int] = {}
-    first: dict[str, Mapping[str, Any]] = {}
-    for e in entries:
-        if e.sweep and not e.id:
-            counts[e.sweep] = counts.get(e.sweep, 0) + 1
-            first.setdefault(e.sweep, e.spec)
-    return {s: first[s] for s, n in counts.items() if n > 1}
 
 
 def _facts(e: QueueEntry) -> JobFacts:

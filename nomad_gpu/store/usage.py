@@ -286,3 +286,19 @@ def report(db: sqlite3.Connection, by: str, since: float, until: float, now: flo
                         preemptions=int(taken.get(key, (0, 0, 0))[1] or 0),
                         lost_gpu_hours=round(float(taken.get(key, (0, 0, 0))[2] or 0.0) / 3600, 4))
             for key, n, attempts, failures, mean in sorted(rows, key=lambda r: (-raw[r[0]], r[0]))]
+
+
+INTERVAL_COLUMNS = ("team", "gpu_eq", "start", "end")
+
+
+def intervals(db: sqlite3.Connection, since: float, until: float, now: float,
+              team: str | None = None) -> list[tuple[str, float, float, float]]:
+    """Every attempt's (team, GPU-equivalents, start, end) clipped to [since, until]: what a team held over
+    time, for figures that depend on how much it held at once (what it borrowed past its quota). Attempts
+    of jobs folded into totals are gone from it, as their intervals are."""
+    scope = "j.team = :team AND " if team is not None else ""
+    return [(str(t), float(g), float(a), float(b)) for t, g, a, b in db.execute(
+        "SELECT j.team, j.gpu_eq, MAX(a.start_at, :since), MIN(COALESCE(a.end_at, j.finished_at, :now), :until)"
+        f" FROM usage_attempts a JOIN usage_jobs j ON a.job = j.id WHERE {scope}j.team IS NOT NULL AND"
+        " a.start_at <= :until AND COALESCE(a.end_at, j.finished_at, :now) >= :since ORDER BY a.start_at",
+        {"team": team, "since": since, "until": until, "now": now}).fetchall() if b > a]

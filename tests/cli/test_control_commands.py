@@ -217,7 +217,7 @@ def test_status_lines_show_the_estimate_and_the_time_limit() -> None:
                   spec={"runtime": 7200.0, "max_runtime": 14400.0})
     lines = dict(status_lines(entry, None, "Nomad is down", {}))
     assert lines["estimate"] == "2h00m" and lines["time limit"] == "4h00m"
-    assert lines["attempt"] == ("2 of 3 (1 re-queued without using a retry: refused or preempted by Nomad, or its "
+    assert lines["attempt"] == ("2 of 3 (1 re-queued without using a retry: refused or preempted, or its "
                                 "node cut off from Nomad)")
     assert lines["allocation"] == "(not read from Nomad: Nomad is down)"
     assert "position" not in lines  # running: no place in the queue

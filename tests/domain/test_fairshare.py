@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -114,6 +115,6 @@ def test_unknown_team_gets_the_default_policy() -> None:
     [pytest.param({"weight": 0.0}, id="zero-weight"), pytest.param({"weight": -1.0}, id="negative-weight"),
      pytest.param({"quota_gpu": -0.5}, id="negative-quota")],
 )
-def test_bad_team_policy(kwargs: dict[str, float]) -> None:
+def test_bad_team_policy(kwargs: dict[str, Any]) -> None:
     with pytest.raises(InvalidRequest):
         TeamPolicy(**kwargs)

@@ -390,12 +390,21 @@ function bar(value, quota, fair, scale) {
   return b;
 }
 
+// a team of a cohort: what it borrows past its quota, or lends of its unused quota (docs/cohorts.md)
+function lending(t, num) {
+  if (!t.cohort) return "";
+  if (t.borrowed_gpu > 0) return ` · borrows ${num(t.borrowed_gpu)} from ${t.cohort}`;
+  if (t.lent_gpu > 0) return ` · lends ${num(t.lent_gpu)} to ${t.cohort}`;
+  return ` · cohort ${t.cohort}`;
+}
+
 function renderTeams(capacity) {
   const num = (v) => (v === null || v === undefined ? "none" : Number(v).toFixed(Number(v) % 1 ? 2 : 0));
   $("team-rows").replaceChildren(...view.teams.map((t) => el("tr", {},
     el("th", { scope: "row", "data-label": "Team" }, t.team),
     el("td", { class: "num", "data-label": "In use" }, `${num(t.in_use_gpu)} GPU`),
-    el("td", { class: "num", "data-label": "Quota" }, t.quota_gpu === null ? "no quota" : `${num(t.quota_gpu)} GPU`),
+    el("td", { class: "num", "data-label": "Quota" },
+      t.quota_gpu === null ? "no quota" : `${num(t.quota_gpu)} GPU${lending(t, num)}`),
     el("td", { class: "num", "data-label": "Fair share" }, `${num(t.fair_share_gpu)} GPU`),
     el("td", { class: "num", "data-label": "Queued" }, t.queued),
     el("td", { class: "num", "data-label": "Running" }, t.live),

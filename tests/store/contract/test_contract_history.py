@@ -115,3 +115,19 @@ def test_sweep_summaries_count_each_sweep_s_trials_by_state(store: Store) -> Non
         "v-s2", "v-t0", {"queued": 2, "admitted": 1}, 3000.0)
     assert sorted((s.id, s.team) for s in store.sweep_summaries()) == [("hp-s1", "nlp"), ("v-s2", "vision")]
     assert store.sweep_summaries("nobody") == []
+
+
+def test_usage_intervals_are_the_held_intervals_of_every_attempt(store: Store) -> None:
+    """`usage_intervals` answers each attempt's (team, GPU-equivalents, start, end) clipped to the window,
+    as the pure definition (`accounting.held_intervals`) reads them from the entries."""
+    from nomad_gpu.service.accounting import gpu_equivalents, held_intervals
+
+    history(store)
+    for since, until in WINDOWS:
+        for team in (None, "vision", "nlp"):
+            want = sorted((e.team, round(gpu_equivalents(e), 6), max(a, since), min(b, until))
+                          for e in store.list() if team is None or e.team == team
+                          for a, b in held_intervals(e, 20000.0) if min(b, until) > max(a, since))
+            answer = sorted((t, round(g, 6), a, b) for t, g, a, b in store.usage_intervals(since, until, 20000.0,
+                                                                                           team=team))
+            assert answer == want, (since, until, team)
