@@ -170,7 +170,7 @@ def _task(name: str, body: Body) -> JSON:
         "Artifacts": None,
         "Templates": templates(body),
         "Leader": False,
-        "KillSignal": "",
+        "KillSignal": body.string("kill_signal") or "",  # `api/tasks.go` Task.KillSignal, v2.0.5
         "Kind": "",
         "VolumeMounts": _volume_mounts(body),
     }

@@ -321,7 +321,7 @@ class DevSpec(_Model):
     duration_s: Annotated[float, Field(ge=0, allow_inf_nan=False)]
     fail: Annotated[bool, Field(strict=True)] = False
     gpu_util: Annotated[float, Field(ge=0, le=100, allow_inf_nan=False)] | None = None
-    """The GPU utilisation (%) its devices report while it runs (100 when unset)."""
+    exit_on_signal_after_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
 
 
 class GroupSpec(_Model):

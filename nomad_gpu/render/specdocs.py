@@ -143,7 +143,10 @@ EXTRA: dict[str, tuple[str, str, str]] = {
     "ShareSpec.milli": ("milli-GPU (1000 = the whole GPU)", "250", "The share of one GPU's time."),
     "DevSpec.duration_s": ("seconds", "120", "How long the task runs on the dev cluster."),
     "DevSpec.fail": ("", "true", "End the task with a failure instead of success."),
-    "DevSpec.gpu_util": ("%", "35", ""),
+    "DevSpec.gpu_util": ("%", "35", "The GPU utilisation (%) its devices report while it runs (100 when unset)."),
+    "DevSpec.exit_on_signal_after_s": ("seconds", "20", "Its tasks handle the kill signal and exit 0 this many "
+                                       "seconds later (a task that checkpoints); unset, they ignore it and are "
+                                       "killed at the end of the grace."),
 }
 
 
