@@ -32,6 +32,8 @@ from nomad_gpu.domain.requests import AllocAsk, JobRequest
 from nomad_gpu.domain.victims import Candidate, Victims, minimal_victims, preference
 
 WITH_CHECKPOINT = "with_checkpoint"
+_EPS = 1e-9
+"""Times are sums of floats: a wake-up at `since + window` must count as the window passed."""
 SERVING = "serving"
 
 
@@ -76,7 +78,23 @@ class PreemptPolicy:
     def may_take(self, preemptor: str, victim: Attempt, now: float) -> bool:
         """Every guard: the class pair, the victim's class preemptible, its run time, its count."""
         return (victim.label in self.preempts.get(preemptor, frozenset()) and self.is_preemptible(victim.label)
-                and now - victim.started_at >= self.min_runtime_s and victim.preempted < self.max_preemptions)
+                and now - victim.started_at >= self.min_runtime_s - _EPS and victim.preempted < self.max_preemptions)
+
+    def waited_enough(self, since: float, now: float) -> bool:
+        return now - since >= self.preempt_after_s - _EPS
+
+    def next_offer(self, now: float, waiting_since: Iterable[float], running: Iterable[Attempt]) -> float:
+        """When an offer could next find something new, with tasks that may preempt waiting since
+        `waiting_since`: one of them reaches `preempt_after_s`, or a running attempt reaches
+        `min_runtime_s` (releases are events of their own); inf when nothing waits."""
+        since = list(waiting_since)
+        if not since:
+            return float("inf")
+        soon = [at + self.preempt_after_s for at in since if not self.waited_enough(at, now)]
+        soon += [a.started_at + self.min_runtime_s for a in running
+                 if now - a.started_at < self.min_runtime_s - _EPS and self.is_preemptible(a.label)
+                 and a.preempted < self.max_preemptions]
+        return min(soon, default=float("inf"))
 
 
 @dataclass(frozen=True)

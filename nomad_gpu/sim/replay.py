@@ -232,6 +232,8 @@ class _Replay:
         self.wait_at: dict[EntryId, tuple[str, int]] = {}
         self.holds: dict[EntryId, frozenset[NodeId]] = {}
         self.no_victims: NoVictims = {}
+        self.wake = float("inf")
+        """The next time an offer of preemption could find something new (`PreemptPolicy.next_offer`)."""
         self.ever_held: set[EntryId] = set()
         self.used = 0
         self.start = self.end = 0.0
@@ -241,10 +243,12 @@ class _Replay:
     def next_event(self) -> float:
         ends = [self.running[0][0]] if self.running else []
         ends += [self.stopping[0][0]] if self.stopping else []
-        return min(ends, default=float("inf"))
+        return min([*ends, self.wake])
 
     def advance(self, now: float) -> None:
         """Attempts that ended by `now` release their devices; graces that ended start their preemptor."""
+        if self.wake <= now:
+            self.wake = float("inf")
         while self.running and self.running[0][0] <= now:
             done, entry, milli, attempt = heapq.heappop(self.running)
             if self.attempt.get(entry) != attempt:
@@ -309,8 +313,10 @@ class _Replay:
         victims, if any (preempt.py). A shape that found none is not tried again in this pass."""
         policy, stats, label_of = self.preemption, self.result.preempt, self.label_of
         assert policy is not None and stats is not None and label_of is not None
-        waiting = sorted((q for q in self.queue.values() if now - q[0] >= policy.preempt_after_s
-                          and policy.may_preempt(label_of(q[2]))), key=lambda q: (q[0], q[1].entry))
+        preemptors = [q for q in self.queue.values() if policy.may_preempt(label_of(q[2]))]
+        if self.running:  # a timer of its own, as the service's: nothing else may happen before it
+            self.wake = policy.next_offer(now, (q[0] for q in preemptors), self.attempts.values())
+        waiting = sorted((q for q in preemptors if policy.waited_enough(q[0], now)), key=lambda q: (q[0], q[1].entry))
         if not waiting:
             return
         fit_policy = get_policy(self.cycle_config.policy)
