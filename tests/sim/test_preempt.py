@@ -122,7 +122,8 @@ def test_a_node_held_for_another_head_is_not_taken_from() -> None:
     ledger = Ledger(Inventory.of([_node("n1", 1)]))
     running = [_run(ledger, "explore", "exploratory", WholeGpus(1), 0.0)]
     by_node = candidates(running, "serving", POLICY, 1000.0)
-    assert choose(ledger, _job("serve", WholeGpus(1)), by_node, FitContext(FRAG, blocked=frozenset({NodeId("n1")}))) is None
+    held = FitContext(FRAG, blocked=frozenset({NodeId("n1")}))
+    assert choose(ledger, _job("serve", WholeGpus(1)), by_node, held) is None
     assert choose(ledger, _job("serve", WholeGpus(1)), by_node, FitContext(FRAG)) is not None
 
 
