@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from nomad_gpu.domain.cycle import Admit, CycleConfig, run_cycle
+from nomad_gpu.domain.cycle import CycleConfig, run_cycle
 from nomad_gpu.domain.fit import FitContext
 from nomad_gpu.domain.fragmentation import Demand
 from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, NodeId, Team
@@ -187,18 +187,21 @@ def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig(),
     result.arrivals_s = (arrivals[-1][0] - start) if arrivals else 0.0
     while arrivals or state.running or state.stopping:
         now = min(arrivals[0][0] if arrivals else float("inf"), state.next_event())
-        state.advance(now)
+        moved = state.advance(now)
         while arrivals and arrivals[0][0] <= now:
             at, i, pod = arrivals.popleft()
             job = JobRequest(EntryId(f"t{i}"), TEAM, (ask_of(pod) if ask_of else pod.to_ask(),), submitted_at=at)
-            state.queue[job.entry] = state.jobs[job.entry] = (at, job, pod)
+            state.arrived(at, job, pod)
             recent.append(job)
             since_refresh += 1
+            moved = True
         if since_refresh >= config.demand_refresh or not demand.shapes:
             demand = Demand.from_jobs(recent)  # the cycle weighs its large shapes by the nodes as they stand
             since_refresh = 0
         if state.queue:
-            state.cycle(now, demand)
+            state.cycle(now, demand, full=moved)  # not `moved`: only a preemption timer fired
+        if state.wake <= now:
+            state.wake = float("inf")  # reached: an offer ran and set the next, or nothing waits
         result.times.append(now - start)
         result.gpu_util_pct.append(round(100.0 * state.used / max(1, result.gpus * MILLI_PER_GPU), 3))
         result.queue_len.append(len(state.queue))
@@ -234,6 +237,8 @@ class _Replay:
         self.no_victims: NoVictims = {}
         self.wake = float("inf")
         """The next time an offer of preemption could find something new (`PreemptPolicy.next_offer`)."""
+        self.dirty = False
+        """Whether the books or the holds moved since the last offer."""
         self.ever_held: set[EntryId] = set()
         self.used = 0
         self.start = self.end = 0.0
@@ -245,14 +250,21 @@ class _Replay:
         ends += [self.stopping[0][0]] if self.stopping else []
         return min([*ends, self.wake])
 
-    def advance(self, now: float) -> None:
-        """Attempts that ended by `now` release their devices; graces that ended start their preemptor."""
-        if self.wake <= now:
-            self.wake = float("inf")
+    def arrived(self, at: float, job: JobRequest, pod: TracePod) -> None:
+        self.queue[job.entry] = self.jobs[job.entry] = (at, job, pod)
+        policy = self.preemption
+        if policy is not None and self.label_of is not None and policy.may_preempt(self.label_of(pod)):
+            self.wake = min(self.wake, at + policy.preempt_after_s)
+
+    def advance(self, now: float) -> bool:
+        """Attempts that ended by `now` release their devices; graces that ended start their preemptor.
+        Whether anything did."""
+        moved = False
         while self.running and self.running[0][0] <= now:
             done, entry, milli, attempt = heapq.heappop(self.running)
             if self.attempt.get(entry) != attempt:
                 continue  # preempted meanwhile
+            moved = True
             self.ledger.release(entry)
             self.used -= milli
             self.end = max(self.end, done)
@@ -265,18 +277,25 @@ class _Replay:
         while self.stopping and self.stopping[0][0] <= now:
             _, _, taken = heapq.heappop(self.stopping)
             self._grace_ended(taken, now)
+            moved = True
+        self.dirty = self.dirty or moved
+        return moved
 
-    def cycle(self, now: float, demand: Demand) -> None:
-        got = run_cycle(self.ledger, [q[1] for q in self.queue.values()], now=now, config=self.cycle_config,
-                        holds=self.holds, demand=demand)
-        self.holds = dict(got.holds)
-        self.ever_held.update(self.holds)
-        for decision in got.decisions:
-            if isinstance(decision, Admit):
+    def cycle(self, now: float, demand: Demand, *, full: bool = True) -> None:
+        """The service's cycle after an arrival or a release; then, with a policy, an offer of preemption
+        when the books, the holds or a window (the preemption timer, `full` False) moved since the last."""
+        if full:
+            got = run_cycle(self.ledger, [q[1] for q in self.queue.values()], now=now, config=self.cycle_config,
+                            holds=self.holds, demand=demand)
+            self.dirty = self.dirty or dict(got.holds) != self.holds or bool(got.admitted)
+            self.holds = dict(got.holds)
+            self.ever_held.update(self.holds)
+            for decision in got.admitted:
                 self._started(decision.entry, decision.placements, now)
                 if self.result.preempt is not None:
                     self.result.preempt.placed(self.attempts[decision.entry].label, decision.placements)
-        if self.preemption is not None:
+        if self.preemption is not None and (self.dirty or self.wake <= now):
+            self.dirty = False
             self._offer_preemption(now, demand)
 
     def _started(self, entry: EntryId, placements: tuple[AllocPlacement, ...], now: float) -> None:
@@ -314,8 +333,8 @@ class _Replay:
         policy, stats, label_of = self.preemption, self.result.preempt, self.label_of
         assert policy is not None and stats is not None and label_of is not None
         preemptors = [q for q in self.queue.values() if policy.may_preempt(label_of(q[2]))]
-        if self.running:  # a timer of its own, as the service's: nothing else may happen before it
-            self.wake = policy.next_offer(now, (q[0] for q in preemptors), self.attempts.values())
+        # a timer of its own, as the service's: nothing else may happen before it
+        self.wake = policy.next_offer(now, (q[0] for q in preemptors), self.attempts.values())
         waiting = sorted((q for q in preemptors if policy.waited_enough(q[0], now)), key=lambda q: (q[0], q[1].entry))
         if not waiting:
             return
@@ -341,6 +360,7 @@ class _Replay:
                 failed.add(ask_key(job))
                 continue
             self._take_back(taken, label, now)
+            self.wake = min(self.wake, now + policy.grace_s)
             by_label.clear()  # the victims are no longer candidates
             isolated = None
 
