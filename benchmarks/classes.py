@@ -31,6 +31,10 @@ at `creation_time / speedup`, departures after the trace's run time, the service
 apart, not in the waits:
 
     .venv/bin/python benchmarks/classes.py --replay [--speedup 2000] [--node-fraction 0.2] [--seeds 42-51]
+
+A `+preempt` row (replay only) takes GPUs back under the default preemption policy, each task giving a
+60 s checkpoint grace (nomad_gpu/sim/preempt.py), and reports allocation, the work lost, preemptions
+per victim, isolation violations and how many serving waits had an isolated preemptible victim at all.
 """
 
 from __future__ import annotations
@@ -349,7 +353,8 @@ def main() -> int:
     parser.add_argument("--trace", default="default", choices=sorted(PODS_CSV))
     parser.add_argument("--seeds", default="42-51")
     parser.add_argument("--splits", default="2:2:4,1:3:4",
-                        help="rows of mig:shared:whole parts of the GPUs, each optionally /node, then +relayout")
+                        help="rows of mig:shared:whole parts of the GPUs, each optionally /node, then +relayout, "
+                             "+training-shared, +preempt")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--from-json", default=None,
