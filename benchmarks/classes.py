@@ -31,6 +31,10 @@ at `creation_time / speedup`, departures after the trace's run time, the service
 apart, not in the waits:
 
     .venv/bin/python benchmarks/classes.py --replay [--speedup 2000] [--node-fraction 0.2] [--seeds 42-51]
+
+A `+preempt` row (replay only) takes GPUs back under the default preemption policy, each task giving a
+60 s checkpoint grace (nomad_gpu/sim/preempt.py), and reports allocation, the work lost, preemptions
+per victim, isolation violations and how many serving waits had an isolated preemptible victim at all.
 """
 
 from __future__ import annotations
@@ -75,6 +79,7 @@ from nomad_gpu.domain.placement import NoFit
 from nomad_gpu.domain.policies import get_policy
 from nomad_gpu.domain.requests import AllocAsk, GpuShare, JobRequest, WholeGpus
 from nomad_gpu.domain.scoring import ScoreMemo
+from nomad_gpu.sim.preempt import PreemptPolicy, PreemptStats
 from nomad_gpu.sim.replay import ReplayConfig, run_replay, sample_trace_nodes
 from nomad_gpu.sim.trace import NODES_CSV, PODS_CSV, Trace, TracePod, load_trace
 from nomad_gpu.sim.workload import build_workload
@@ -84,6 +89,8 @@ R = TypeVar("R")
 SERVING_QOS = frozenset({"LS", "Guaranteed", "Burstable"})
 POLICY = "frag-aware"
 TEAM = Team("trace")
+CHECKPOINT_GRACE_S = 60.0
+"""The `checkpoint` grace each trace task gives in the `+preempt` rows."""
 
 
 def _seeds(text: str) -> list[int]:
@@ -238,6 +245,10 @@ class ReplayRun:
     """The tasks per class still queued when the replay ended."""
     left_out: int
     seconds: float = 0.0
+    allocation_pct: float | None = None
+    """Time-weighted mean GPU allocation while tasks arrive (the trace's requests over the GPUs)."""
+    preempt: dict[str, float] | None = None
+    """With `+preempt`: what preemption took and cost (`preempt_figures`)."""
 
     def pct(self, cls: str, q: float) -> float | None:
         w = self.waits.get(cls, [])
@@ -259,11 +270,23 @@ def replay_one(args: tuple[Trace, dict[str, str], str, Split | SplitSpec, int, f
     gone = {p.name for p in refused}
     sample = Trace(sample.nodes, tuple(p for p in trace.pods if p.name not in gone))
     result = run_replay(sample, POLICY, ReplayConfig(speedup=speedup, seed=seed), inventory=inventory,
-                        ask_of=lambda pod: asks[pod.name], label_of=lambda pod: labels[pod.name])
+                        ask_of=lambda pod: asks[pod.name], label_of=lambda pod: labels[pod.name],
+                        preemption=PreemptPolicy(grace_s=CHECKPOINT_GRACE_S) if spec.preempt else None)
     name = scenario if scenario != "classes" else f"classes {spec.label}"
     never = result.never_by + Counter(labels[p.name] for p in refused if p.runtime_s is not None)
     return ReplayRun(name, seed, sum(tn.gpus for tn in sample.nodes), result.waits_by, never,
-                     result.left_out, time.perf_counter() - started)
+                     result.left_out, time.perf_counter() - started, result.mean_util_arrivals_pct,
+                     preempt_figures(result.preempt) if result.preempt is not None else None)
+
+
+def preempt_figures(stats: PreemptStats) -> dict[str, float]:
+    """The figures of a replay with preemption, as JSON numbers."""
+    return {"preemptions": float(sum(stats.preemptions.values())), "victims": float(len(stats.preemptions)),
+            "max_per_victim": float(stats.max_per_victim), "preemptors": float(stats.preemptors),
+            "lost_gpu_s": stats.lost_gpu_s, "delivered_gpu_s": stats.delivered_gpu_s, "lost_pct": stats.lost_pct,
+            "serving_waited": float(len(stats.serving_waited)),
+            "serving_isolated_victim": float(len(stats.serving_isolated_victim)),
+            "violations": float(stats.violations), "victims_unfinished": float(stats.victims_unfinished)}
 
 
 def _refused(cls: WorkloadClass | None, ask: AllocAsk) -> bool:
@@ -293,6 +316,32 @@ def report_replay(trace: str, seeds: list[int], speedup: float, fraction: float,
         started = " / ".join(f"{statistics.mean(len(r.waits.get(c, [])) for r in rs):.0f}" for c in CLASSES)
         print(f"| {name} | {waits} | {never} | {started} |")
     print(f"({runs[0].left_out} tasks that never ran in the trace are left out of every replay)")
+    report_preemption(by)
+
+
+def report_preemption(by: dict[str, list[ReplayRun]]) -> None:
+    """Allocation for every row; what preemption took and cost for the `+preempt` rows (mean
+    (min-max) over seeds; the worst seed for the counts that must be 0)."""
+    print("\n| scenario | allocation % while arriving | preemptions (victims) | GPU-s lost / delivered | "
+          "lost % | preemptions per victim, max | preemptors | serving waits offered / with an isolated "
+          "preemptible victim | isolation violations | victims never completed |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for name, rs in by.items():
+        alloc = [r.allocation_pct for r in rs if r.allocation_pct is not None]
+        got = [r.preempt for r in rs if r.preempt is not None]
+        cells = [_stats(alloc) if alloc else "-"]
+        if got:
+            def mean(k: str, g: list[dict[str, float]] = got) -> float:
+                return statistics.mean(x[k] for x in g)
+            cells += [f"{mean('preemptions'):,.0f} ({mean('victims'):,.0f})",
+                      f"{mean('lost_gpu_s'):,.0f} / {mean('delivered_gpu_s'):,.0f}",
+                      _stats([x["lost_pct"] for x in got]), f"{max(x['max_per_victim'] for x in got):.0f}",
+                      f"{mean('preemptors'):,.0f}",
+                      f"{mean('serving_waited'):,.0f} / {mean('serving_isolated_victim'):,.0f}",
+                      f"{max(x['violations'] for x in got):.0f}", f"{max(x['victims_unfinished'] for x in got):.0f}"]
+        else:
+            cells += ["-"] * 8
+        print(f"| {name} | " + " | ".join(cells) + " |")
 
 
 def _stats(values: list[float]) -> str:
@@ -304,7 +353,8 @@ def main() -> int:
     parser.add_argument("--trace", default="default", choices=sorted(PODS_CSV))
     parser.add_argument("--seeds", default="42-51")
     parser.add_argument("--splits", default="2:2:4,1:3:4",
-                        help="rows of mig:shared:whole parts of the GPUs, each optionally /node, then +relayout")
+                        help="rows of mig:shared:whole parts of the GPUs, each optionally /node, then +relayout, "
+                             "+training-shared, +preempt")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--json", type=Path, default=None)
     parser.add_argument("--from-json", default=None,
@@ -332,6 +382,8 @@ def main() -> int:
         if any(sp.relayout for sp in splits):
             parser.error("+relayout rows are measured by the allocation runs only, not --replay")
         return _main_replay(args, trace, seeds, splits)
+    if any(sp.preempt for sp in splits):
+        parser.error("+preempt rows need the queue replay (--replay): the allocation runs have no departures")
     if args.from_json:
         runs = [_run_of(d) for path in args.from_json.split(",") for d in json.loads(Path(path).read_text())]
         report(args.trace, len(trace.nodes), sorted({r.seed for r in runs}), runs)

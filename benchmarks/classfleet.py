@@ -52,13 +52,15 @@ class SplitSpec:
     training_shared: bool = False
     """The operator's training tiers are `[[gpu], [share]]`: a one-GPU training task the class chooses for
     may take an idle shared GPU whole (a share of 1000 milli: every slot, so no co-tenant can join)."""
+    preempt: bool = False
+    """The replay takes GPUs back under the default preemption policy (nomad_gpu/sim/preempt.py)."""
 
     @staticmethod
     def parse(text: str) -> SplitSpec:
         """`mig:shared:whole`, then optionally `/node` or `/whole-nodes`, then any of `+relayout`,
-        `+training-shared`; ValueError otherwise."""
+        `+training-shared`, `+preempt`; ValueError otherwise."""
         rest, *flags = text.split("+")
-        if set(flags) - {"relayout", "training-shared"} or len(set(flags)) != len(flags):
+        if set(flags) - {"relayout", "training-shared", "preempt"} or len(set(flags)) != len(flags):
             raise ValueError(text)
         nums, slash, per = rest.partition("/")
         if slash and per not in ("node", "whole-nodes"):
@@ -68,14 +70,15 @@ class SplitSpec:
             raise ValueError(text)
         return SplitSpec((parts[0], parts[1], parts[2]), "whole" if per == "whole-nodes" else bool(slash),
                          "relayout" in flags,
-                         "training-shared" in flags)
+                         "training-shared" in flags, "preempt" in flags)
 
     @property
     def label(self) -> str:
         per = {False: "", True: " per node", "whole": " whole nodes"}[self.by_node]
         return ":".join(map(str, self.parts)) + per + (
             " + re-layouts" if self.relayout else "") + (
-            " + training on idle shared GPUs" if self.training_shared else "")
+            " + training on idle shared GPUs" if self.training_shared else "") + (
+            " + preemption" if self.preempt else "")
 
 
 def _gpu(name: str, k: int, mode: GpuMode) -> Gpu:

@@ -69,6 +69,16 @@ class InvalidTransition(RuntimeError):
     pass
 
 
+def _exit_message(code: int, signal: int) -> str:
+    """A `Terminated` event's display message (`PopulateEventDisplayMessage`, nomad/structs/structs.go v2.0.5)."""
+    return f"Exit Code: {code}" + (f", Signal: {signal}" if signal else "")
+
+
+def _exit_details(code: int, signal: int) -> dict[str, str]:
+    """`emitExitResultEvent` (taskrunner/task_runner.go v2.0.5) sets all three, zero or not."""
+    return {"exit_code": str(code), "signal": str(signal), "oom_killed": "false"}
+
+
 def _ns(seconds: float) -> int:
     return int(seconds * 1e9)
 
@@ -137,6 +147,8 @@ class Alloc:
     stopped_by_client: bool = False
     """Its client stopped it itself, cut off past `stop_on_client_after` (client/heartbeatstop.go): no success."""
     """How its tasks ended on a cut-off node: what the client reports once it reconnects (partitions.py)."""
+    kill_signals: dict[str, str] = field(default_factory=dict)  # the signal each task received (kills.py)
+    kill_exit_signal: int = 0  # the signal in the exit result of a kill (kills.py)
 
     def __post_init__(self) -> None:
         self.modify_index = self.alloc_modify_index = self.create_index
@@ -162,7 +174,9 @@ class Alloc:
 
         A task that exited by itself gets Nomad's events (`TaskRunner.Run` and `shouldRestart`,
         task_runner.go v2.0.5): `Terminated` with its exit code, then `Not Restarting` (which fails the
-        task) when `to` is failed; `detail` is a kill's message instead."""
+        task) when `to` is failed; `detail` is a kill's message instead, after a `Terminated` with the
+        driver's exit result when the killed task had one (`exit_code`: `handleKill`, then
+        `emitExitResultEvent`; a task that never started has none)."""
         if to not in TRANSITIONS[self.client_status]:
             raise InvalidTransition(f"alloc {self.id}: {self.client_status.value} -> {to.value}")
         restarting = self.client_status is ClientStatus.RUNNING and to is ClientStatus.PENDING
@@ -188,6 +202,9 @@ class Alloc:
                 code = exit_code if exit_code is not None else (1 if to is ClientStatus.FAILED else 0)
                 for task in self.tasks:
                     if detail:
+                        if exit_code is not None:
+                            self._task_event(task.name, "Terminated", _exit_message(code, self.kill_exit_signal), now,
+                                             code, details=_exit_details(code, self.kill_exit_signal))
                         self._task_event(task.name, "Killed", detail, now, code)
                         continue
                     self._task_event(task.name, "Terminated", f"Exit Code: {code}", now, code)
@@ -195,20 +212,24 @@ class Alloc:
                         self._task_event(task.name, "Not Restarting",
                                          restart_reason or "Task exceeded restart policy", now)
 
-    def killing(self, index: int, now: float, message: str) -> None:
-        """The client began killing the tasks (kills.py): a `Killing` event each; still running."""
+    def killing(self, index: int, now: float, message: str, kill_timeout: str = "") -> None:
+        """The client began killing the tasks (kills.py): a `Killing` event each; still running.
+        `kill_timeout` is the capped grace as Go prints it, in `Details` (`TaskEvent.SetKillTimeout`)."""
         self.modify_index, self.modify_time = index, now
         for task in self.tasks:
-            self._task_event(task.name, "Killing", message, now)
+            self._task_event(task.name, "Killing", message, now,
+                             details={"kill_timeout": kill_timeout} if kill_timeout else None)
 
     def set_desired(self, status: str, description: str, index: int, now: float, migrate: bool | None) -> None:
         self.desired_status, self.desired_description, self.migrate = status, description, migrate
         self.modify_index = self.alloc_modify_index = index
         self.modify_time = now
 
-    def _task_event(self, task: str, kind: str, message: str, now: float, code: int = 0) -> None:
+    def _task_event(self, task: str, kind: str, message: str, now: float, code: int = 0,
+                    details: dict[str, str] | None = None) -> None:
         events = self.task_events.setdefault(task, [])
-        details = {"exit_code": str(code)} if kind == "Terminated" else {}
+        if details is None:
+            details = _exit_details(code, 0) if kind == "Terminated" else {}
         # `SetFailsTask` is called for `Not Restarting` only (task_runner.go `shouldRestart`, v2.0.5)
         events.append({"Type": kind, "Time": _ns(now), "DisplayMessage": message, "Message": "",
                        "ExitCode": code, "Details": details, "FailsTask": kind == "Not Restarting"})
@@ -342,6 +363,7 @@ class Alloc:
             "client_status": self.client_status.value,
             "desired_status": self.desired_status,
             "max_run_exceeded": self.max_run_exceeded,
+            "kill_signals": dict(self.kill_signals),
             "ports": {port.label: port.value for port in self.ports},
             "server_finished_at": self.finished_at,  # when the servers last called it terminal
             "lost_at": self.lost_at,

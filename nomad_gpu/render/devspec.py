@@ -52,6 +52,7 @@ class DevSpec(BaseModel):
     gpu_util: Annotated[Percent | Timeline | None, BeforeValidator(_one_shape)] = None
     """The GPU utilisation (%) its devices report while it runs (100 when unset), or `[seconds, %]` steps
     from its start in dev-cluster time (100 before the first)."""
+    exit_on_signal_after_s: Annotated[float, Field(ge=0, allow_inf_nan=False)] | None = None
 
 
 def gpu_util_meta(value: float | tuple[Step, ...]) -> str:

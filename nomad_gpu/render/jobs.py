@@ -40,6 +40,7 @@ __all__ = [
     "DEFAULT_TEMPLATES_DIR",
     "META_DEV_DURATION",
     "META_DEV_EXIT",
+    "META_DEV_EXIT_ON_SIGNAL",
     "META_DEV_GPU_UTIL",
     "META_ENTRY",
     "META_NAME",
@@ -72,6 +73,8 @@ META_DEV_EXIT = "nomad_gpu_dev_exit"
 """Job meta for the embedded dev cluster: ``fail`` makes the tasks fail at the end."""
 META_DEV_GPU_UTIL = "nomad_gpu_dev_gpu_util"
 """Job meta for the embedded dev cluster: the GPU utilisation (%) its devices report."""
+META_DEV_EXIT_ON_SIGNAL = "nomad_gpu_dev_exit_on_signal_after_s"
+"""Job meta for the embedded dev cluster: its tasks exit 0 this many seconds after the kill signal."""
 
 _NO_META: Mapping[str, str] = types.MappingProxyType({})
 
@@ -187,6 +190,8 @@ def build_job_context(
             meta[META_DEV_EXIT] = "fail"
         if spec.dev.gpu_util is not None:
             meta[META_DEV_GPU_UTIL] = gpu_util_meta(spec.dev.gpu_util)
+        if spec.dev.exit_on_signal_after_s is not None:
+            meta[META_DEV_EXIT_ON_SIGNAL] = _seconds(spec.dev.exit_on_signal_after_s)
     for key, value in extra_meta.items():
         hcl_ident(key)
         if not isinstance(value, str):

@@ -158,6 +158,9 @@ EXTRA: dict[str, tuple[str, str, str]] = {
     "DevSpec.duration_s": ("seconds", "120", "How long the task runs on the dev cluster."),
     "DevSpec.fail": ("", "true", "End the task with a failure instead of success."),
     "DevSpec.gpu_util": ("%", "[[0, 80], [600, 0]]", ""),
+    "DevSpec.exit_on_signal_after_s": ("seconds", "20", "Its tasks handle the kill signal and exit 0 this many "
+                                       "seconds later (a task that checkpoints); unset, they ignore it and are "
+                                       "killed at the end of the grace."),
 }
 
 

@@ -12,6 +12,11 @@ simulator's stand-in for the queue's recent history.
 The openb trace barely loads its own cluster in real time (about 1 % of the GPUs at its peak), so
 `speedup` (compressed arrivals) and `node_fraction` (a seeded sample of the nodes) exist to put the
 same work under pressure.
+
+With a `PreemptPolicy` (preempt.py), a task that may preempt and still waits after a cycle is offered
+the minimal victim set on one node: the victims' devices go to it at once in the books, it starts
+after their grace, and they are requeued then with their age kept (their wait is the sum of their
+times in the queue). Without one, nothing is taken back.
 """
 
 from __future__ import annotations
@@ -25,12 +30,28 @@ from typing import Any
 
 import numpy as np
 
-from nomad_gpu.domain.cycle import Admit, CycleConfig, run_cycle
+from nomad_gpu.domain.cycle import CycleConfig, run_cycle
+from nomad_gpu.domain.fit import FitContext
 from nomad_gpu.domain.fragmentation import Demand
 from nomad_gpu.domain.ids import MILLI_PER_GPU, EntryId, NodeId, Team
 from nomad_gpu.domain.inventory import Inventory
 from nomad_gpu.domain.ledger import Ledger
+from nomad_gpu.domain.placement import AllocPlacement
+from nomad_gpu.domain.policies import get_policy
 from nomad_gpu.domain.requests import AllocAsk, JobRequest
+from nomad_gpu.sim.preempt import (
+    SERVING,
+    Attempt,
+    Candidates,
+    NoVictims,
+    Preemption,
+    PreemptPolicy,
+    PreemptStats,
+    ask_key,
+    candidates,
+    choose,
+    isolated_victim_available,
+)
 from nomad_gpu.sim.trace import Trace, TraceNode, TracePod
 
 TEAM = Team("trace")
@@ -77,6 +98,8 @@ class ReplayResult:
     arrivals_s: float = 0.0
     """From the first arrival to the last."""
     last_start_s: float = 0.0
+    preempt: PreemptStats | None = None
+    """What preemption took and cost (with a `PreemptPolicy` only)."""
 
     @property
     def started(self) -> int:
@@ -142,70 +165,228 @@ def sample_nodes(trace: Trace, fraction: float, seed: int) -> Inventory:
 
 def run_replay(trace: Trace, policy: str, config: ReplayConfig = ReplayConfig(), *,
                inventory: Inventory | None = None, ask_of: Callable[[TracePod], AllocAsk] | None = None,
-               label_of: Callable[[TracePod], str] | None = None) -> ReplayResult:
+               label_of: Callable[[TracePod], str] | None = None,
+               preemption: PreemptPolicy | None = None) -> ReplayResult:
     """Replay `trace` on its sampled nodes, or on `inventory` (another fleet; the sample is then the
-    caller's), each task asking `ask_of(pod)` (its trace ask by default); `label_of` sorts the waits."""
+    caller's), each task asking `ask_of(pod)` (its trace ask by default); `label_of` sorts the waits
+    (and gives each task its class for `preemption`)."""
     if inventory is None:
         inventory = sample_nodes(trace, config.node_fraction, config.seed)
-    gpus = sum(len(n.gpus) for n in inventory)
-    ledger = Ledger(inventory)
-    cycle = CycleConfig(policy=policy)
     ran = [p for p in trace.pods if p.runtime_s is not None]
     arrivals = deque(sorted(((p.creation_time / config.speedup, i, p) for i, p in enumerate(ran)),
                             key=lambda a: (a[0], a[1])))
-    result = ReplayResult(policy, config, gpus, left_out=len(trace.pods) - len(ran))
-    queue: dict[EntryId, tuple[float, JobRequest, TracePod]] = {}
-    running: list[tuple[float, EntryId, int]] = []
+    gpus = sum(len(n.gpus) for n in inventory)
+    state = _Replay(Ledger(inventory), policy, label_of, preemption,
+                    ReplayResult(policy, config, gpus, left_out=len(trace.pods) - len(ran)))
+    result = state.result
     recent: deque[JobRequest] = deque(maxlen=config.demand_window)
     demand = Demand(())
     since_refresh = 0
-    holds: dict[EntryId, frozenset[NodeId]] = {}
-    ever_held: set[EntryId] = set()
-    used = 0
     start = arrivals[0][0] if arrivals else 0.0
-    end = start
+    state.start = state.end = start
     result.arrivals_s = (arrivals[-1][0] - start) if arrivals else 0.0
-    while arrivals or running:
-        now = min(arrivals[0][0] if arrivals else float("inf"), running[0][0] if running else float("inf"))
-        while running and running[0][0] <= now:
-            done, entry, milli = heapq.heappop(running)
-            ledger.release(entry)
-            used -= milli
-            end = max(end, done)
+    while arrivals or state.running or state.stopping:
+        now = min(arrivals[0][0] if arrivals else float("inf"), state.next_event())
+        moved = state.advance(now)
         while arrivals and arrivals[0][0] <= now:
             at, i, pod = arrivals.popleft()
             job = JobRequest(EntryId(f"t{i}"), TEAM, (ask_of(pod) if ask_of else pod.to_ask(),), submitted_at=at)
-            queue[job.entry] = (at, job, pod)
+            state.arrived(at, job, pod)
             recent.append(job)
             since_refresh += 1
+            moved = True
         if since_refresh >= config.demand_refresh or not demand.shapes:
             demand = Demand.from_jobs(recent)  # the cycle weighs its large shapes by the nodes as they stand
             since_refresh = 0
-        if queue:
-            got = run_cycle(ledger, [q[1] for q in queue.values()], now=now, config=cycle, holds=holds,
-                            demand=demand)
-            holds = dict(got.holds)
-            ever_held.update(holds)
-            for decision in got.decisions:
-                if isinstance(decision, Admit):
-                    at, job, pod = queue.pop(decision.entry)
-                    runtime = pod.runtime_s or 0.0
-                    heapq.heappush(running, (now + runtime, decision.entry, pod.gpu_milli_total))
-                    used += pod.gpu_milli_total
-                    result.waits.append(now - at)
-                    if label_of is not None:
-                        result.waits_by.setdefault(label_of(pod), []).append(now - at)
-                    if pod.num_gpu > 1:
-                        result.multi_gpu_waits.append(now - at)
-                        result.multi_gpu_held += decision.entry in ever_held
-                    result.last_start_s = now - start
+        if state.queue:
+            state.cycle(now, demand, full=moved)  # not `moved`: only a preemption timer fired
+        if state.wake <= now:
+            state.wake = float("inf")  # reached: an offer ran and set the next, or nothing waits
         result.times.append(now - start)
-        result.gpu_util_pct.append(round(100.0 * used / max(1, gpus * MILLI_PER_GPU), 3))
-        result.queue_len.append(len(queue))
-        if not running and not arrivals:
+        result.gpu_util_pct.append(round(100.0 * state.used / max(1, result.gpus * MILLI_PER_GPU), 3))
+        result.queue_len.append(len(state.queue))
+        if not state.running and not arrivals and not state.stopping:
             break
-    result.never_started = len(queue)
+    result.never_started = len(state.queue)
     if label_of is not None:
-        result.never_by.update(label_of(pod) for _, _, pod in queue.values())
-    result.makespan_s = end - start
+        result.never_by.update(label_of(pod) for _, _, pod in state.queue.values())
+    result.makespan_s = state.end - start
     return result
+
+
+class _Replay:
+    """The replay's books between events: the queue, what runs, what stops for a preemptor."""
+
+    def __init__(self, ledger: Ledger, policy: str, label_of: Callable[[TracePod], str] | None,
+                 preemption: PreemptPolicy | None, result: ReplayResult) -> None:
+        self.ledger, self.label_of, self.preemption, self.result = ledger, label_of, preemption, result
+        self.cycle_config = CycleConfig(policy=policy)
+        self.queue: dict[EntryId, tuple[float, JobRequest, TracePod]] = {}
+        self.jobs: dict[EntryId, tuple[float, JobRequest, TracePod]] = {}
+        """Every task that arrived (a victim goes back to the queue as it came)."""
+        self.running: list[tuple[float, EntryId, int, int]] = []
+        """(end, entry, milli, attempt): an attempt's end counts only while it is the entry's current one."""
+        self.attempt: dict[EntryId, int] = {}
+        self.attempts: dict[EntryId, Attempt] = {}
+        self.stopping: list[tuple[float, int, Preemption]] = []
+        """(grace end, sequence, preemption): victims stopping, their devices held for the preemptor."""
+        self.requeued: dict[EntryId, float] = {}
+        """Victims back in the queue, since when."""
+        self.wait_at: dict[EntryId, tuple[str, int]] = {}
+        self.holds: dict[EntryId, frozenset[NodeId]] = {}
+        self.no_victims: NoVictims = {}
+        self.wake = float("inf")
+        """The next time an offer of preemption could find something new (`PreemptPolicy.next_offer`)."""
+        self.dirty = False
+        """Whether the books or the holds moved since the last offer."""
+        self.ever_held: set[EntryId] = set()
+        self.used = 0
+        self.start = self.end = 0.0
+        if preemption is not None:
+            result.preempt = PreemptStats()
+
+    def next_event(self) -> float:
+        ends = [self.running[0][0]] if self.running else []
+        ends += [self.stopping[0][0]] if self.stopping else []
+        return min([*ends, self.wake])
+
+    def arrived(self, at: float, job: JobRequest, pod: TracePod) -> None:
+        self.queue[job.entry] = self.jobs[job.entry] = (at, job, pod)
+        policy = self.preemption
+        if policy is not None and self.label_of is not None and policy.may_preempt(self.label_of(pod)):
+            self.wake = min(self.wake, at + policy.preempt_after_s)
+
+    def advance(self, now: float) -> bool:
+        """Attempts that ended by `now` release their devices; graces that ended start their preemptor.
+        Whether anything did."""
+        moved = False
+        while self.running and self.running[0][0] <= now:
+            done, entry, milli, attempt = heapq.heappop(self.running)
+            if self.attempt.get(entry) != attempt:
+                continue  # preempted meanwhile
+            moved = True
+            self.ledger.release(entry)
+            self.used -= milli
+            self.end = max(self.end, done)
+            ended = self.attempts.pop(entry, None)
+            stats = self.result.preempt
+            if stats is not None and ended is not None:
+                stats.delivered_gpu_s += ended.gpu_equivalents * (done - ended.started_at)
+                stats.completed.add(entry)
+                stats.released(ended.label, ended.placements)
+        while self.stopping and self.stopping[0][0] <= now:
+            _, _, taken = heapq.heappop(self.stopping)
+            self._grace_ended(taken, now)
+            moved = True
+        self.dirty = self.dirty or moved
+        return moved
+
+    def cycle(self, now: float, demand: Demand, *, full: bool = True) -> None:
+        """The service's cycle after an arrival or a release; then, with a policy, an offer of preemption
+        when the books, the holds or a window (the preemption timer, `full` False) moved since the last."""
+        if full:
+            got = run_cycle(self.ledger, [q[1] for q in self.queue.values()], now=now, config=self.cycle_config,
+                            holds=self.holds, demand=demand)
+            self.dirty = self.dirty or dict(got.holds) != self.holds or bool(got.admitted)
+            self.holds = dict(got.holds)
+            self.ever_held.update(self.holds)
+            for decision in got.admitted:
+                self._started(decision.entry, decision.placements, now)
+                if self.result.preempt is not None:
+                    self.result.preempt.placed(self.attempts[decision.entry].label, decision.placements)
+        if self.preemption is not None and (self.dirty or self.wake <= now):
+            self.dirty = False
+            self._offer_preemption(now, demand)
+
+    def _started(self, entry: EntryId, placements: tuple[AllocPlacement, ...], now: float) -> None:
+        self.queue.pop(entry)
+        self._begin(entry, placements, now)
+
+    def _begin(self, entry: EntryId, placements: tuple[AllocPlacement, ...], now: float) -> None:
+        """An attempt starts on placements the ledger already holds for it."""
+        at, _, pod = self.jobs[entry]
+        attempt = self.attempt.get(entry, -1) + 1
+        self.attempt[entry] = attempt
+        heapq.heappush(self.running, (now + (pod.runtime_s or 0.0), entry, pod.gpu_milli_total, attempt))
+        self.used += pod.gpu_milli_total
+        result = self.result
+        label = self.label_of(pod) if self.label_of is not None else ""
+        if result.preempt is not None:
+            self.attempts[entry] = Attempt(entry, label, now, placements, result.preempt.preemptions[entry])
+        if entry in self.requeued:  # a victim again: its time back in the queue adds to its one wait
+            waited = now - self.requeued.pop(entry)
+            label, pos = self.wait_at[entry]
+            result.waits_by[label][pos] += waited
+            return
+        result.waits.append(now - at)
+        if self.label_of is not None:
+            result.waits_by.setdefault(label, []).append(now - at)
+            self.wait_at[entry] = (label, len(result.waits_by[label]) - 1)
+        if pod.num_gpu > 1:
+            result.multi_gpu_waits.append(now - at)
+            result.multi_gpu_held += entry in self.ever_held
+        result.last_start_s = now - self.start
+
+    def _offer_preemption(self, now: float, demand: Demand) -> None:
+        """Each waiting task that may preempt and has waited long enough, oldest first: its minimal
+        victims, if any (preempt.py). A shape that found none is not tried again in this pass."""
+        policy, stats, label_of = self.preemption, self.result.preempt, self.label_of
+        assert policy is not None and stats is not None and label_of is not None
+        preemptors = [q for q in self.queue.values() if policy.may_preempt(label_of(q[2]))]
+        # a timer of its own, as the service's: nothing else may happen before it
+        self.wake = policy.next_offer(now, (q[0] for q in preemptors), self.attempts.values())
+        waiting = sorted((q for q in preemptors if policy.waited_enough(q[0], now)), key=lambda q: (q[0], q[1].entry))
+        if not waiting:
+            return
+        fit_policy = get_policy(self.cycle_config.policy)
+        failed: set[object] = set()
+        by_label: dict[str, Candidates] = {}
+        isolated: bool | None = None
+        for _, job, pod in waiting:
+            label = label_of(pod)
+            if label == SERVING and job.entry not in stats.serving_isolated_victim:
+                stats.serving_waited.add(job.entry)
+                if isolated is None:
+                    isolated = isolated_victim_available(self.attempts.values(), label, policy, now)
+                if isolated:
+                    stats.serving_isolated_victim.add(job.entry)
+            if ask_key(job) in failed:
+                continue
+            if label not in by_label:
+                by_label[label] = candidates(self.attempts.values(), label, policy, now)
+            blocked = frozenset(n for e, ns in self.holds.items() if e != job.entry for n in ns)
+            taken = choose(self.ledger, job, by_label[label], FitContext(fit_policy, demand, blocked), self.no_victims)
+            if taken is None:
+                failed.add(ask_key(job))
+                continue
+            self._take_back(taken, label, now)
+            self.wake = min(self.wake, now + policy.grace_s)
+            by_label.clear()  # the victims are no longer candidates
+            isolated = None
+
+    def _take_back(self, taken: Preemption, label: str, now: float) -> None:
+        """The victims stop (their grace runs) and their devices go to the preemptor in the books at
+        once, so nothing else takes them; it leaves the queue and starts when the grace ends."""
+        policy, stats = self.preemption, self.result.preempt
+        assert policy is not None and stats is not None
+        for victim in taken.victims:
+            attempt = self.attempts.pop(victim)
+            self.ledger.release(victim)
+            self.attempt[victim] += 1  # its scheduled end no longer counts
+            stats.preemptions[victim] += 1
+            stats.lost_gpu_s += attempt.gpu_equivalents * (now + policy.grace_s - attempt.started_at)
+            stats.released(attempt.label, attempt.placements)
+        self.ledger.reserve(taken.preemptor, TEAM, taken.placements)
+        stats.placed(label, taken.placements)
+        self.queue.pop(taken.preemptor)
+        self.holds.pop(taken.preemptor, None)
+        stats.preemptors += 1
+        heapq.heappush(self.stopping, (now + policy.grace_s, stats.preemptors, taken))
+
+    def _grace_ended(self, taken: Preemption, now: float) -> None:
+        """The victims are gone: back in the queue with their age kept; the preemptor starts."""
+        for victim in taken.victims:
+            self.used -= self.jobs[victim][2].gpu_milli_total
+            self.queue[victim] = self.jobs[victim]
+            self.requeued[victim] = now
+        self._begin(taken.preemptor, taken.placements, now)

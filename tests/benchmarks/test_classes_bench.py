@@ -144,3 +144,30 @@ def test_a_class_the_fleet_cannot_serve_fails_and_never_runs_as_a_cpu_task() -> 
     pods = (TracePod("serve-1", 1000, 1024, 1, 300),)
     run = run_one((Trace(node, pods), {"serve-1": "LS"}, "classes", (0, 1, 0), 42))
     assert run.placed["serving"] == 0 and run.failed["serving"] > 0 and run.placed_gpu == 0
+
+
+def test_a_preempt_row_takes_gpus_back_for_serving_and_reports_what_it_cost(capsys: Any) -> None:
+    """One whole GPU in real time: an exploratory task (a 0.3-GPU BE task given the whole GPU) runs from
+    0; a serving task arrives at 400 and, with `+preempt`, starts at 490 (30 s, then the 60 s grace)."""
+    import json
+
+    from classes import _replay_of, replay_one, report_replay  # noqa: PLC0415
+    from classfleet import SplitSpec  # noqa: PLC0415
+
+    node = (TraceNode("n1", 64000, 262144, 1, "V100"),)
+    pods = (TracePod("explore-1", 1000, 1024, 1, 300, creation_time=0, scheduled_time=0, deletion_time=1000),
+            TracePod("serve-1", 1000, 1024, 1, 200, creation_time=400, scheduled_time=400, deletion_time=500))
+    qos = {"explore-1": "BE", "serve-1": "LS"}
+    spec = SplitSpec.parse("0:0:1+preempt")
+    assert spec.preempt and spec.label == "0:0:1 + preemption"
+    run = replay_one((Trace(node, pods), qos, "classes", spec, 42, 1.0, 1.0))
+    plain = replay_one((Trace(node, pods), qos, "classes", SplitSpec((0, 0, 1)), 42, 1.0, 1.0))
+    assert run.waits == {"exploratory": [100.0], "serving": [90.0]} and plain.waits["serving"] == [600.0]
+    assert run.preempt is not None and plain.preempt is None
+    assert (run.preempt["preemptions"], run.preempt["max_per_victim"], run.preempt["victims_unfinished"]) == (1, 1, 0)
+    assert run.preempt["lost_gpu_s"] == 490.0 and run.preempt["serving_isolated_victim"] == 1
+    back = _replay_of(json.loads(json.dumps({**run.__dict__, "never": dict(run.never)})))
+    assert back == run
+    report_replay("default", [42], 1.0, 1.0, [plain, back])
+    out = capsys.readouterr().out
+    assert "| classes 0:0:1 + preemption | " in out and "| 1 (1) | 490 / 1,100 |" in out

@@ -515,3 +515,12 @@ def test_a_renderer_compiles_each_template_once(tmp_path: Path) -> None:
     later = template.stat().st_mtime + 60
     os.utime(template, (later, later))  # no stat of the file on the next render, however new it looks
     assert renderer.render_job(spec, job_id="x", placement=placement_for(spec)) == first
+
+
+def test_dev_exit_on_signal_is_rendered_as_the_dev_clusters_meta() -> None:
+    """`dev: {exit_on_signal_after_s: N}`: the dev cluster's task handles its kill signal and exits 0
+    N seconds later (devcluster/kills.py), as a task that checkpoints."""
+    spec = load_spec("name: demo\ntask: {image: i}\ndev: {duration_s: 600, exit_on_signal_after_s: 2.5}\n")
+    assert isinstance(spec, JobSpec)
+    _, job = render(spec)
+    assert attrs(only(job, "meta"))["nomad_gpu_dev_exit_on_signal_after_s"] == "2.5"

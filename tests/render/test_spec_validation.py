@@ -118,6 +118,8 @@ GROUPS = "name: demo\ngroups:\n  - name: trainer\n    task: {image: img}\n"
         ),
         pytest.param(BASE + "dev: {duration_s: -1}\n", "line 3: dev.duration_s: must be >= 0", id="dev-negative"),
         pytest.param(BASE + "dev: {fail: true}\n", "line 3: dev.duration_s: required", id="dev-no-duration"),
+        pytest.param(BASE + "dev: {duration_s: 1, exit_on_signal_after_s: -1}\n",
+                     "line 3: dev.exit_on_signal_after_s: must be >= 0", id="dev-exit-on-signal-negative"),
         pytest.param(
             BASE + "groups: []\n",
             "line 1: use either a top-level 'task' (one group) or 'groups', not both",
