@@ -4,7 +4,8 @@ Three teams take turns being busy (docs/cohorts.md says how the tasks are dealt)
 replayed through the service's cycle under each mode (nomad_gpu/sim/cohortreplay.py), and the figures the
 issue asks for are printed per team and per mode, medians over the seeds where several are given.
 
-    .venv/bin/python benchmarks/cohorts.py [--seeds 42-46] [--speedup 2000] [--node-fraction 0.2] [--json out.json]
+    .venv/bin/python benchmarks/cohorts.py [--seeds 42-46] [--speedup 2000] [--node-fraction 0.2] [--tasks N]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 
 from nomad_gpu.sim.cohortreplay import MODES, CohortConfig, run_cohorts
-from nomad_gpu.sim.trace import NODES_CSV, PODS_CSV, load_trace
+from nomad_gpu.sim.trace import NODES_CSV, PODS_CSV, Trace, load_trace
 
 
 def seeds_of(text: str) -> list[int]:
@@ -34,9 +35,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--node-fraction", type=float, default=CohortConfig.node_fraction)
     parser.add_argument("--grace", type=float, default=CohortConfig.grace_s, help="victims' checkpoint grace, s")
     parser.add_argument("--trace", default="default", choices=sorted(PODS_CSV))
+    parser.add_argument("--tasks", type=int, default=0, help="only the trace's first N tasks (0: all of them)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     trace = load_trace(NODES_CSV, PODS_CSV[args.trace])
+    if args.tasks:
+        trace = Trace(trace.nodes, trace.pods[:args.tasks])
     runs = []
     for seed in seeds_of(args.seeds):
         config = CohortConfig(speedup=args.speedup, node_fraction=args.node_fraction, seed=seed, grace_s=args.grace)

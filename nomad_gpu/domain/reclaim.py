@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from nomad_gpu.domain.cohorts import EPS, Held, reclaim_victims
+from nomad_gpu.domain.cohorts import EPS, Held, borrowed, reclaim_victims
 from nomad_gpu.domain.fairshare import FairShareConfig
 from nomad_gpu.domain.ids import EntryId, NodeId, Team
 from nomad_gpu.domain.ledger import Ledger
@@ -40,6 +40,8 @@ def plan_reclaims(waiting: Sequence[Waiting], running: Mapping[EntryId, Running]
     """Reclaims to start now, in the order of `waiting`, at most one per node and per lender's job; what a
     plan takes is counted gone for the next, so two lenders never take the same borrowed GPU twice."""
     usage = dict(ledger.team_usage())
+    if not any(borrowed(t, usage, fair) > EPS for t in usage):
+        return ()  # the usual case: nobody runs on lent quota, so nothing is owed back
     nodes_taken, busy, chosen = set(busy_nodes), set(busy_entries), []
     taken: set[EntryId] = set()
     for w in [w for w in waiting if w.job.entry not in busy and owed(w.job.team, w.job.gpu_equivalents, usage,
@@ -57,6 +59,9 @@ def plan_reclaims(waiting: Sequence[Waiting], running: Mapping[EntryId, Running]
             nf = ledger.index.get(node)
             if node in nodes_taken or nf is None or not nf.offered or not w.job.places_on(nf.node):
                 continue
+            room = 0.0 if nf.node.migs else sum(nf.gpu_free.values()) / 1000  # MIG: left to the fitter alone
+            if room + sum(h.gpus for h in held) + EPS < w.job.gpu_equivalents and not nf.node.migs:
+                continue  # even every borrowed job there with what is free is too little
             victims = reclaim_victims(w.job.team, held, usage, fair, fits_without(w.job, node, ledger, fit_policy))
             if victims:  # None: the borrowed work there cannot make room; (): it fits already
                 cost = sum(v.gpus for v in victims)
