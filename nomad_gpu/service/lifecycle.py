@@ -153,7 +153,9 @@ class Lifecycle:
         out = []
         taken: dict[NodeId, set[int]] | None = None  # host ports in use, read once a cycle (portsinuse.py)
         self.port_notes = {}
-        waits = self.cut_off.waiting_entries()  # their cut-off task may still run: never two runs at once
+        # a cut-off task, or an ended attempt's job not yet stopped (a refused job Nomad may still place), may still
+        # run: the next attempt waits for it, so that an entry never runs twice at once
+        waits = self.cut_off.waiting_entries() | {d.entry_id for d in self.draining.values()}
         for t in self.waiting.values():
             if t.entry.state is not EntryState.QUEUED or t.request is None or t.entry.held or t.entry.id in waits:
                 continue

@@ -270,6 +270,12 @@ def test_a_placement_nomad_refuses_is_requeued_away_from_that_node_without_using
     assert nomad.jobs[first.nomad_job_id].stopped
     svc.run_cycle()
     ex.run_all()
+    # the refused job's allocation (the fake lists one) is not terminal yet: Nomad may still run it, so the next
+    # attempt waits for it (an entry never runs twice at once)
+    assert store.get(a.id).state is EntryState.QUEUED
+    svc.on_alloc(alloc(first.nomad_job_id, "complete", node=node, desired="stop", index=99))
+    svc.run_cycle()
+    ex.run_all()
     again = store.get(a.id)
     assert again.state is EntryState.ADMITTED and again.placements[0]["node"] != node
     t = svc.life.entries[a.id]
