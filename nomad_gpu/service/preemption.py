@@ -150,11 +150,6 @@ class Preemptions:
         return t is not None and t.entry.state is EntryState.PREEMPTING
 
     def _start(self, waits: list[Wait], holds: MutableMapping[EntryId, frozenset[NodeId]], now: float) -> None:
-        running = {EntryId(t.entry.id): r for t in self.entries.values()
-                   if t.entry.state is EntryState.RUNNING and t.spec is not None
-                   and (r := self._running(t)).preemptible and self.policy.guard(r, now) is None}
-        if not running:
-            return  # the usual case: nothing may be taken back now, whatever waits
         waiting = []
         for d in waits:  # the cycle's order; only the first few that waited long enough are looked at
             t = self.entries.get(d.entry)
@@ -164,6 +159,13 @@ class Preemptions:
                 waiting.append(Waiting(t.request, job_class(t.spec), self.waiting_since[d.entry]))
             if len(waiting) >= LOOKED_AT:
                 break
+        if not waiting:
+            return  # the usual case: nothing waited `preempt_after` yet (so no running job is read)
+        running = {EntryId(t.entry.id): r for t in self.entries.values()
+                   if t.entry.state is EntryState.RUNNING and t.spec is not None
+                   and (r := self._running(t)).preemptible and self.policy.guard(r, now) is None}
+        if not running:
+            return  # nothing may be taken back now, whatever waits
         plans = plan_preemptions(waiting, running, self.ledger, policy=self.policy, fit_policy=self.fit_policy,
                                  now=now, held=holds, busy_entries=self.in_progress)
         for plan in plans:
