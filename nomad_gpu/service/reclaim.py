@@ -24,12 +24,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from prometheus_client import Counter, Gauge
+from pydantic import ValidationError
 
 from nomad_gpu.domain.classes import WorkloadClass
 from nomad_gpu.domain.errors import InvalidRequest, StateConflict
 from nomad_gpu.domain.idle import IdleAction, IdlePolicy, IdleVerdict, judge, minutes_left, reclaim_reason
 from nomad_gpu.domain.ids import EntryId
 from nomad_gpu.domain.reclaimfit import beneficiary
+from nomad_gpu.render.checkpoint import CheckpointSpec, grace_s
 from nomad_gpu.service.idleaccounts import IdleAccounts, key_of
 from nomad_gpu.service.idleconfig import IdlePolicies
 from nomad_gpu.service.metrics import Metrics
@@ -48,11 +50,13 @@ NOMAD_DEFAULT_KILL_TIMEOUT_S = 5.0
 
 
 def reclaim_grace_s(spec: Mapping[str, Any]) -> float:
-    """The grace a reclaimed job's tasks get between the stop signal and the kill: its `kill_timeout`.
-    No spec key renders one yet, so every job has Nomad's default; a `checkpoint:` grace is read here once
-    the spec carries it."""
-    del spec
-    return NOMAD_DEFAULT_KILL_TIMEOUT_S
+    """The grace a reclaimed job's tasks get between the stop signal and the kill: its `kill_timeout`, which is
+    its `checkpoint:` grace (render/checkpoint.py), else Nomad's default."""
+    raw = spec.get("checkpoint")
+    try:
+        return grace_s(CheckpointSpec.model_validate(raw)) if raw is not None else NOMAD_DEFAULT_KILL_TIMEOUT_S
+    except ValidationError:  # a spec stored before the key was checked: Nomad's default, as it was rendered
+        return NOMAD_DEFAULT_KILL_TIMEOUT_S
 
 
 @dataclass(frozen=True)

@@ -203,3 +203,11 @@ def test_after_a_restart_nobody_else_is_stopped_while_a_reclaimed_job_drains() -
                         save=lambda v: meta.values.__setitem__("k", v))
     assert again.review(clock.now + 30, {s2: since}) == []
     assert svc.store.get(s2).state is EntryState.RUNNING
+
+
+def test_the_grace_of_a_reclaimed_job_is_its_checkpoint_grace_else_nomads_default() -> None:
+    from nomad_gpu.service.reclaim import reclaim_grace_s
+
+    assert reclaim_grace_s({}) == 5.0
+    assert reclaim_grace_s({"checkpoint": {"grace": "120s"}}) == 120.0
+    assert reclaim_grace_s({"checkpoint": {"signal": "SIGUSR1"}}) == reclaim_grace_s({"checkpoint": {}})
