@@ -59,7 +59,7 @@ def occupy(client: nomad.Nomad, node: str, ids: list[str]) -> None:
 
 
 def test_apply_job_relays_the_idle_gpu_and_nomad_sees_it_after_the_delay(make_cluster: ClusterFactory) -> None:
-    cluster = make_cluster(cluster_spec(delay=5.0), speed=100.0)
+    cluster = make_cluster(cluster_spec(delay=100.0), speed=100.0)
     client = nomad.Nomad(address=cluster.url, timeout=5)
     (node,) = cluster.node_ids().values()
     gpus = ids_of(cluster)
@@ -73,7 +73,8 @@ def test_apply_job_relays_the_idle_gpu_and_nomad_sees_it_after_the_delay(make_cl
     (change,) = audit["mig_changes"]
     assert change["gpu"] == g1 and change["after"] == ["3g.40gb@0", "3g.40gb@4"] and change["before"] == LAYOUT
     assert audit["mig_destroyed_in_use"] == 0
-    assert layout(cluster)[g1] == LAYOUT  # Nomad has not seen it yet (5 s at speed 100 = 50 ms)
+    assert layout(cluster)[g1] == LAYOUT  # Nomad has not seen it yet (100 s at speed 100: 1 s; 50 ms was too
+    # short a window for a loaded machine to read the node in)
     wait_until(lambda: layout(cluster)[g1] == ["3g.40gb@0", "3g.40gb@4"], what="the fingerprint")
     assert layout(cluster)[g0] == LAYOUT and ids_of(cluster)[g1]["3g.40gb@0"] == gpus[g1]["3g.40gb@0"]
 
