@@ -75,6 +75,14 @@ def size_of(spec: JobSpec | SweepSpec, group: GroupSpec, policy: ClassPolicy) ->
     return Size(need, count, models)
 
 
+def job_class(spec: JobSpec | None) -> str | None:
+    """The job's class: its own, else its first group's (a group may not differ in preemptibility)."""
+    if spec is None:
+        return None
+    cls = spec.class_of(spec.groups[0]) if spec.groups else spec.workload_class
+    return str(cls) if cls is not None else None
+
+
 class ClassBook:
     """The operator's policy and the fleet's device facts as last seen: a class's tiers are built over the
     facts, so `version` moves whenever they change (a node joins, a MIG layout changes) and the requests of
@@ -94,9 +102,7 @@ class ClassBook:
 
     def preemptible(self, spec: JobSpec) -> bool:
         """Whether the job's attempts may be stopped for others: its spec's `preemptible:`, else its class's."""
-        cls = spec.class_of(spec.groups[0]) if spec.groups else spec.workload_class
-        return self.victims.victim_allowed(None if cls is None else str(cls), spec.preemptible,
-                                           spec.checkpoint is not None)
+        return self.victims.victim_allowed(job_class(spec), spec.preemptible, spec.checkpoint is not None)
 
     def observe(self, inventory: Inventory) -> None:
         """The fleet as it now is; its facts are read from it when a class entry first needs them (a queue

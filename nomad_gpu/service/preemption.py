@@ -32,6 +32,7 @@ from nomad_gpu.domain.preemption import Preemption, Running, Waiting, plan_preem
 from nomad_gpu.domain.reclaim import RECLAIM, owed, plan_reclaims
 from nomad_gpu.render import JobSpec
 from nomad_gpu.render.checkpoint import grace_s
+from nomad_gpu.service.classes import job_class
 from nomad_gpu.service.life import events as ev
 from nomad_gpu.service.lifecycle import Lifecycle
 from nomad_gpu.service.metrics import Metrics
@@ -61,14 +62,6 @@ class InProgress:
     victims_left: set[EntryId] = field(default_factory=set)
     fresh: bool = False
     """Rebuilt after a restart: kept one cycle even with no victim left, so the preemptor gets its node."""
-
-
-def job_class(spec: JobSpec | None) -> str | None:
-    """The job's class: its own, else its first group's (a group may not differ in preemptibility)."""
-    if spec is None:
-        return None
-    cls = spec.class_of(spec.groups[0]) if spec.groups else spec.workload_class
-    return str(cls) if cls is not None else None
 
 
 def preemptions_of(entry: QueueEntry) -> int:
