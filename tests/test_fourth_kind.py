@@ -28,7 +28,7 @@ from nomad_gpu.domain.placement import AllocPlacement, NoFit, WaitReason
 from nomad_gpu.domain.requests import AllocAsk, JobRequest
 from nomad_gpu.render import GroupPlacement, JobSpec, RenderPlacement, parse_spec, render_job
 from nomad_gpu.render.devices import GroupContext, Placed, device_adapter, register_device, unregister_device
-from nomad_gpu.render.spec import GroupSpec
+from nomad_gpu.render.groupspec import GroupSpec
 from nomad_gpu.render.speckinds import SpecKind, register_spec_kind, unregister_spec_kind
 from nomad_gpu.service.actuator import JobState
 from nomad_gpu.service.api import create_app

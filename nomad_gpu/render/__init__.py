@@ -7,6 +7,7 @@ whose every value is HCL-escaped. This package does no network I/O and reads no
 environment; it reads spec files and templates only when asked to.
 """
 
+from nomad_gpu.render.groupspec import GpuSpec, GroupSpec, MigSpec, ResourcesSpec, ShareSpec, TaskSpec
 from nomad_gpu.render.hcl import RenderError, decode_hcl_string, hcl_literal, hcl_string, parse_hcl
 from nomad_gpu.render.jobs import (
     DEFAULT_TEMPLATES_DIR,
@@ -25,20 +26,9 @@ from nomad_gpu.render.jobs import (
 )
 from nomad_gpu.render.loading import load_spec, parse_spec
 from nomad_gpu.render.placement import GroupPlacement, RenderPlacement, check_placement
-from nomad_gpu.render.spec import (
-    DevSpec,
-    GpuSpec,
-    GroupSpec,
-    JobSpec,
-    MigSpec,
-    ResourcesSpec,
-    ShareSpec,
-    SpecError,
-    SweepConfig,
-    SweepSpec,
-    TaskSpec,
-)
+from nomad_gpu.render.spec import DevSpec, JobSpec, SpecError, SweepSpec
 from nomad_gpu.render.sweep import META_SWEEP, META_TRIAL, META_TRIAL_PREFIX, expand_sweep, trial_parameters
+from nomad_gpu.render.sweepconfig import SweepConfig
 
 __all__ = [
     "DEFAULT_TEMPLATES_DIR",

@@ -14,9 +14,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from nomad_gpu.render.groupspec import GroupSpec
 from nomad_gpu.render.hcl import RenderError
 from nomad_gpu.render.placed import GroupPlacement
-from nomad_gpu.render.spec import GroupSpec
 from nomad_gpu.render.speckinds import spec_kind
 from nomad_gpu.sharecontract import SHARE_DEVICE_PREFIX
 

@@ -29,12 +29,13 @@ from nomad_gpu.render.devices import (
     adapter_for,
 )
 from nomad_gpu.render.devspec import gpu_util_meta
+from nomad_gpu.render.groupspec import GroupSpec
 from nomad_gpu.render.hcl import RenderError, hcl_ident, make_environment
 from nomad_gpu.render.jobjson import job_json
 from nomad_gpu.render.network import network_context, service_context
 from nomad_gpu.render.placement import RenderPlacement, check_placement
 from nomad_gpu.render.servicejob import ServiceJobSettings, service_job_context
-from nomad_gpu.render.spec import GroupSpec, JobSpec, SweepSpec
+from nomad_gpu.render.spec import JobSpec, SweepSpec
 
 __all__ = [
     "DEFAULT_TEMPLATES_DIR",

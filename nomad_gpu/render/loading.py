@@ -28,25 +28,11 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails
 
 from nomad_gpu.render import strictyaml
+from nomad_gpu.render.groupspec import GpuSpec, GroupSpec, MigSpec, ResourcesSpec, ShareSpec, TaskSpec
 from nomad_gpu.render.locations import format_location, name_groups
-from nomad_gpu.render.spec import (
-    GROUP_FIELDS,
-    MAX_TRIALS_CONTEXT,
-    RANGE_TAG,
-    VALUES_TAG,
-    DevSpec,
-    GpuSpec,
-    GroupSpec,
-    JobSpec,
-    MigSpec,
-    ResourcesSpec,
-    ShareSpec,
-    SpecError,
-    SweepConfig,
-    SweepSpec,
-    TaskSpec,
-)
+from nomad_gpu.render.spec import GROUP_FIELDS, DevSpec, JobSpec, SpecError, SweepSpec
 from nomad_gpu.render.strictyaml import MAX_DEPTH
+from nomad_gpu.render.sweepconfig import MAX_TRIALS_CONTEXT, RANGE_TAG, VALUES_TAG, SweepConfig
 from nomad_gpu.render.textrules import SHOWN, shown
 
 __all__ = ["MAX_DEPTH", "MAX_SPEC_BYTES", "SpecDocument", "decode_spec", "format_location", "load_spec", "parse_spec"]

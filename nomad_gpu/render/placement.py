@@ -12,9 +12,10 @@ is a bug upstream and must fail loudly here, before Nomad is told anything.
 from __future__ import annotations
 
 from nomad_gpu.render.devices import adapter_for, has_control_or_space
+from nomad_gpu.render.groupspec import GroupSpec
 from nomad_gpu.render.hcl import RenderError
 from nomad_gpu.render.placed import GroupPlacement, RenderPlacement
-from nomad_gpu.render.spec import GroupSpec, JobSpec
+from nomad_gpu.render.spec import JobSpec
 from nomad_gpu.sharecontract import SHARE_DEVICE_PREFIX
 
 __all__ = ["SHARE_DEVICE_PREFIX", "GroupPlacement", "RenderPlacement", "check_placement"]

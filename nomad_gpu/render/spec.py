@@ -3,7 +3,11 @@
 A spec is short YAML (see ``jobspecs/``): what to run, for which team, and what
 GPU capacity each group needs, in one of three shapes that map onto DESIGN 3.4:
 ``gpu`` (whole devices), ``mig`` (MIG instances of one profile) or ``share``
-(milli-GPU of one time-sliced GPU). These models only describe and validate;
+(milli-GPU of one time-sliced GPU). This module is the top level: the job and
+the sweep, and the rules that span their groups; a group is
+:mod:`nomad_gpu.render.groupspec`, the ``sweep:`` section
+:mod:`nomad_gpu.render.sweepconfig`, the field types they share
+:mod:`nomad_gpu.render.specfields`. These models only describe and validate;
 turning them into HCL is :mod:`nomad_gpu.render.jobs`, reading YAML with line
 numbers is :mod:`nomad_gpu.render.loading`, sweeps expand in
 :mod:`nomad_gpu.render.sweep`.
@@ -11,43 +15,32 @@ numbers is :mod:`nomad_gpu.render.loading`, sweeps expand in
 
 from __future__ import annotations
 
-import math
-import re
 from typing import Annotated, Any, Literal
 
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    BeforeValidator,
-    ConfigDict,
-    Discriminator,
-    Field,
-    ModelWrapValidatorHandler,
-    PlainValidator,
-    PrivateAttr,
-    SerializationInfo,
-    SerializerFunctionWrapHandler,
-    Tag,
-    ValidationInfo,
-    field_validator,
-    model_serializer,
-    model_validator,
-)
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.jobmeta import META_SWEEP, META_TRIAL, META_USER, SWEEP_CLASS
 from nomad_gpu.render.checkpoint import CheckpointSpec
 from nomad_gpu.render.devspec import DevSpec
-from nomad_gpu.render.durations import DURATION_CAP, Seconds
-from nomad_gpu.render.gpumemory import UNITS, gpu_memory_bytes, mib_covering
-from nomad_gpu.render.network import Ports, ServiceSpec, check_service_port
-from nomad_gpu.render.speckinds import added_fields, builtin_spec_kinds, spec_kind, spec_kinds, validate_added
-from nomad_gpu.render.textrules import TextRule, capped, shown
+from nomad_gpu.render.durations import Seconds
+from nomad_gpu.render.groupspec import GroupSpec
+from nomad_gpu.render.specfields import (
+    Label,
+    MetaKey,
+    Name,
+    NonEmptyText,
+    SpecModel,
+    StrictInt,
+    Text,
+    WorkloadClass,
+    matching,
+)
+from nomad_gpu.render.speckinds import added_fields
+from nomad_gpu.render.sweepconfig import SweepConfig
 
 __all__ = [
     "CLASSES",
-    "MAX_TRIALS",
-    "MAX_TRIALS_CONTEXT",
     "META_SWEEP",
     "META_USER",
     "META_TRIAL",
@@ -55,31 +48,13 @@ __all__ = [
     "RESERVED_META_PREFIX",
     "SHORTHAND_GROUP",
     "DevSpec",
-    "GpuSpec",
-    "GroupSpec",
     "JobSpec",
-    "MigSpec",
-    "ResourcesSpec",
-    "ShareSpec",
     "SpecError",
-    "SweepConfig",
-    "SweepRange",
     "SweepSpec",
-    "SweepValue",
-    "RANGE_TAG",
-    "TRIALS_CEILING",
-    "TaskSpec",
-    "VALUES_TAG",
-    "WorkloadClass",
 ]
 
 RESERVED_META_PREFIX = "nomad_gpu_"
 """Meta keys with this prefix are written by nomad-gpu, never by a user spec."""
-MAX_ENV_ENTRIES = 1000
-"""Env variables (and command-line arguments) of one task at most: a task needs tens, and each entry held
-for a queued spec costs the service memory (60,000 of them made one entry cost 15 MB)."""
-RESERVED_ENV = frozenset({"NVIDIA_VISIBLE_DEVICES"})
-"""Env a user may not set: nomad-gpu (or the device plugin) decides which GPUs a task sees."""
 SHORTHAND_GROUP = "main"
 """The group a top-level ``task:`` becomes."""
 GROUP_FIELDS = ("count", "task", "resources", "gpu", "mig", "share", "gpu_memory", "ports", "service")
@@ -88,12 +63,6 @@ REACH_FIELDS = ("ports", "service")
 """Group fields that may also sit at the top level of a one-group ``groups:`` spec (DESIGN 19)."""
 CLASSES = ("serving", "training", "hpo", "exploratory", "interactive")
 """Workload classes (DESIGN 14): the user states intent, the service chooses whole GPU, MIG or share."""
-MAX_TRIALS = 10_000
-"""The service's default cap on the trials of one sweep (``max_trials`` in its config)."""
-TRIALS_CEILING = 100_000
-"""The most trials any sweep may expand to, whatever is configured: the bound when no cap is given."""
-MAX_TRIALS_CONTEXT = "max_trials"
-"""Validation context key that carries the cap (``model_validate(..., context={...})``)."""
 META_TRIAL_PREFIX = "nomad_gpu_trial_"
 """Job meta prefix of a sweep trial: one key per parameter, ``nomad_gpu_trial_<param>``."""
 
@@ -106,267 +75,6 @@ class SpecError(InvalidRequest):
     def __init__(self, message: str, *, errors: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.errors: tuple[str, ...] = errors or (message,)
-
-
-def _matching(pattern: str, what: str, cap: int) -> AfterValidator:
-    """The text must match ``pattern``, checked only within ``cap`` characters (:mod:`textrules`)."""
-    return AfterValidator(TextRule(pattern, what, cap).check)
-
-
-def _scalar_text(value: object) -> object:
-    """YAML turns ``EPOCHS: 10`` into an int; accept numbers as text, refuse booleans."""
-    if isinstance(value, bool):
-        raise ValueError("must be a string (quote true/false/yes/no in YAML)")
-    if isinstance(value, int | float):
-        return str(value)
-    return value
-
-
-def _valid_unicode(value: str) -> str:
-    if any(0xD800 <= ord(char) <= 0xDFFF for char in value):
-        raise ValueError("must be valid Unicode text (contains a lone surrogate)")
-    if "\x00" in value:  # a task's env and arguments are C strings (execve): a NUL cannot reach it
-        raise ValueError("must not contain a NUL character")
-    return value
-
-
-def _sweep_value(value: object) -> str | int | float | bool:
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("must be a finite number")
-    if isinstance(value, str):
-        return _valid_unicode(value)
-    if isinstance(value, bool | int | float):
-        return value
-    raise ValueError("must be a string, number or boolean")
-
-
-Text = Annotated[str, BeforeValidator(_scalar_text), Field(strict=True), AfterValidator(_valid_unicode)]
-"""Free text a user controls: escaped on its way into HCL, so any character is fine."""
-NonEmptyText = Annotated[Text, Field(min_length=1)]
-StrictInt = Annotated[int, Field(strict=True)]
-MODEL_NAME_CAP = 256
-"""Characters of a GPU model name at most: the fleet check reads it with patterns (`NVIDIA H100 80GB HBM3` is 21)."""
-ModelName = Annotated[NonEmptyText, AfterValidator(lambda name: capped(name, MODEL_NAME_CAP))]
-Name = Annotated[str, Field(strict=True), _matching(r"[a-z0-9-]{1,48}", "1-48 characters of a-z, 0-9, '-'", 48)]
-Label = Annotated[
-    str,
-    Field(strict=True),
-    _matching(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}", "1-64 characters of A-Z, a-z, 0-9, '_', '.', '-'", 64),
-]
-EnvKey = Annotated[
-    str, Field(strict=True), _matching(r"[A-Za-z_][A-Za-z0-9_]{0,127}", "an environment variable name", 128)
-]
-MetaKey = Annotated[
-    str,
-    Field(strict=True),
-    _matching(r"[A-Za-z_][A-Za-z0-9_-]{0,127}", "a meta key ([A-Za-z_][A-Za-z0-9_-]*)", 128),
-]
-SweepValue = Annotated[str | int | float | bool, PlainValidator(_sweep_value)]
-"""One value of a sweep parameter, as written in YAML."""
-
-
-class _Model(BaseModel):
-    # `class` is a Python keyword: the field is `workload_class`, read and written as `class`, so a stored
-    # spec (model_dump) says `class:` like the one the user wrote.
-    model_config = ConfigDict(extra="forbid", frozen=True, serialize_by_alias=True, validate_by_name=True,
-                              validate_by_alias=True)
-
-
-def _gpu_memory(value: object) -> object:
-    """Checked here, kept as written (a stored spec re-parses to the same need); read by `gpu_memory_bytes`."""
-    gpu_memory_bytes(value)
-    return value
-
-
-WorkloadClass = Literal["serving", "training", "hpo", "exploratory", "interactive"]
-GpuMemory = Annotated[int | float | str, PlainValidator(_gpu_memory)]
-"""GiB as a number, or text with a unit (`"14GiB"`, `"15GB"`, `"14336MiB"`)."""
-
-
-class TaskSpec(_Model):
-    """What runs: driver, image, command line and environment."""
-
-    driver: Annotated[str, Field(strict=True), _matching(r"[a-z0-9_-]{1,64}", "a Nomad driver name", 64)] = "docker"
-    image: NonEmptyText | None = Field(default=None, validate_default=True)
-    command: NonEmptyText | None = None
-    args: list[Text] = Field(default_factory=list, max_length=MAX_ENV_ENTRIES)
-    env: dict[EnvKey, Text] = Field(default_factory=dict, max_length=MAX_ENV_ENTRIES)
-
-    @field_validator("image")
-    @classmethod
-    def _image_for_docker(cls, image: str | None, info: ValidationInfo) -> str | None:
-        if image is None and info.data.get("driver") == "docker":
-            raise ValueError("required for the docker driver")
-        return image
-
-    @field_validator("env")
-    @classmethod
-    def _no_reserved_env(cls, env: dict[str, str]) -> dict[str, str]:
-        for key in env:
-            if key in RESERVED_ENV:
-                raise ValueError(f"{key} is set by nomad-gpu from the GPUs it assigns")
-        return env
-
-
-_SIZE = re.compile(r"([0-9]{1,12}(?:\.[0-9]{1,12})?) ?([A-Za-z]{1,3})")
-
-
-def _mib(value: object) -> object:
-    """`memory: 16GB` is refused with the number to write: Nomad's `resources.memory` is a whole number of
-    MiB, and a bare number here is MiB where `gpu_memory`'s is GiB, so text with a unit is not guessed at."""
-    if not isinstance(value, str):
-        return value
-    match = _SIZE.fullmatch(capped(value, DURATION_CAP).strip())
-    if match is None or match.group(2) not in UNITS:
-        raise ValueError(f"must be a whole number of MiB, got {shown(value)}")
-    number, unit = match.groups()
-    try:
-        mib = mib_covering(gpu_memory_bytes(number + unit))
-        binary = f"{number}{unit[0].upper()}iB"
-        also = "" if unit.endswith("iB") else f" ({mib_covering(gpu_memory_bytes(binary))} for {binary})"
-    except ValueError:  # 0 or more than gpu_memory takes: no number to suggest
-        raise ValueError(f"must be a whole number of MiB, got {shown(value)}") from None
-    raise ValueError(f"memory is in MiB: write {mib} for {shown(value)}{also}")
-
-
-Mib = Annotated[StrictInt, BeforeValidator(_mib), Field(ge=1)]
-"""A whole number of MiB, as Nomad's `resources.memory` takes it."""
-
-
-class ResourcesSpec(_Model):
-    """CPU (MHz) and memory (MiB) per allocation of the group, as Nomad counts them."""
-
-    cpu: Annotated[StrictInt, Field(ge=1)] = 100
-    memory: Mib = 300
-    memory_max: Mib | None = None
-
-    @model_validator(mode="after")
-    def _max_above_memory(self) -> ResourcesSpec:
-        if self.memory_max is not None and self.memory_max < self.memory:
-            raise ValueError(f"memory_max ({self.memory_max}) must be >= memory ({self.memory})")
-        return self
-
-
-class GpuSpec(_Model):
-    """Whole GPUs per allocation, optionally restricted to models and a minimum memory."""
-
-    count: Annotated[StrictInt, Field(ge=1, le=64)] = 1
-    models: list[ModelName] | None = None
-    min_memory_mib: Annotated[StrictInt, Field(ge=1)] | None = None
-    nvlink: Annotated[bool, Field(strict=True)] = False
-
-    @model_validator(mode="after")
-    def _nvlink_needs_a_set(self) -> GpuSpec:
-        if self.nvlink and self.count < 2:
-            raise ValueError(f"nvlink: true needs count >= 2 (got {self.count}): one GPU has no link to another")
-        return self
-
-    @field_validator("models")
-    @classmethod
-    def _models_listed_once(cls, models: list[str] | None) -> list[str] | None:
-        if models is not None and not models:
-            raise ValueError("must list at least one model (or be left out)")
-        if models is not None and len(set(models)) != len(models):
-            raise ValueError("lists a model twice")
-        return models
-
-
-class MigSpec(_Model):
-    """MIG instances of one profile (``3g.40gb``) per allocation."""
-
-    profile: Annotated[
-        str,
-        Field(strict=True),
-        _matching(r"[1-7]g\.[0-9]{1,4}gb(\+[a-z]{1,8})?", "a MIG profile like '3g.40gb'", 18),
-    ]
-    count: Annotated[StrictInt, Field(ge=1, le=64)] = 1
-
-
-class ShareSpec(_Model):
-    """A time-slice share of one shared GPU, in milli-GPU (1000 = the whole GPU)."""
-
-    milli: Annotated[StrictInt, Field(ge=1, le=999)]
-
-
-builtin_spec_kinds(GpuSpec, MigSpec, ShareSpec)  # the kind fields below: render/speckinds.py
-
-
-class GroupSpec(_Model):
-    """One Nomad task group: ``count`` allocations of one task, and their capacity."""
-
-    name: Label
-    count: Annotated[StrictInt, Field(ge=1, le=1000)] = 1
-    task: TaskSpec
-    resources: ResourcesSpec = Field(default_factory=ResourcesSpec)
-    gpu: GpuSpec | None = None
-    mig: MigSpec | None = None
-    share: ShareSpec | None = None
-    workload_class: WorkloadClass | None = Field(default=None, alias="class")
-    """Overrides the job's class for this group."""
-    gpu_memory: GpuMemory | None = None
-    """What the workload needs on its GPU; with a class, the service chooses the kind that holds it."""
-    ports: Ports = Field(default_factory=dict)
-    """Named ports, rendered as the group's Nomad `network` block; the address Nomad assigns is shown in
-    the entry's `addresses`."""
-    service: ServiceSpec | None = None
-    """A service registration (Nomad's catalogue by default) on one of `ports`, with a health check."""
-
-    @model_validator(mode="after")
-    def _service_on_a_port(self) -> GroupSpec:
-        check_service_port(self.ports, self.service)
-        return self
-
-    _kinds: dict[str, BaseModel] = PrivateAttr(default_factory=dict)
-    """The values of kind fields registered beyond gpu, mig and share (render/speckinds.py)."""
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _one_capacity_kind(cls, data: Any, handler: ModelWrapValidatorHandler[GroupSpec]) -> GroupSpec:
-        added: dict[str, BaseModel] = {}
-        if isinstance(data, dict) and any(f in data for f in added_fields()):
-            data = dict(data)
-            for f in added_fields():
-                if f in data:
-                    added[f] = validate_added(f, data.pop(f))
-        group = handler(data)
-        group._kinds.update(added)
-        kinds = [k.field for k in spec_kinds() if group.kind_value(k.field) is not None]
-        if len(kinds) > 1:
-            raise ValueError(f"set at most one of {', '.join(k.field for k in spec_kinds())} "
-                             f"(got {' and '.join(kinds)})")
-        if group.gpu_memory is not None and kinds and kinds[0] != "gpu":
-            raise ValueError(f"gpu_memory sizes a choice the service makes; {kinds[0]} names the kind itself: "
-                             "give one or the other")
-        if group.gpu_memory is not None and group.gpu is not None and group.gpu.min_memory_mib is not None:
-            raise ValueError("give gpu_memory or gpu.min_memory_mib, not both")
-        return group
-
-    @model_serializer(mode="wrap")
-    def _with_added_kinds(self, handler: SerializerFunctionWrapHandler, info: SerializationInfo) -> Any:
-        data = handler(self)
-        if self._kinds and isinstance(data, dict):
-            data.update({f: v.model_dump(mode=info.mode) for f, v in self._kinds.items()})
-        return data
-
-    def kind_value(self, field: str) -> Any:
-        """The value of the group's kind field ``field`` (``gpu``, ``mig``, ``share`` or a registered one)."""
-        return self._kinds.get(field) if field in self._kinds else getattr(self, field, None)
-
-    @property
-    def gpu_memory_bytes(self) -> int | None:
-        """The stated need in bytes (rounded up), or None when the group gives no `gpu_memory`."""
-        return None if self.gpu_memory is None else gpu_memory_bytes(self.gpu_memory)
-
-    @property
-    def capacity_kind(self) -> str | None:
-        """Which kind field the group asks by (``gpu``, ``mig``, ``share``, ...), or None for a CPU-only group."""
-        return next((k.field for k in spec_kinds() if self.kind_value(k.field) is not None), None)
-
-    @property
-    def device_count(self) -> int:
-        """Device instances ONE allocation of the group holds (0 for share / no GPU)."""
-        field = self.capacity_kind
-        return 0 if field is None else spec_kind(field).devices(self.kind_value(field))
 
 
 def _reach_into_group(data: dict[str, Any]) -> dict[str, Any]:
@@ -387,7 +95,7 @@ def _reach_into_group(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-class _SpecBase(_Model):
+class _SpecBase(SpecModel):
     name: Name
     team: Label = "default"
     priority: Annotated[StrictInt, Field(ge=1, le=100)] = 50
@@ -395,7 +103,7 @@ class _SpecBase(_Model):
     namespace: Label = "default"
     node_pool: Label | None = None
     template: Annotated[
-        str, Field(strict=True), _matching(r"[a-z0-9][a-z0-9_-]{0,63}", "a template name like 'batch'", 64)
+        str, Field(strict=True), matching(r"[a-z0-9][a-z0-9_-]{0,63}", "a template name like 'batch'", 64)
     ] = "batch"
     retries: Annotated[StrictInt, Field(ge=0, le=100)] = 0
     meta: dict[MetaKey, Text] = Field(default_factory=dict)
@@ -409,7 +117,7 @@ class _SpecBase(_Model):
     workload_class: WorkloadClass | None = Field(default=None, alias="class")
     """The job's workload class; a group's own `class` overrides it. A sweep's trials default to `hpo`."""
     after: Annotated[
-        list[Annotated[str, Field(strict=True), _matching(r"[a-z0-9][a-z0-9-]{0,63}", "an entry or sweep ID", 64)]],
+        list[Annotated[str, Field(strict=True), matching(r"[a-z0-9][a-z0-9-]{0,63}", "an entry or sweep ID", 64)]],
         Field(max_length=64),
     ] = Field(default_factory=list)
     """Entry or sweep IDs of the same team: start only after every one of them completed successfully; if
@@ -526,115 +234,6 @@ class JobSpec(_SpecBase):
     """One job: one or more groups admitted together (a gang)."""
 
     kind: Literal["job"] = "job"
-
-
-def _number(value: object) -> object:
-    """YAML reads `1e-5` (no dot) as text: a range bound may be written so, as in Python."""
-    if isinstance(value, str):
-        try:
-            return float(value)
-        except ValueError:
-            return value
-    return value
-
-
-VALUES_TAG, RANGE_TAG = "[values]", "[range]"
-"""The two forms of a sweep parameter. Each is validated alone (a mapping is a range), so a mistake gets
-the errors of the form it is, not both; the loader leaves these tags out of the locations it prints."""
-
-
-def _values_or_range(value: object) -> str:
-    return RANGE_TAG if isinstance(value, dict | SweepRange) else VALUES_TAG
-
-
-class SweepRange(_Model):
-    """A range a random sweep samples from: uniform, log-uniform (``log: true``) or whole numbers (``int: true``)."""
-
-    min: Annotated[float, BeforeValidator(_number), Field(strict=True, allow_inf_nan=False)]
-    """The smallest value drawn."""
-    max: Annotated[float, BeforeValidator(_number), Field(strict=True, allow_inf_nan=False)]
-    """The largest value drawn."""
-    log: Annotated[bool, Field(strict=True)] = False
-    """Draw uniformly in log space (learning rates, weight decay): needs min > 0."""
-    integer: Annotated[bool, Field(strict=True)] = Field(default=False, alias="int")
-    """Draw whole numbers from min to max, both included (batch sizes, layer counts)."""
-
-    @model_validator(mode="after")
-    def _ordered(self) -> SweepRange:
-        if self.min >= self.max:
-            raise ValueError(f"min ({self.min:g}) must be below max ({self.max:g})")
-        if self.log and self.min <= 0:
-            raise ValueError(f"log: true needs min > 0 (got {self.min:g})")
-        if self.integer and not (self.min.is_integer() and self.max.is_integer()):
-            raise ValueError("int: true needs whole-number min and max")
-        return self
-
-    @property
-    def choices(self) -> int | None:
-        """How many distinct values it can give: the integers from min to max, or None (any number)."""
-        return int(self.max - self.min) + 1 if self.integer else None
-
-
-class SweepConfig(_Model):
-    """Which parameter combinations a sweep runs, and how many at once."""
-
-    parameters: dict[
-        Annotated[
-            str,
-            Field(strict=True),
-            _matching(r"[A-Za-z_][A-Za-z0-9_]{0,63}", "a parameter name ([A-Za-z_][A-Za-z0-9_]*)", 64),
-        ],
-        Annotated[
-            Annotated[Annotated[list[SweepValue], Field(min_length=1)], Tag(VALUES_TAG)]
-            | Annotated[SweepRange, Tag(RANGE_TAG)],
-            Discriminator(_values_or_range),
-        ],
-    ] = Field(min_length=1)
-    mode: Literal["grid", "random"] = "grid"
-    trials: Annotated[StrictInt, Field(ge=1)] | None = None
-    seed: StrictInt = 0
-    max_parallel: Annotated[StrictInt, Field(ge=1)] | None = None
-
-    @model_validator(mode="after")
-    def _trials_fit_mode(self, info: ValidationInfo) -> SweepConfig:
-        upper = [name.upper() for name in self.parameters]
-        if len(set(upper)) != len(upper):
-            raise ValueError("parameter names must differ in more than case (they become TRIAL_<NAME>)")
-        cap = (info.context or {}).get(MAX_TRIALS_CONTEXT) or TRIALS_CEILING
-        limit = min(int(cap), TRIALS_CEILING)
-        size = self.grid_size  # a product of list lengths: known before anything is expanded
-        if self.mode == "grid":
-            if ranges := [name for name, v in self.parameters.items() if isinstance(v, SweepRange)]:
-                raise ValueError(f"parameter {ranges[0]!r} is a range: ranges are sampled by mode: random "
-                                 "(a grid needs a list of values)")
-            if self.trials is not None:
-                raise ValueError("trials is only used with mode: random (a grid runs every combination)")
-            if size > limit:
-                raise ValueError(f"the grid has {size} combinations, more than the limit of {limit}")
-        elif self.trials is None:
-            raise ValueError("trials is required with mode: random")
-        elif self.trials > limit:
-            raise ValueError(f"trials ({self.trials}) is more than the limit of {limit}")
-        elif self.trials > size:
-            raise ValueError(f"trials ({self.trials}) is more than the {size} distinct combinations; use mode: grid")
-        return self
-
-    @property
-    def grid_size(self) -> int:
-        """The number of distinct parameter combinations (a range of any numbers counts as more than any
-        sweep may draw: TRIALS_CEILING + 1)."""
-        size = 1
-        for values in self.parameters.values():
-            if isinstance(values, SweepRange):
-                size *= values.choices if values.choices is not None else TRIALS_CEILING + 1
-            else:
-                size *= len(values)
-        return size
-
-    @property
-    def trial_count(self) -> int:
-        """How many trials the sweep expands to."""
-        return self.grid_size if self.mode == "grid" else (self.trials or 0)
 
 
 class SweepSpec(_SpecBase):

@@ -25,20 +25,10 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticUndefined
 
 from nomad_gpu.render.checkpoint import CheckpointSpec
+from nomad_gpu.render.groupspec import GpuSpec, GroupSpec, MigSpec, ResourcesSpec, ShareSpec, TaskSpec
 from nomad_gpu.render.network import CheckSpec, PortSpec, ServiceSpec
-from nomad_gpu.render.spec import (
-    DevSpec,
-    GpuSpec,
-    GroupSpec,
-    JobSpec,
-    MigSpec,
-    ResourcesSpec,
-    ShareSpec,
-    SweepConfig,
-    SweepRange,
-    SweepSpec,
-    TaskSpec,
-)
+from nomad_gpu.render.spec import DevSpec, JobSpec, SweepSpec
+from nomad_gpu.render.sweepconfig import SweepConfig, SweepRange
 
 SECTIONS: tuple[tuple[str, type[BaseModel], str], ...] = (
     ("The job", JobSpec, "The top level of a spec file. `task:` (and `count`, `resources`, `gpu`, `mig`, "

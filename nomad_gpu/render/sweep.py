@@ -16,16 +16,9 @@ from collections.abc import Iterator, Mapping, Sequence
 
 from pydantic import ValidationError
 
-from nomad_gpu.render.spec import (
-    META_SWEEP,
-    META_TRIAL,
-    META_TRIAL_PREFIX,
-    JobSpec,
-    SpecError,
-    SweepRange,
-    SweepSpec,
-    SweepValue,
-)
+from nomad_gpu.render.spec import META_SWEEP, META_TRIAL, META_TRIAL_PREFIX, JobSpec, SpecError, SweepSpec
+from nomad_gpu.render.specfields import SweepValue
+from nomad_gpu.render.sweepconfig import SweepRange
 
 __all__ = [
     "META_SWEEP",

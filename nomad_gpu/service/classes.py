@@ -34,7 +34,7 @@ from nomad_gpu.domain.preemption import PreemptionPolicy
 from nomad_gpu.domain.requests import GpuAsk, WholeGpus
 from nomad_gpu.domain.units import split_mig_device_name
 from nomad_gpu.render import JobSpec, SweepSpec
-from nomad_gpu.render.spec import GroupSpec
+from nomad_gpu.render.groupspec import GroupSpec
 from nomad_gpu.service.kindasks import written_field
 
 __all__ = ["NO_OPTION", "ClassBook", "check_classes", "class_of", "resolved", "size_of"]

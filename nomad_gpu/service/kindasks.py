@@ -17,7 +17,7 @@ from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import GpuAsk, GpuShare, MigSlices, WholeGpus
 from nomad_gpu.domain.units import split_mig_device_name
-from nomad_gpu.render.spec import GpuSpec, MigSpec, ShareSpec
+from nomad_gpu.render.groupspec import GpuSpec, MigSpec, ShareSpec
 
 __all__ = ["AskBuilder", "Writer", "ask_for", "register_ask", "unregister_ask", "written_field"]
 

@@ -19,7 +19,7 @@ from nomad_gpu.nomad.client import NomadSettings
 from nomad_gpu.nomad.decode import NO_SHARING, ShareRule, SharingConfig
 from nomad_gpu.render import SpecError
 from nomad_gpu.render.loading import decode_spec
-from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
+from nomad_gpu.render.sweepconfig import MAX_TRIALS, TRIALS_CEILING
 from nomad_gpu.service.classconfig import classes_from_mapping
 from nomad_gpu.service.haconfig import HaSettings, ha_from_mapping
 from nomad_gpu.service.idleconfig import IdlePolicies, check_rounds, idle_from_classes

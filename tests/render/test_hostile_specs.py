@@ -10,7 +10,7 @@ import yaml
 
 from nomad_gpu.render import SpecError, SweepSpec, load_spec
 from nomad_gpu.render.loading import MAX_DEPTH, decode_spec
-from nomad_gpu.render.spec import MAX_TRIALS, TRIALS_CEILING
+from nomad_gpu.render.sweepconfig import MAX_TRIALS, TRIALS_CEILING
 
 
 def alias_bomb(levels: int, width: int = 9) -> str:
