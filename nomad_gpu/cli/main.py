@@ -254,7 +254,7 @@ def serve(db_path: str, config_path: str | None, listen: str | None, tls_cert: s
 
 def _service_settings(db_path: str, config_path: str | None, listen: str | None,
                       nomad_addr: str | None = None, templates_dir: Path | None = None) -> Any:
-    from nomad_gpu.nomad.client import NomadSettings
+    from nomad_gpu.nomad.connection import NomadSettings
     from nomad_gpu.service.settings import ServiceSettings, load_config
 
     env = dict(os.environ)

@@ -4,31 +4,27 @@ Fixed at this edge (reference/nomad-api.md section 10): TLS verification is on u
 NOMAD_SKIP_VERIFY says otherwise (python-nomad defaults it off), NOMAD_CACERT and
 NOMAD_TLS_SERVER_NAME are honoured (python-nomad ignores them), job submissions carry their HCL
 source, and every failure becomes one of our own errors, retryable or permanent. The token is sent,
-never logged.
+never logged. The settings and the session are :mod:`nomad_gpu.nomad.connection`; the event stream's
+bytes are split into frames by :mod:`nomad_gpu.nomad.framing`.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import nomad
 import nomad.api.exceptions as nomad_exc
 import requests
 import urllib3
-from requests.adapters import HTTPAdapter
 
 from nomad_gpu.domain.errors import NomadGpuError
 from nomad_gpu.nomad import replies
-
-logger = logging.getLogger(__name__)
+from nomad_gpu.nomad.connection import NomadSettings, ServerNameAdapter, environment_read_once
+from nomad_gpu.nomad.framing import arrivals, ndjson
 
 T = TypeVar("T")
 R = TypeVar("R")
-_TRUE = {"1", "t", "true", "yes", "on"}
 
 
 class NomadError(NomadGpuError):
@@ -62,69 +58,6 @@ class NomadJobExists(NomadRejected):
 
 # the text of Nomad's refusal: RegisterEnforceIndexErrPrefix + " 0: job already exists" (nomad/job_endpoint.go, v2.0.5)
 _JOB_EXISTS = "job already exists"
-
-
-@dataclass(frozen=True)
-class NomadSettings:
-    address: str = "http://127.0.0.1:4646"
-    token: str | None = None
-    namespace: str | None = None
-    region: str | None = None
-    ca_cert: str | None = None
-    client_cert: str | None = None
-    client_key: str | None = None
-    skip_verify: bool = False
-    tls_server_name: str | None = None
-    timeout_s: float = 10.0
-    watch_namespace: str = "*"
-    """The namespace(s) the event stream and the allocation list cover: `*`, every namespace (so GPUs held
-    in any of them count, and every namespace the service submits to is seen), one name, or several,
-    comma-separated (one stream each: for a token that may not read every namespace, as Nomad checks
-    `read-job` in every namespace `*` expands to, `nomad/event_endpoint.go` `validateACL`, v2.0.5)."""
-
-    @staticmethod
-    def from_env(env: Mapping[str, str]) -> NomadSettings:
-        """Nomad's own variables (reference section 9); read once, at the entry point."""
-        return NomadSettings(
-            address=env.get("NOMAD_ADDR") or "http://127.0.0.1:4646",
-            token=env.get("NOMAD_TOKEN") or None,
-            namespace=env.get("NOMAD_NAMESPACE") or None,
-            region=env.get("NOMAD_REGION") or None,
-            ca_cert=env.get("NOMAD_CACERT") or None,
-            client_cert=env.get("NOMAD_CLIENT_CERT") or None,
-            client_key=env.get("NOMAD_CLIENT_KEY") or None,
-            skip_verify=(env.get("NOMAD_SKIP_VERIFY") or "").strip().lower() in _TRUE,
-            tls_server_name=env.get("NOMAD_TLS_SERVER_NAME") or None,
-            watch_namespace=(env.get("NOMAD_GPU_WATCH_NAMESPACES") or "*").strip() or "*",
-        )
-
-    @property
-    def watched(self) -> tuple[str, ...]:
-        """`watch_namespace` as a list: ("*",), or the names, each once."""
-        names = tuple(dict.fromkeys(n.strip() for n in self.watch_namespace.split(",") if n.strip()))
-        return ("*",) if not names or "*" in names else names
-
-    @property
-    def verify(self) -> bool | str:
-        if self.skip_verify:
-            return False
-        return self.ca_cert or True
-
-    def __repr__(self) -> str:  # never print the token
-        return f"NomadSettings(address={self.address!r}, namespace={self.namespace!r}, region={self.region!r})"
-
-
-class _ServerNameAdapter(HTTPAdapter):
-    """Checks the certificate against NOMAD_TLS_SERVER_NAME instead of the address's host."""
-
-    def __init__(self, server_name: str) -> None:
-        self._server_name = server_name
-        super().__init__()
-
-    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
-        kwargs["server_hostname"] = self._server_name
-        kwargs["assert_hostname"] = self._server_name
-        super().init_poolmanager(*args, **kwargs)
 
 
 def _translate(call: Callable[[], T], what: str) -> T:
@@ -193,20 +126,6 @@ def _text(exc: BaseException) -> str:
     return (text or str(exc)).strip()
 
 
-def environment_read_once(address: str) -> requests.Session:
-    """A session whose proxy for Nomad's address is read from the environment once, here.
-
-    requests re-reads the environment on every call (HTTP(S)_PROXY, NO_PROXY, the CA bundle variables,
-    ~netrc): a sixth of a register's CPU. Go's `http.ProxyFromEnvironment`, which Nomad's own API client
-    uses, also reads the environment once per process (net/http/transport.go), so this is what users of
-    Nomad's tools already get. TLS settings come from NomadSettings, never from requests' variables.
-    """
-    session = requests.Session()
-    session.proxies.update(requests.utils.get_environ_proxies(address))
-    session.trust_env = False
-    return session
-
-
 def refuse_redirects(resp: requests.Response, *args: Any, **kwargs: Any) -> requests.Response:
     """A response hook: Nomad's API never redirects, and requests would follow one carrying the
     `X-Nomad-Token` header to wherever it points (it strips only `Authorization` across hosts). Runs
@@ -228,7 +147,7 @@ class NomadClient:
         if refuse_redirects not in self.session.hooks.setdefault("response", []):
             self.session.hooks["response"].append(refuse_redirects)
         if settings.tls_server_name:
-            self.session.mount("https://", _ServerNameAdapter(settings.tls_server_name))
+            self.session.mount("https://", ServerNameAdapter(settings.tls_server_name))
         cert = (settings.client_cert or "", settings.client_key or "")
         self.api = nomad.Nomad(
             address=settings.address.rstrip("/"), token=settings.token, namespace=settings.namespace,
@@ -444,48 +363,10 @@ class NomadClient:
                 err = NomadRejected if 400 <= resp.status_code < 500 else NomadUnavailable
                 raise err(f"event stream: HTTP {resp.status_code}: {resp.text.strip()}")
             try:
-                yield from _ndjson(_arrivals(resp))
+                yield from ndjson(arrivals(resp))
             except urllib3.exceptions.ReadTimeoutError as exc:
                 raise NomadUnavailable(f"event stream: no data for {read_timeout_s:g} s, "
                                        "not even a heartbeat") from exc
             except (urllib3.exceptions.HTTPError, requests.RequestException, AttributeError, ValueError,
                     OSError) as exc:  # closed under us, reset, undecodable: the stream is gone either way
                 raise NomadUnavailable(f"event stream broke off ({type(exc).__name__})") from exc
-
-
-_READ_MAX = 64 * 1024
-
-
-def _arrivals(resp: requests.Response) -> Iterator[bytes]:
-    """The body's bytes, decoded, as soon as the socket has any; ends at the end of the body.
-
-    `read1` returns what one read of the socket (or of the current chunk) gives, so a heartbeat is
-    seen when it arrives, in either framing; b"" only at the end of the body.
-    """
-    raw = resp.raw
-    while True:
-        data = raw.read1(_READ_MAX, decode_content=True)
-        if not data:
-            return
-        yield data
-
-
-def _ndjson(chunks: Iterator[bytes]) -> Iterator[dict[str, Any]]:
-    """Split a byte stream into JSON lines as soon as each line is complete (each byte is copied once:
-    a read of many frames is split in one pass, not re-sliced after every line)."""
-    buf = b""
-    for chunk in chunks:
-        if b"\n" not in chunk:
-            buf += chunk
-            continue
-        *lines, buf = (buf + chunk).split(b"\n")
-        for raw in lines:
-            line = raw.strip()
-            if line:
-                try:
-                    yield json.loads(line)
-                except ValueError:
-                    logger.warning("event stream: skipped a line that is not JSON (%d bytes)", len(line))
-    if buf.strip():
-        # up to 1.11.1 a late error is written into the body after the last frame, without a newline
-        logger.info("event stream ended with: %s", buf.strip()[:200].decode(errors="replace"))

@@ -25,7 +25,7 @@ import requests
 
 from nomad_gpu.api.payloads import Entries, Inventory
 from nomad_gpu.bundled import bundled_cluster
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
 

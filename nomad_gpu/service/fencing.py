@@ -27,7 +27,8 @@ from requests.adapters import BaseAdapter
 from requests.models import PreparedRequest, Response
 
 from nomad_gpu import __version__
-from nomad_gpu.nomad.client import NomadClient, NomadSettings, NomadUnavailable
+from nomad_gpu.nomad.client import NomadClient, NomadUnavailable
+from nomad_gpu.nomad.connection import NomadSettings
 
 META_EPOCH = "nomad_gpu_epoch"
 _READS = ("GET", "HEAD")

@@ -15,7 +15,7 @@ from nomad_gpu.domain.cycle import CycleConfig
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.fairshare import FairShareConfig
 from nomad_gpu.domain.policies import DEFAULT_POLICY, POLICIES
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.nomad.decode import NO_SHARING, ShareRule, SharingConfig
 from nomad_gpu.render import SpecError
 from nomad_gpu.render.loading import decode_spec

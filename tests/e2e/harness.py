@@ -16,7 +16,7 @@ import requests
 
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.devcluster.version import DEFAULT_NOMAD_VERSION
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
 

@@ -15,7 +15,7 @@ from harness import ONE_GPU, entries, overlaps, spec, start_service, submit, wai
 from nomad_gpu.cli.main import main
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.settings import ServiceSettings
 

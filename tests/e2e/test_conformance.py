@@ -20,7 +20,7 @@ import requests
 from harness import NOMAD_VERSIONS, ONE_GPU, all_ended, entries, overlaps, spec, start_service, submit, wait_for
 
 from nomad_gpu.devcluster import DevCluster
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings, access_from_mapping
 

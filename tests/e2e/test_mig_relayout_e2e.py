@@ -15,7 +15,8 @@ import pytest
 
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.migplanner import MigAsk
-from nomad_gpu.nomad.client import NomadClient, NomadSettings
+from nomad_gpu.nomad.client import NomadClient
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.nomad.migdecode import decode_mig_placements as decode_placements
 from nomad_gpu.service.relayout import Phase, RelayoutController, RelayoutSettings
 from nomad_gpu.service.relayoutport import NomadRelayoutPort, opted_in_gpus

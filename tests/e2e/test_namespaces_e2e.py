@@ -11,7 +11,7 @@ import requests
 from harness import wait_for
 
 from nomad_gpu.devcluster import DevCluster
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.settings import AccessSettings, SchedulingSettings, ServiceSettings
 

@@ -12,15 +12,10 @@ import pytest
 from rawnomad import FRAMINGS, Conn, ScriptedNomad, alloc_event_frame
 
 from nomad_gpu.devcluster import DevCluster
-from nomad_gpu.nomad.client import (
-    NomadClient,
-    NomadNotFound,
-    NomadRejected,
-    NomadSettings,
-    NomadUnavailable,
-    _ndjson,
-)
+from nomad_gpu.nomad.client import NomadClient, NomadNotFound, NomadRejected, NomadUnavailable
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.nomad.decode import decode_node
+from nomad_gpu.nomad.framing import ndjson
 
 pytestmark = pytest.mark.server  # a loopback server or the plugin as a subprocess, shared by the module
 
@@ -186,12 +181,12 @@ def test_stream_lines_split_however_the_reads_fall() -> None:
     body = b'{"Index": 1}\n\n{"Index": 2}\nnot json\n{}\n{"Index": 3, "Events": [{"Key": "a\\nb"}]}\n{"Ind'
     for size in (1, 3, 7, 64, len(body)):
         reads = [body[i:i + size] for i in range(0, len(body), size)]
-        frames = list(_ndjson(iter(reads)))
+        frames = list(ndjson(iter(reads)))
         assert frames == [{"Index": 1}, {"Index": 2}, {}, {"Index": 3, "Events": [{"Key": "a\nb"}]}], size
 
 
 def test_the_proxy_for_nomad_is_read_from_the_environment_once(monkeypatch: pytest.MonkeyPatch) -> None:
-    from nomad_gpu.nomad.client import environment_read_once
+    from nomad_gpu.nomad.connection import environment_read_once
 
     monkeypatch.setenv("HTTP_PROXY", "http://proxy.example:3128")
     monkeypatch.delenv("NO_PROXY", raising=False)

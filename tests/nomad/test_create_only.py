@@ -10,7 +10,8 @@ from collections.abc import Iterator
 import pytest
 
 from nomad_gpu.devcluster import DevCluster
-from nomad_gpu.nomad.client import NomadClient, NomadJobExists, NomadSettings
+from nomad_gpu.nomad.client import NomadClient, NomadJobExists
+from nomad_gpu.nomad.connection import NomadSettings
 from tests.devcluster.conftest import CLUSTERS
 from tests.devcluster.helpers import job_allocs, jobspec, wait_until
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 import pytest
 
 from nomad_gpu.devcluster import DevCluster
-from nomad_gpu.nomad.client import NomadClient, NomadSettings, NomadUnavailable
+from nomad_gpu.nomad.client import NomadClient, NomadUnavailable
+from nomad_gpu.nomad.connection import NomadSettings
 
 CLUSTER = {"name": "leader", "nodes": [{"name": "n1", "gpus": [
     {"model": "NVIDIA A100-SXM4-80GB", "count": 1, "memory_mib": 81920}]}]}

@@ -10,7 +10,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from nomad_gpu.nomad.client import NomadClient, NomadError, NomadSettings
+from nomad_gpu.nomad.client import NomadClient, NomadError
+from nomad_gpu.nomad.connection import NomadSettings
 
 pytestmark = pytest.mark.server
 

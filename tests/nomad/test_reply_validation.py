@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from nomad_gpu.nomad.client import NomadClient, NomadError, NomadSettings
+from nomad_gpu.nomad.client import NomadClient, NomadError
+from nomad_gpu.nomad.connection import NomadSettings
 
 pytestmark = pytest.mark.server
 

@@ -9,7 +9,7 @@ from typing import Any
 
 import requests
 
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.nomad.decode import NO_SHARING, AllocInfo
 from nomad_gpu.nomad.watcher import Watcher
 

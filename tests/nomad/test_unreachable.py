@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nomad_gpu.nomad.client import NomadClient, NomadSettings, NomadUnavailable
+from nomad_gpu.nomad.client import NomadClient, NomadUnavailable
+from nomad_gpu.nomad.connection import NomadSettings
 
 
 def _closed_port() -> int:

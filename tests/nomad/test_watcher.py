@@ -17,7 +17,8 @@ from rawnomad import FRAMINGS, Conn, ScriptedNomad, alloc_event_frame
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.nomad.backoff import Backoff
-from nomad_gpu.nomad.client import NomadClient, NomadSettings
+from nomad_gpu.nomad.client import NomadClient
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.nomad.decode import NO_SHARING, AllocInfo, EvalInfo
 from nomad_gpu.nomad.watcher import Watcher
 from nomad_gpu.store.sqlite import StoreFull

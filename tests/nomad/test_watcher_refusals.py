@@ -12,7 +12,8 @@ import pytest
 
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.devcluster.acl import AclToken
-from nomad_gpu.nomad.client import NomadClient, NomadSettings
+from nomad_gpu.nomad.client import NomadClient
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.nomad.decode import NO_SHARING
 from nomad_gpu.nomad.watcher import Watcher
 

@@ -13,7 +13,8 @@ import pytest
 import requests
 
 from nomad_gpu.devcluster import DevCluster
-from nomad_gpu.nomad.client import NomadSettings, NomadUnavailable
+from nomad_gpu.nomad.client import NomadUnavailable
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.fencing import FencedClient
 
 pytestmark = pytest.mark.server

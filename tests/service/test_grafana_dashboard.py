@@ -8,7 +8,7 @@ from pathlib import Path
 
 from prometheus_client import generate_latest
 
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.settings import ServiceSettings
 

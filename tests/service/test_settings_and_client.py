@@ -8,7 +8,8 @@ import pytest
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import Team
-from nomad_gpu.nomad.client import NomadClient, NomadSettings
+from nomad_gpu.nomad.client import NomadClient
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.settings import load_scheduling
 
 

@@ -21,7 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))
 from harness import CLUSTERS  # noqa: E402
 
 from nomad_gpu.devcluster import DevCluster  # noqa: E402
-from nomad_gpu.nomad.client import NomadSettings  # noqa: E402
+from nomad_gpu.nomad.connection import NomadSettings  # noqa: E402
 from nomad_gpu.service.app import ServiceRuntime  # noqa: E402
 from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings  # noqa: E402
 from nomad_gpu.service.usageconfig import UsageSettings  # noqa: E402

@@ -22,7 +22,7 @@ import requests
 
 from nomad_gpu.bundled import bundled_cluster
 from nomad_gpu.devcluster import DevCluster
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.demo import DEMO_CLUSTER, job_spec
 from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings

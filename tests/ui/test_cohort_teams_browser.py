@@ -12,7 +12,7 @@ from test_dashboard_browser import js, open_dashboard, wait_until
 
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.fairshare import FairShareConfig
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
 from nomad_gpu.service.teamconfig import teams_from_mapping

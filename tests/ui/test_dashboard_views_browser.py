@@ -19,7 +19,7 @@ from conftest import ROOT_TOKEN
 from test_dashboard_browser import js, run_axe, wait_until
 
 from nomad_gpu.devcluster import DevCluster
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.settings import AccessSettings, SchedulingSettings, ServiceSettings
 from nomad_gpu.service.usageconfig import UsageSettings

@@ -16,7 +16,7 @@ from test_dashboard_browser import js, wait_until
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.classes import WorkloadClass
 from nomad_gpu.domain.idle import IdleAction, IdlePolicy
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.idleconfig import idle_from_classes
 from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings

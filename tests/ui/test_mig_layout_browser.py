@@ -17,7 +17,7 @@ from conftest import ROOT_TOKEN
 from test_dashboard_browser import open_dashboard, run_axe, wait_until
 
 from nomad_gpu.devcluster import DevCluster
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.relayout import RelayoutSettings
 from nomad_gpu.service.relayoutconfig import MigRelayoutConfig

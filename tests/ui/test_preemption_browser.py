@@ -14,7 +14,7 @@ from test_dashboard_browser import open_dashboard, row, wait_until
 
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.preemption import PreemptionPolicy
-from nomad_gpu.nomad.client import NomadSettings
+from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
 from nomad_gpu.service.preemptconfig import TakeBackSettings
 from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
