@@ -14,12 +14,11 @@ from __future__ import annotations
 import builtins
 import json
 import secrets
-import sqlite3
 import threading
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 from nomad_gpu.domain.errors import UnknownEntry
 from nomad_gpu.store import specdiff
@@ -31,6 +30,7 @@ from nomad_gpu.store.lock import DatabaseLock
 from nomad_gpu.store.prune import PURGE_BATCH, make_room, new_sizes, purge_before
 from nomad_gpu.store.quota import NewRow, TeamQuota, check_quota
 from nomad_gpu.store.space import Space
+from nomad_gpu.store.sqliterows import EntryRows
 from nomad_gpu.store.sweeplist import SweepSummary, sweep_summaries
 from nomad_gpu.store.usage import JobFacts, UsageTotals, record_ended, record_move, record_new, report
 from nomad_gpu.store.usage import intervals as usage_intervals
@@ -44,11 +44,6 @@ def sqlite_glob(pattern: str) -> str:
     """A shell-style glob written for SQLite's GLOB, which negates a set with `[^a]` only: `[!a]`, the
     shell's and `fnmatch`'s way, is turned into it (so both negate; the CLI matches the same way)."""
     return pattern.replace("[!", "[^")
-
-
-_ENDED = frozenset(s.value for s in EntryState if s.is_terminal())
-_SPECS_CACHED = 4096
-"""Decoded specs kept (the entries in flight at once in a burst; each is a few hundred bytes)."""
 
 
 class SqliteStore:
@@ -74,11 +69,8 @@ class SqliteStore:
         self._synchronous = "FULL"
         self.space = Space(self._db, path != ":memory:")
         """Whether the disk is full; the log checkpointed as a write fails for space and as space returns."""
-        self._bases: dict[str, Mapping[str, Any]] = {}
-        self._specs: dict[str, tuple[str, Mapping[str, Any]]] = {}
-        """Specs of entries in flight, by entry, with the stored text they came from: an entry is read at
-        every state move, and its spec (a sweep trial's: a copy of the sweep's with the difference applied)
-        never changes. An entry that ends leaves it, so it holds the queue and the live entries, bounded."""
+        self._rows = EntryRows(self._db)
+        """Entries decoded from their rows, the specs of those in flight kept (store/sqliterows.py)."""
         self.instance = self._instance()
         self.counts = CountedSweeps(self._db)
         """Each sweep's trials counted by outcome, kept as each transaction commits (store/counts.py)."""
@@ -149,7 +141,7 @@ class SqliteStore:
                     found = self._db.execute("SELECT * FROM entries WHERE idempotency_key = ?",
                                              (e.idempotency_key,)).fetchone()
                     if found is not None:
-                        plan.append(self._row(found))
+                        plan.append(self._rows.entry(found))
                         continue
                 base_id = e.sweep if e.sweep in bases else None
                 stored = dumps(specdiff.diff(shared[base_id], e.spec)) if base_id else dumps(e.spec)
@@ -161,7 +153,7 @@ class SqliteStore:
                 for team in sorted({p.entry.team for p in fresh}):
                     ours = [sizes[id(p)] for p in fresh if p.entry.team == team]
                     for gone in make_room(self._db, team, quota, len(ours), sum(ours), keep):
-                        self._specs.pop(gone, None)
+                        self._rows.specs.pop(gone, None)
                         self.counts.deleted()  # the sweep counters are counted afresh once this commits
             for sweep_id in sorted({p.base_id for p in fresh if p.base_id}):
                 # a plain INSERT: a sweep ID already stored is an error, never another sweep's spec reused
@@ -193,7 +185,7 @@ class SqliteStore:
             row = self._db.execute("SELECT * FROM entries WHERE id = ?", (entry_id,)).fetchone()
         if row is None:
             raise UnknownEntry(f"no queue entry {entry_id!r}")
-        return self._row(row)
+        return self._rows.entry(row)
 
     def list(self, states: Iterable[EntryState] | None = None, sweep: str | None = None,
              limit: int | None = None, offset: int = 0, *, team: str | None = None,
@@ -221,7 +213,7 @@ class SqliteStore:
             sql += " LIMIT ? OFFSET ?"
             args.extend([-1 if limit is None else limit, offset])
         with self._lock:
-            return [self._row(r) for r in self._db.execute(sql, args).fetchall()]
+            return [self._rows.entry(r) for r in self._db.execute(sql, args).fetchall()]
 
     def transition(self, entry_id: str, to: EntryState, *, expect: Iterable[EntryState] | None = None,
                    stop: StopIntent | None = None, durable: bool = True, **fields: Any) -> QueueEntry:
@@ -262,7 +254,7 @@ class SqliteStore:
                                  " LENGTH(CAST(history AS BLOB)) + ? WHERE id=? AND state=?",
                                  (cancelled, at, reason, history, len(history.encode()), entry_id, queued))
                 record_ended(self._db, entry_id, cancelled, at)
-                self._specs.pop(entry_id, None)
+                self._rows.specs.pop(entry_id, None)
                 moved.add(entry_id)
                 if row[1]:
                     self.counts.change(row[1], "", entry_id, EntryState.QUEUED, EntryState.CANCELLED)
@@ -286,7 +278,7 @@ class SqliteStore:
         elif to not in TRANSITIONS[current.state]:
             raise StaleTransition(f"{entry_id}: {current.state.value} -> {to.value} is not allowed")
         if to.is_terminal():
-            self._specs.pop(entry_id, None)  # an ended entry is rarely read again: keep what is in flight
+            self._rows.specs.pop(entry_id, None)  # an ended entry is rarely read again: keep what is in flight
         at = fields.pop("at", None)
         event = {"from": current.state.value, "to": to.value, "at": at, "reason": fields.get("reason", "")}
         moved = replace(current, state=to, history=(*current.history, event)[-20:], **fields)
@@ -344,31 +336,6 @@ class SqliteStore:
         with self._lock:
             return sweep_summaries(self._db, team)
 
-    def _row(self, r: sqlite3.Row) -> QueueEntry:
-        """An entry as stored; a sweep trial's spec is its sweep's shared spec with the trial's difference."""
-        text = r["spec"]
-        cached = self._specs.get(r["id"])
-        if cached is not None and cached[0] == text:
-            return _row(r, cached[1])
-        spec = self._decode_spec(r["spec_base"], text)
-        if r["state"] not in _ENDED:
-            if len(self._specs) >= _SPECS_CACHED:
-                self._specs.pop(next(iter(self._specs)))
-            self._specs[r["id"]] = (text, spec)
-        return _row(r, spec)
-
-    def _decode_spec(self, base_id: str | None, text: str) -> Mapping[str, Any]:
-        if not base_id:
-            return cast(Mapping[str, Any], json.loads(text))
-        base = self._bases.get(base_id)
-        if base is None:
-            found = self._db.execute("SELECT spec FROM spec_bases WHERE id = ?", (base_id,)).fetchone()
-            base = json.loads(found[0]) if found is not None else {}
-            if len(self._bases) >= 64:  # a few sweeps at a time are read; keep memory bounded
-                self._bases.pop(next(iter(self._bases)))
-            self._bases[base_id] = base
-        return cast(Mapping[str, Any], specdiff.apply(base, json.loads(text)))
-
     def checkpoint(self) -> None:
         """Copy the write-ahead log into the database and truncate it: without this the log only ever grows
         (SQLite's automatic checkpoints reuse it but never shrink it), so freeing a little disk would not
@@ -422,15 +389,3 @@ def _names(states: Iterable[EntryState]) -> str:
 
 def _facts(e: QueueEntry) -> JobFacts:
     return JobFacts(e.id, e.team, e.spec, e.placements, e.state.value, e.submitted_at, e.finished_at, e.sweep)
-
-
-def _row(r: sqlite3.Row, spec: Mapping[str, Any]) -> QueueEntry:
-    return QueueEntry(
-        id=r["id"], name=r["name"], team=r["team"], priority=r["priority"], spec=spec,
-        submitted_at=r["submitted_at"], state=EntryState(r["state"]), attempts=r["attempts"],
-        max_retries=r["max_retries"], reason=r["reason"], placements=tuple(json.loads(r["placements"])),
-        admitted_at=r["admitted_at"], finished_at=r["finished_at"], sweep=r["sweep"],
-        idempotency_key=r["idempotency_key"], history=tuple(json.loads(r["history"])),
-        job_prefix=r["job_prefix"], namespace=r["namespace"], registered_at=r["registered_at"],
-        refusals=r["refusals"], held=bool(r["held"]),
-    )

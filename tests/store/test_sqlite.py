@@ -42,11 +42,11 @@ def test_decoded_specs_are_kept_only_for_entries_in_flight() -> None:
     store = SqliteStore()
     a, b = store.add([entry("a"), entry("b")])
     store.transition(a.id, EntryState.ADMITTED, expect=(EntryState.QUEUED,), placements=())
-    assert set(store._specs) == {a.id}
+    assert set(store._rows.specs) == {a.id}
     moved = store.transition(a.id, EntryState.CANCELLED, expect=(EntryState.ADMITTED,))
-    assert moved.spec == {"name": "a"} and a.id not in store._specs
+    assert moved.spec == {"name": "a"} and a.id not in store._rows.specs
     store.get(a.id)  # reads of ended entries (listings) do not fill it either
-    assert a.id not in store._specs and store.get(b.id).spec == {"name": "b"}
+    assert a.id not in store._rows.specs and store.get(b.id).spec == {"name": "b"}
 
 
 def test_a_batch_cancel_is_checked_against_the_same_table(monkeypatch: pytest.MonkeyPatch) -> None:
