@@ -27,15 +27,16 @@ def job(name: str, *after: str) -> dict[str, Any]:
 
 
 def counted(s: SchedulerService, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The rows the store decodes (every read of an entry goes through `_row`)."""
+    """The rows the store decodes (every read of an entry goes through `_rows.entry`)."""
     reads = [0]
-    real = cast(SqliteStore, s.store)._row
+    rows = cast(SqliteStore, s.store)._rows
+    real = rows.entry
 
     def row(r: Any) -> Any:
         reads[0] += 1
         return real(r)
 
-    monkeypatch.setattr(s.store, "_row", row)
+    monkeypatch.setattr(rows, "entry", row)
     return reads
 
 

@@ -1,7 +1,7 @@
 """Cancelled sweeps must not slow every team (issue 31, item 4): ten rounds of a 10,000-trial sweep
 submitted and cancelled took another team's `GET /v1/sweeps` from 0.009 s to 20.95 s and `GET /v1/usage`
 to 11.8 s (both decoded every team's entries before filtering), and the admin's `/v1/status` waited up
-to 18.2 s behind them. Counted here, not timed: the entry rows a request decodes (the store's `_row`) and
+to 18.2 s behind them. Counted here, not timed: the entry rows a request decodes (the store's `_rows.entry`) and
 the SQLite virtual-machine steps it runs (a progress handler), before and after another team's history
 grows by thousands of finished trials."""
 
@@ -35,13 +35,13 @@ class Reads:
     def __init__(self, store: SqliteStore) -> None:
         self.rows = 0
         self.steps = 0
-        real = store._row
+        real = store._rows.entry
 
         def counted(r: Any) -> Any:
             self.rows += 1
             return real(r)
 
-        store._row = counted  # type: ignore[method-assign]
+        store._rows.entry = counted  # type: ignore[method-assign]
         store._db.set_progress_handler(self._tick, 100)
 
     def _tick(self) -> int:
