@@ -7,7 +7,8 @@ import socket
 import pytest
 from click.testing import CliRunner
 
-from nomad_gpu.cli.main import main, with_scheme
+from nomad_gpu.cli.connect import with_scheme
+from nomad_gpu.cli.main import main
 
 
 @pytest.mark.parametrize(("given", "used"), [

@@ -14,7 +14,8 @@ import pytest
 from click.testing import CliRunner
 
 from nomad_gpu.cli.deploy import render as render_command
-from nomad_gpu.cli.main import main, serve
+from nomad_gpu.cli.main import main
+from nomad_gpu.cli.runcmds import serve
 from nomad_gpu.domain.ids import Team
 from nomad_gpu.render import parse_hcl
 

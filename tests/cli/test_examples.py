@@ -52,6 +52,6 @@ def test_an_unknown_name_is_exit_2_with_the_list() -> None:
 
 def test_the_dev_banner_works_from_an_empty_directory() -> None:
     """The banner's suggestion needs no checkout: it starts from `nomad-gpu example`."""
-    source = (REPO / "nomad_gpu" / "cli" / "main.py").read_text(encoding="utf-8")
+    source = (REPO / "nomad_gpu" / "cli" / "runcmds.py").read_text(encoding="utf-8")
     banner = source[source.index("export NOMAD_GPU_ADDR="):source.index("Ctrl-C stops both.")]
     assert "jobspecs/" not in banner and "nomad-gpu example train > train.yaml" in banner
