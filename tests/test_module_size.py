@@ -18,7 +18,6 @@ CEILINGS: dict[str, int] = {
     # The goal is an empty table. Path under nomad_gpu/: its line count when it was listed; lower a
     # ceiling when its file shrinks, and remove the entry once the file is within LIMIT.
     "devcluster/chaos.py": 406,
-    "devcluster/state.py": 483,
     "service/scheduler.py": 566,
 }
 

@@ -3,7 +3,9 @@
 Every write takes one lock, advances the raft index (one counter shared by all writes, as in Nomad)
 and publishes its events before the lock is released, so the event stream is a faithful, ordered
 log of the state. Writes come from HTTP handlers, the embedding API (fault injection) and the timer
-thread (tasks starting and finishing). Reads live in `queries.py`.
+thread (tasks starting and finishing). Reads live in `queries.py`; the scheduler pass (evaluations,
+placements) in `scheduling.py` and an allocation's life on its client in `alloclife.py`, both bound here as
+methods.
 
 Nomad behaviour kept here (reference sections 3, 6 and 8):
 - a register places what is missing and nothing else: an allocation of the same job that is live or
@@ -15,35 +17,39 @@ Nomad behaviour kept here (reference sections 3, 6 and 8):
 
 from __future__ import annotations
 
-import functools
-import logging
 import random
 import threading
 import time
-import uuid
 from collections.abc import Callable
 
-from . import evals, gc, kills, maxrun, migjobs, namespaces, nodeops, restarts, services, systemjobs
+from . import (
+    alloclife,
+    evals,
+    gc,
+    kills,
+    maxrun,
+    migjobs,
+    namespaces,
+    nodeops,
+    scheduling,
+    systemjobs,
+)
 from .allocs import Alloc, ClientStatus
-from .clienttruth import Partitions, cut_off, exits_unheard
+from .clienttruth import Partitions
 from .config import ClusterSpec
 from .election import Election
 from .evals import Evaluation
 from .events import Event, EventBroker
 from .faults import Faults
 from .inventory import Node, build_nodes
-from .jobs import JSON, SYSTEM_TYPES, GroupAsk, canonicalize, group_asks, job_event, stamp_version, validate
+from .jobs import JSON, SYSTEM_TYPES, canonicalize, group_asks, job_event, stamp_version, validate
 from .ledger import DeviceLedger
-from .passviews import PassViews, place_in_pass
-from .placement import DeviceChoice
-from .ports import AllocatedPort
 from .records import JobRecord, NotFound, Pending
 from .register import RegisterOptions, admission_errors, enforce_index, spec_changed
 from .runner import TimerHeap
 from .summaryindex import SummaryIndex
 from .version import DEFAULT_NOMAD_VERSION, NomadVersion
 
-logger = logging.getLogger(__name__)
 
 class ClusterState:
     def __init__(self, cluster: ClusterSpec, broker: EventBroker, timers: TimerHeap, *, speed: float,
@@ -263,190 +269,19 @@ class ClusterState:
         """Desired stop now; each ends `complete` after its kill_timeout (kills.py)."""
         kills.stop(self, allocs, why, migrate)
 
-    # -- placement ---------------------------------------------------------------------------------
+    # -- placement (scheduling.py) -----------------------------------------------------------------
+    _new_eval = scheduling.new_eval
+    _track = scheduling.track
+    _schedule = scheduling.schedule
+    _place_pending = scheduling.place_pending
+    _create_alloc = scheduling.create_alloc
+    _requeue = scheduling.requeue
 
-    def _new_eval(self, job: JSON, trigger: str, index: int, node_id: str = "") -> Evaluation:
-        """A pending evaluation for a job; `_schedule` settles it (complete, or complete + blocked)."""
-        evaluation = Evaluation(str(uuid.uuid4()), job["Namespace"], job["ID"], job["Type"], job["Priority"],
-                                trigger, job["JobModifyIndex"], index, self.clock(), node_id=node_id)
-        self._track(evaluation)
-        return evaluation
-
-    def _track(self, evaluation: Evaluation) -> None:
-        self.evals[evaluation.id] = evaluation
-        self.evals_by_job.setdefault((evaluation.namespace, evaluation.job_id), []).append(evaluation.id)
-        self.open_evals.add(evaluation.id)
-
-    def _schedule(self) -> None:
-        """Try every queued placement in arrival order; emit one PlanResult frame per job; then
-        settle the evaluations."""
-        try:
-            self._place_pending()
-        finally:
-            evals.settle(self)
-
-    def _place_pending(self) -> None:
-        if not self.pending:
-            return
-        views = PassViews(self.nodes, self.live_by_node)
-        short_offers = self._short_offers
-        plans: dict[tuple[str, str], tuple[int, list[Alloc]]] = {}
-        waiting: list[Pending] = []
-        now = self.clock()
-        for item in self.pending:
-            record = self.jobs.get((item.namespace, item.job_id))
-            if record is None or record.job["Stop"] or item.group not in record.asks:
-                continue
-            if item.not_before > now:  # a failed evaluation's follow-up, not due yet (evals.py `fail`)
-                waiting.append(item)
-                continue
-            if item.blocked_at is not None and item.blocked_at == self.unblock_token():
-                waiting.append(item)  # a max-plan-attempts blocked eval: nothing has unblocked it yet
-                continue
-            ask = record.asks[item.group]
-            victims: list[Alloc] = []
-            if item.node_id:  # a system job's, for its node, preempting as Nomad does (systemjobs.py)
-                verdict, victims = systemjobs.place_on_node(self, item, ask, record.job["Priority"], views,
-                                                            short_offers)
-            else:
-                verdict = place_in_pass(ask, views, self.nodes, self.ledger.is_free, short_offers=short_offers)
-            if verdict.placement is None:
-                item.reasons = verdict.reasons
-                item.metric = evals.alloc_metric(verdict.evaluated, verdict.in_pool, verdict.available,
-                                                 verdict.filtered, verdict.exhausted, 0)
-                # the audit counts pins someone asked for while held; a replacement Nomad itself made (a
-                # migration, a reschedule) waiting for its predecessor's kill_timeout is Nomad's own wait
-                if verdict.pinned_held and not item.refusal_counted and not item.previous_alloc:
-                    item.refusal_counted = True
-                    self.ledger.count_refusal({"job_id": item.job_id, "task_group": item.group,
-                                               "at": self.clock(), "reasons": dict(verdict.reasons)})
-                    logger.warning("refused to double-book devices for %s/%s: %s",
-                                   item.job_id, item.group, verdict.reasons)
-                waiting.append(item)
-                continue
-            key = (item.namespace, item.job_id)
-            if key not in plans:
-                plans[key] = (self._next_index(), [])
-            index, placed = plans[key]
-            alloc = self._create_alloc(item, record, ask, verdict.placement.node, verdict.placement.devices, index,
-                                       verdict.placement.ports)
-            placed.append(alloc)
-            placed += systemjobs.evict(self, alloc, victims, index) if victims else []
-            views.placed(alloc.node_id, ask, len(alloc.device_ids), alloc.ports)
-        self.pending = waiting
-        # New placements arrive as `PlanResult`; `AllocationCreated` is never emitted (reference section 1).
-        for index, placed in sorted(plans.values(), key=lambda plan: plan[0]):
-            self._emit(index, [alloc.event("PlanResult", index) for alloc in placed])
-            for alloc in placed:
-                self.timers.call_soon(functools.partial(self.on_start, alloc.id))
-
-    def _create_alloc(self, item: Pending, record: JobRecord, ask: GroupAsk, node: Node,
-                      devices: tuple[DeviceChoice, ...], index: int, ports: tuple[AllocatedPort, ...] = ()) -> Alloc:
-        now = self.clock()
-        alloc = Alloc(
-            id=str(uuid.uuid4()), eval_id=item.eval_id, namespace=item.namespace, job_id=item.job_id,
-            job_type=ask.job_type, job_version=record.job["Version"],
-            job_create_index=record.job["CreateIndex"], job=record.job, task_group=item.group,
-            name_index=item.name_index, node_id=node.id, node_name=node.name, tasks=ask.tasks,
-            devices=devices, duration_s=ask.duration_s, fails=ask.fails, create_index=index,
-            registered_at=record.registered_at, created_at=now, previous_allocation=item.previous_alloc,
-            restart=ask.restart, restart_window_start=now * self.speed,
-            ports=ports, network=ask.network, node_address=node.address,
-        )
-        self.ledger.hold(alloc.id, alloc.device_ids)
-        share_gpu = next((i for i in ask.visible_devices() if i in self.shared_gpu_ids), None)
-        # A shared GPU used without a declared share takes all of its time (advisory sharing), and
-        # share instances the time of their slots (the project plugin's, held above like any device).
-        milli = 1000 if ask.share_milli is None else ask.share_milli
-        for choice in devices:
-            held = choice.group.share_hold(choice.ids)
-            if held is not None:
-                share_gpu, milli = held[0], max(ask.share_milli or 0, held[1])
-        if share_gpu is not None:
-            alloc.share_gpu, alloc.share_milli = share_gpu, ask.share_milli
-            if self.ledger.add_share(alloc.id, share_gpu, milli):
-                logger.warning("shared GPU %s is oversubscribed (%d milli) by %s", share_gpu,
-                               self.ledger.share_sum(share_gpu), alloc.name)
-        if item.previous_alloc in self.allocs:
-            self.allocs[item.previous_alloc].next_allocation = alloc.id
-        self.allocs[alloc.id] = self.live[alloc.id] = alloc
-        self.live_by_node.setdefault(alloc.node_id, {})[alloc.id] = alloc
-        self.by_job.setdefault((alloc.namespace, alloc.job_id), []).append(alloc)
-        maxrun.arm(self, alloc)
-        return alloc
-
-    def _requeue(self, alloc: Alloc, trigger: str, evaluation: Evaluation | None = None) -> None:
-        """Queue a replacement for `alloc` under an evaluation (the caller checked `_replaceable`)."""
-        if evaluation is None:
-            job = self.jobs[(alloc.namespace, alloc.job_id)].job
-            evaluation = self._new_eval(job, trigger, self.index, node_id=alloc.node_id)
-        self.pending.append(Pending(alloc.namespace, alloc.job_id, alloc.task_group, alloc.name_index,
-                                    evaluation.id, self.clock(), previous_alloc=alloc.id,
-                                    node_id=alloc.node_id if alloc.job_type in SYSTEM_TYPES else ""))
-
-    # -- the allocation lifecycle ------------------------------------------------------------------
-
-    def on_start(self, alloc_id: str) -> None:
-        with self.lock:
-            alloc = self.allocs.get(alloc_id)
-            if alloc is None or alloc.client_status is not ClientStatus.PENDING:
-                return  # stopped or lost before it started
-            if any(self.allocs[v].live for v in alloc.preempted_allocations or ()) \
-                    or cut_off(self, alloc.node_id):
-                return  # its victims are still being killed (systemjobs.py), or its node is cut off
-            index = self._next_index()
-            now = self.clock()
-            alloc.move(ClientStatus.RUNNING, index, now)
-            self._emit(index, [alloc.event("AllocationUpdated", index)])
-            services.on_running(self, alloc)
-            end = now + alloc.duration_s / self.speed
-            self.timers.call_at(end, functools.partial(self.on_finish, alloc_id))
-
-    def on_finish(self, alloc_id: str) -> None:
-        """The task exits by itself; Nomad's restart tracker says what follows (restarts.py): a
-        service job's task that exits 0 is restarted or, with `attempts = 0`, fails its allocation."""
-        with self.lock:
-            if exits_unheard(self, alloc_id):
-                return  # the servers cannot hear it end: reported when its node reconnects (partitions.py)
-            alloc = self.allocs.get(alloc_id)
-            if alloc is None or alloc.client_status is not ClientStatus.RUNNING or alloc.desired_status != "run":
-                return  # gone, or being killed (kills.py ends it)
-            code = migjobs.task_exit(self, alloc, 1 if alloc.fails else 0)  # a `node mig apply` acts here
-            now = self.clock()
-            decision = restarts.decide(alloc.restart or restarts.RestartPolicy(0, 0.0, 0.0, "fail"), alloc.job_type,
-                                       code, alloc.restart_count, alloc.restart_window_start, now * self.speed)
-            alloc.restart_count, alloc.restart_window_start = decision.count, decision.window_start
-            if decision.verdict is restarts.Verdict.RESTARTING:
-                index = self._next_index()
-                alloc.move(ClientStatus.PENDING, index, now, exit_code=code,
-                           restart_reason=restarts.restarting_message(decision))
-                self._emit(index, [alloc.event("AllocationUpdated", index)])
-                self.timers.call_at(now + decision.delay_s / self.speed, functools.partial(self.on_start, alloc_id))
-                return
-            failed = decision.verdict is restarts.Verdict.NOT_RESTARTING
-            self._finish([alloc], ClientStatus.FAILED if failed else ClientStatus.COMPLETE, exit_code=code,
-                         restart_reason=decision.reason)
-            if failed and self._replaceable(alloc) and self._reschedule_allowed(alloc):
-                self._requeue(alloc, evals.ALLOC_FAILURE)
-            self._schedule()
-
-    def _finish(self, allocs: list[Alloc], status: ClientStatus, detail: str = "", *, exit_code: int | None = None,
-                restart_reason: str = "") -> None:
-        """Move allocations to a terminal status in one frame, release their devices, and record
-        when the terminal frame was handed to the stream."""
-        index = self._next_index()
-        now = self.clock()
-        for alloc in allocs:
-            alloc.move(status, index, now, detail, exit_code=exit_code, restart_reason=restart_reason)
-            self.ledger.release(alloc.id)
-            self.frees += 1
-            del self.live[alloc.id]
-            del self.live_by_node[alloc.node_id][alloc.id]
-        handed = self._emit(index, [alloc.event("AllocationUpdated", index) for alloc in allocs])
-        for alloc in allocs:
-            alloc.terminal_event_at = handed
-        services.on_stopped(self, {alloc.id for alloc in allocs})
-        nodeops.settle_drains(self, {alloc.node_id for alloc in allocs})
+    # -- the allocation lifecycle (alloclife.py) ---------------------------------------------------
+    on_start = alloclife.on_start
+    on_finish = alloclife.on_finish
+    _finish = alloclife.finish
+    _reschedule_allowed = alloclife.reschedule_allowed
 
     def _replaceable(self, alloc: Alloc) -> bool:
         """Whether the current version of the alloc's job still wants this slot filled."""
@@ -455,15 +290,6 @@ class ClusterState:
                 and record.job["CreateIndex"] == alloc.job_create_index
                 and alloc.task_group in record.asks
                 and alloc.name_index < _count(record.job, alloc.task_group))
-
-    def _reschedule_allowed(self, alloc: Alloc) -> bool:
-        ask = self.jobs[(alloc.namespace, alloc.job_id)].asks[alloc.task_group]
-        failures = 0
-        cursor: Alloc | None = alloc
-        while cursor is not None:
-            failures += cursor.client_status is ClientStatus.FAILED
-            cursor = self.allocs.get(cursor.previous_allocation)
-        return ask.reschedule_unlimited or failures <= ask.reschedule_attempts
 
     # -- nodes (fault injection; the rules live in nodeops.py) ------------------------------------
     set_node_status = nodeops.set_status
