@@ -26,7 +26,8 @@ from typing import Any
 import psutil
 import requests
 
-from .chaos import TERMINAL, _free_port, job_spec, judge
+from .chaos import _free_port, job_spec
+from .chaosverdict import TERMINAL, judge
 from .server import DevCluster
 from .version import DEFAULT_NOMAD_VERSION
 
