@@ -21,7 +21,7 @@ import json
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from nomad_gpu.api.payloads import Entry, Placement
 
@@ -169,3 +169,22 @@ def entry_of_job(job_id: str) -> str | None:
 
 def dumps(value: Any) -> str:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+class StoredRow(Protocol):
+    """A row of either store's `entries` table, read by column name (`sqlite3.Row`, psycopg's dict rows)."""
+
+    def __getitem__(self, column: str, /) -> Any: ...
+
+
+def entry_of(r: StoredRow, spec: Mapping[str, Any]) -> QueueEntry:
+    """The entry a stored row holds, with its spec already decoded (each store decodes its own)."""
+    return QueueEntry(
+        id=r["id"], name=r["name"], team=r["team"], priority=r["priority"], spec=spec,
+        submitted_at=r["submitted_at"], state=EntryState(r["state"]), attempts=r["attempts"],
+        max_retries=r["max_retries"], reason=r["reason"], placements=tuple(json.loads(r["placements"])),
+        admitted_at=r["admitted_at"], finished_at=r["finished_at"], sweep=r["sweep"],
+        idempotency_key=r["idempotency_key"], history=tuple(json.loads(r["history"])),
+        job_prefix=r["job_prefix"], namespace=r["namespace"], registered_at=r["registered_at"],
+        refusals=r["refusals"], held=bool(r["held"]),
+    )

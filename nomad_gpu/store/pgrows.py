@@ -1,5 +1,6 @@
-"""Rows of the PostgreSQL store: an entry decoded from its row, and the store's tables read and written
-whole for `nomad-gpu store copy` (store/transfer.py), column for column with the SQLite file's.
+"""Rows of the PostgreSQL store: its tables read and written whole for `nomad-gpu store copy`
+(store/transfer.py), column for column with the SQLite file's (an entry is decoded from its row by
+`entries.entry_of`, the same for both stores).
 
 What differs between the two is put right here: SQLite keeps the last sweep number in `kv` under
 `sweep_seq` and the last entry number in its AUTOINCREMENT, PostgreSQL in two SEQUENCEs; sweep counters
@@ -8,14 +9,12 @@ are a table here and are counted afresh from the trials copied.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import psycopg
 
 from nomad_gpu.store import pgcounts
-from nomad_gpu.store.entries import EntryState, QueueEntry
 
 TABLES = ("kv", "spec_bases", "entries", "stops", "usage_jobs", "usage_attempts")
 """What a copy moves, in this order (a table's column names are the same in both stores; GPU accounting's
@@ -24,17 +23,6 @@ KEPT = ("entries", "spec_bases", "stops", "usage_jobs")
 """Tables whose rows make a destination not empty."""
 SWEEP_SEQ = "sweep_seq"
 
-
-def entry_of(r: Mapping[str, Any], spec: Mapping[str, Any]) -> QueueEntry:
-    return QueueEntry(
-        id=r["id"], name=r["name"], team=r["team"], priority=r["priority"], spec=spec,
-        submitted_at=r["submitted_at"], state=EntryState(r["state"]), attempts=r["attempts"],
-        max_retries=r["max_retries"], reason=r["reason"], placements=tuple(json.loads(r["placements"])),
-        admitted_at=r["admitted_at"], finished_at=r["finished_at"], sweep=r["sweep"],
-        idempotency_key=r["idempotency_key"], history=tuple(json.loads(r["history"])),
-        job_prefix=r["job_prefix"], namespace=r["namespace"], registered_at=r["registered_at"],
-        refusals=r["refusals"], held=bool(r["held"]),
-    )
 
 
 class Transfer:

@@ -32,10 +32,10 @@ from nomad_gpu.domain.errors import UnknownEntry
 from nomad_gpu.store import pgcounts, pghistory, pgusage, specdiff
 from nomad_gpu.store.contract import Admission, StaleTransition, StopIntent
 from nomad_gpu.store.counts import SweepCount
-from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps
+from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps, entry_of
 from nomad_gpu.store.pgconnect import PgSpace, checked_dsn, connect, hold_service_lock, translated
 from nomad_gpu.store.pgglob import glob_regex
-from nomad_gpu.store.pgrows import Transfer, entry_of
+from nomad_gpu.store.pgrows import Transfer
 from nomad_gpu.store.pgschema import migrate
 from nomad_gpu.store.prune import PURGE_BATCH, new_sizes
 from nomad_gpu.store.quota import NewRow, TeamQuota, adding, judge

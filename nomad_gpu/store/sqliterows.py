@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, cast
 
 from nomad_gpu.store import specdiff
-from nomad_gpu.store.entries import EntryState, QueueEntry
+from nomad_gpu.store.entries import EntryState, QueueEntry, entry_of
 
 _ENDED = frozenset(s.value for s in EntryState if s.is_terminal())
 _SPECS_CACHED = 4096
@@ -57,14 +57,3 @@ class EntryRows:
             self.bases[base_id] = base
         return cast(Mapping[str, Any], specdiff.apply(base, json.loads(text)))
 
-
-def entry_of(r: sqlite3.Row, spec: Mapping[str, Any]) -> QueueEntry:
-    return QueueEntry(
-        id=r["id"], name=r["name"], team=r["team"], priority=r["priority"], spec=spec,
-        submitted_at=r["submitted_at"], state=EntryState(r["state"]), attempts=r["attempts"],
-        max_retries=r["max_retries"], reason=r["reason"], placements=tuple(json.loads(r["placements"])),
-        admitted_at=r["admitted_at"], finished_at=r["finished_at"], sweep=r["sweep"],
-        idempotency_key=r["idempotency_key"], history=tuple(json.loads(r["history"])),
-        job_prefix=r["job_prefix"], namespace=r["namespace"], registered_at=r["registered_at"],
-        refusals=r["refusals"], held=bool(r["held"]),
-    )
