@@ -15,10 +15,10 @@ import gc
 import tracemalloc
 from typing import Any
 
-from nomad_gpu.service.access import Caller
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings
-from nomad_gpu.service.submission import Request, check_request
+from nomad_gpu.service.admission.access import Caller
+from nomad_gpu.service.admission.submission import Request, check_request
+from nomad_gpu.service.config.settings import AccessSettings, SchedulingSettings
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import open_store
 
 

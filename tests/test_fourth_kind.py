@@ -30,11 +30,11 @@ from nomad_gpu.render import GroupPlacement, JobSpec, RenderPlacement, parse_spe
 from nomad_gpu.render.devices import GroupContext, Placed, device_adapter, register_device, unregister_device
 from nomad_gpu.render.spec import GroupSpec
 from nomad_gpu.render.speckinds import SpecKind, register_spec_kind, unregister_spec_kind
-from nomad_gpu.service.actuator import JobState
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.kindasks import register_ask, unregister_ask
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.asks.kindasks import register_ask, unregister_ask
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.life.actuator import JobState
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import QueueEntry, SqliteStore
 
 if TYPE_CHECKING:

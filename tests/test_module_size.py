@@ -22,7 +22,7 @@ CEILINGS: dict[str, int] = {
     "devcluster/state.py": 483,
     "nomad/client.py": 491,
     "render/spec.py": 667,
-    "service/scheduler.py": 566,
+    "service/loops/scheduler.py": 566,
     "store/sqlite.py": 441,
 }
 

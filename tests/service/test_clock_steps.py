@@ -14,9 +14,9 @@ import pytest
 
 from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Gpu, Node
-from nomad_gpu.service import scheduler as scheduler_module
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.loops import scheduler as scheduler_module
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, SqliteStore
 from tests.service.fakes import Clock, FakeNomad, ManualExecutor, alloc, spec
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Gpu, GpuMode, Node
-from nomad_gpu.service.devicehealth import DeviceHealth, Spell, note
+from nomad_gpu.service.loops.devicehealth import DeviceHealth, Spell, note
 
 A100 = "NVIDIA A100-SXM4-80GB"
 

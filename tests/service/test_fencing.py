@@ -14,7 +14,7 @@ import requests
 
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.nomad.client import NomadSettings, NomadUnavailable
-from nomad_gpu.service.fencing import FencedClient
+from nomad_gpu.service.life.fencing import FencedClient
 
 pytestmark = pytest.mark.server
 CLUSTER = Path(__file__).resolve().parents[2] / "clusters" / "seed-a800.yaml"

@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from nomad_gpu.cli.main import main
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.service.haconfig import HaSettings, ha_from_mapping
-from nomad_gpu.service.settings import load_config
+from nomad_gpu.service.config.haconfig import HaSettings, ha_from_mapping
+from nomad_gpu.service.config.settings import load_config
 
 
 @pytest.mark.parametrize(("raw", "want"), [

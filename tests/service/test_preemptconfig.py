@@ -7,8 +7,8 @@ import pytest
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.preemption import Preemptible
-from nomad_gpu.service.preemptconfig import grace_warning
-from nomad_gpu.service.settings import scheduling_from_mapping
+from nomad_gpu.service.config.preemptconfig import grace_warning
+from nomad_gpu.service.config.settings import scheduling_from_mapping
 
 
 def test_defaults() -> None:

@@ -9,7 +9,7 @@ import pytest
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import Team
 from nomad_gpu.nomad.client import NomadClient, NomadSettings
-from nomad_gpu.service.settings import load_scheduling
+from nomad_gpu.service.config.settings import load_scheduling
 
 
 def test_tls_verification_is_on_unless_skipped() -> None:

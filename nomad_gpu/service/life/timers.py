@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from nomad_gpu.service.life.events import Timer, TimerFired
-from nomad_gpu.service.tracking import DueTimes, Tracked
+from nomad_gpu.service.life.tracking import DueTimes, Tracked
 from nomad_gpu.store import EntryState
 
 STOPS_CHECK_S = 0.5
