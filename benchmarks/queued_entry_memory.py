@@ -1,7 +1,7 @@
 """Memory held per queued entry of the largest spec the API accepts (issue 26, item 4).
 
 Submits N entries of a 238 KB spec (1,000 env entries of 230 characters) through the API's checks
-(`service/submission.py` `check_request`) and `SchedulerService.submit`, as a POST does, and prints the
+(`service/admission/submission.py` `check_request`) and `SchedulerService.submit`, as a POST does, and prints the
 process's RSS before and after, per entry; with ``--trace`` also the Python heap they hold (tracemalloc).
 ``--db FILE`` puts the queue in a database file (else in memory, where SQLite's pages hold the stored specs too).
 

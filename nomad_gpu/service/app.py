@@ -2,9 +2,9 @@
 
 Start-up order matters (DESIGN 3.5): the watcher's first resync reconciles the ledger from Nomad
 before the cycle loop admits anything. On PostgreSQL several replicas share the database: each serves
-the API, and only the one holding the leader's lease (service/leadership.py) builds and runs what acts on
+the API, and only the one holding the leader's lease (service/ha/leadership.py) builds and runs what acts on
 Nomad, from the database, as a restart does (`_elected`). A standby's API forwards to the leader
-(service/standby.py).
+(service/ha/standby.py).
 """
 
 from __future__ import annotations
@@ -136,7 +136,7 @@ class ServiceRuntime:
                 "leader": self.leadership.leader_address()}
 
     def reload(self) -> bool:
-        """Read the config file again for its teams and tokens (SIGHUP; service/reload.py)."""
+        """Read the config file again for its teams and tokens (SIGHUP; service/loops/reload.py)."""
         if not self.leading.is_set():
             logger.warning("a standby reads its config again when it leads (restart it to change its tokens)")
             return False

@@ -70,7 +70,7 @@ def test_a_bad_file_keeps_the_old_config_and_logs_one_line(service: SchedulerSer
 
 
 def test_the_connection_reserve_trusts_the_reloaded_tokens() -> None:
-    """A reload swaps the tokens whose requests may use the reserved connections too (service/connections.py),
+    """A reload swaps the tokens whose requests may use the reserved connections too (service/http/connections.py),
     so a token taken out of the config no longer claims the reserve and a new one does."""
     from nomad_gpu.service.config.limits import HttpLimits
     from nomad_gpu.service.http.connections import limited_protocol

@@ -1,4 +1,4 @@
-"""The service's record of unhealthy devices (service/devicehealth.py): since when, and the notes an entry
+"""The service's record of unhealthy devices (service/loops/devicehealth.py): since when, and the notes an entry
 on one carries. Nomad's fingerprint says only whether and why, never since when."""
 
 from __future__ import annotations

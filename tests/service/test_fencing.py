@@ -1,4 +1,4 @@
-"""Fencing (service/fencing.py): a replica whose lease is not valid sends no write to Nomad, its outage probe
+"""Fencing (service/life/fencing.py): a replica whose lease is not valid sends no write to Nomad, its outage probe
 fails too, and every register carries the epoch it passed the check under. Judged by the dev cluster's write
 log in `/_dev/audit`, over real HTTP."""
 

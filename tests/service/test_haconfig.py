@@ -1,4 +1,4 @@
-"""`ha:` in the config (service/haconfig.py): the lease as a duration, the advertised address; a mistake is one
+"""`ha:` in the config (service/config/haconfig.py): the lease as a duration, the advertised address; a mistake is one
 line naming the key, refused at start."""
 
 from __future__ import annotations

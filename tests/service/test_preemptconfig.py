@@ -1,4 +1,4 @@
-"""The take-back config (service/preemptconfig.py): defaults, the issue's example, and every bad input
+"""The take-back config (service/config/preemptconfig.py): defaults, the issue's example, and every bad input
 refused at start with one line naming the key."""
 
 from __future__ import annotations

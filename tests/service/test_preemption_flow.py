@@ -1,4 +1,4 @@
-"""Preemption through the service (service/preemption.py), replayed with a fake Nomad, a manual executor and
+"""Preemption through the service (service/loops/preemption.py), replayed with a fake Nomad, a manual executor and
 a clock: what Nomad is told, in which order, and what a restart and a cancel leave."""
 
 from __future__ import annotations

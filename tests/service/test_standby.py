@@ -1,4 +1,4 @@
-"""A standby replica's API (service/standby.py): its own status and metrics; every other request forwarded to
+"""A standby replica's API (service/ha/standby.py): its own status and metrics; every other request forwarded to
 the leader with its method, path, query, body and headers, the answer passed back; 503 with Retry-After while
 nobody leads or the leader does not answer; the token gate before anything is forwarded."""
 

@@ -1,4 +1,4 @@
-"""A submission's checks run in the order `service/submission.py` writes down.
+"""A submission's checks run in the order `service/admission/submission.py` writes down.
 
 One spec carries a fault for every step from the one under test to the last: it must be refused by that
 step, with its status, so moving a check before another is caught. Pure: the HTTP edge's steps are called

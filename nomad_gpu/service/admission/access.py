@@ -86,7 +86,7 @@ Grants = tuple[tuple[bytes, "str | None", Grant, "str | None"], ...]
 
 
 class LiveTokens:
-    """The tokens the gate knows, swapped whole on a config reload (service/reload.py): a request sees the
+    """The tokens the gate knows, swapped whole on a config reload (service/loops/reload.py): a request sees the
     old set or the new one, never a mix (one attribute holds both the settings and their digests)."""
 
     def __init__(self, access: AccessSettings) -> None:

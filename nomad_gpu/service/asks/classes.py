@@ -249,7 +249,7 @@ def resolved(spec: JobSpec, placements: Sequence[AllocPlacement]) -> JobSpec:
         if kind is None:
             groups.append(group)
             continue
-        field, value = written_field(kind.name, mine[0], group.name)  # service/kindasks.py
+        field, value = written_field(kind.name, mine[0], group.name)  # service/asks/kindasks.py
         update: dict[str, object] = {"gpu_memory": None, field: value}
         groups.append(group.model_copy(update=update))
     return spec.model_copy(update={"groups": groups})

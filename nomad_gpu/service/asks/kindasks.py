@@ -3,8 +3,8 @@
 The spec's kind fields are render's (`render/speckinds.py`: ``gpu:``, ``mig:``, ``share:``, and any
 registered), the asks are the core's (`domain/kinds`); the render layer may not import the core, so the
 step between them is registered here, by the core's kind name. A new kind adds its builder with
-`register_ask`; `service/translate.py` names no kind. A kind a workload class may choose also says how
-a placement of it is written back as its field (``written``: `service/classes.py` `resolved`), so that a
+`register_ask`; `service/asks/translate.py` names no kind. A kind a workload class may choose also says how
+a placement of it is written back as its field (``written``: `service/asks/classes.py` `resolved`), so that a
 class-chosen group renders exactly as a spec naming that kind does.
 """
 

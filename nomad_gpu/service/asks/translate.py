@@ -44,7 +44,7 @@ def job_request(entry: QueueEntry, spec: JobSpec, classes: ClassBook | None = No
             if classes is None:
                 raise InvalidRequest(f"groups[{group.name}]: its class chooses the GPU kind; no class policy here")
             gpu, tiers = classes.gpu_ask(spec, group)
-        elif (field := group.capacity_kind) is not None:  # the kind's field: its ask (service/kindasks.py)
+        elif (field := group.capacity_kind) is not None:  # the kind's field: its ask (service/asks/kindasks.py)
             gpu = ask_for(spec_kind(field).kind, group.kind_value(field), group.gpu_memory_bytes)
         for i in range(group.count):
             asks.append(AllocAsk(group.name, i, group.resources.cpu, group.resources.memory, gpu, tiers))

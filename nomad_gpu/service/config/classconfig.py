@@ -29,8 +29,8 @@ from nomad_gpu.service.config.preemptconfig import CLASS_KEYS
 __all__ = ["classes_from_mapping"]
 
 _KEYS = frozenset({"tiers", "default_gpu_memory", "default_count", "allow_explicit", "idle"}) | CLASS_KEYS
-"""`idle` is idle reclaim's policy, read by service/idleconfig.py; `preempts` and `preemptible` are read by
-service/preemptconfig.py."""
+"""`idle` is idle reclaim's policy, read by service/config/idleconfig.py; `preempts` and `preemptible` are read by
+service/config/preemptconfig.py."""
 
 
 def classes_from_mapping(raw: Any, where: str = "classes") -> ClassPolicy:

@@ -1,4 +1,4 @@
-"""`ha:` in the service config: the leader's lease on PostgreSQL (service/leadership.py, store/pglease.py).
+"""`ha:` in the service config: the leader's lease on PostgreSQL (service/ha/leadership.py, store/pglease.py).
 
     ha:
       lease: 10s          # how long a leader stays leader without renewing (renewed every lease/3)

@@ -29,7 +29,7 @@ __all__ = ["CLASS_KEYS", "MAX_KILL_TIMEOUT_S", "TakeBackSettings", "entry_warnin
            "take_back_from_config"]
 
 CLASS_KEYS = frozenset({"preempts", "preemptible"})
-"""Keys of a class under `classes:` that this module reads (service/classconfig.py leaves them to it)."""
+"""Keys of a class under `classes:` that this module reads (service/config/classconfig.py leaves them to it)."""
 MAX_KILL_TIMEOUT_S = 30.0
 """Nomad's client `max_kill_timeout` default (command/agent/config.go `DefaultConfig`, v2.0.5)."""
 MAX_PREEMPTIONS_CAP = 5

@@ -64,18 +64,18 @@ class SchedulingSettings:
     usage: UsageSettings = field(default_factory=UsageSettings)
     """Device stats of running allocations: GPU utilisation per entry, idle GPUs."""
     classes: ClassPolicy = field(default_factory=ClassPolicy)
-    """The operator's policy per workload class (`classes:`, service/classconfig.py)."""
+    """The operator's policy per workload class (`classes:`, service/config/classconfig.py)."""
     idle: IdlePolicies = field(default_factory=lambda: idle_from_classes(None))
-    """Idle reclaim per class (`classes.<class>.idle`, service/idleconfig.py)."""
+    """Idle reclaim per class (`classes.<class>.idle`, service/config/idleconfig.py)."""
     mig_relayout: MigRelayoutConfig = field(default_factory=MigRelayoutConfig)
-    """Queue-driven MIG re-layouts (`mig_relayout:`, service/relayoutconfig.py); off by default."""
+    """Queue-driven MIG re-layouts (`mig_relayout:`, service/relayout/config.py); off by default."""
     runtime_defaults: RuntimeDefaults = field(default_factory=RuntimeDefaults)
-    """Run times an ETA assumes for a spec without `runtime:`, by class then template (service/runtimes.py)."""
+    """Run times an ETA assumes for a spec without `runtime:`, by class then template (service/config/runtimes.py)."""
     local_parse: bool = True
     """`nomad: {local_parse: ...}`: a bundled template's Job JSON is built by the service (render/jobjson.py,
     proven equal to Nomad's parse) instead of asked of `/v1/jobs/parse`; false asks Nomad for every job."""
     ha: HaSettings = field(default_factory=HaSettings)
-    """`ha:` (service/haconfig.py): the leader's lease when replicas share a PostgreSQL queue."""
+    """`ha:` (service/config/haconfig.py): the leader's lease when replicas share a PostgreSQL queue."""
     take_back: TakeBackSettings = field(default_factory=TakeBackSettings)
     """Preemption (`preemption:`, the classes' `preempts`/`preemptible`, `nomad.max_kill_timeout`)."""
     service_name: str = "nomad-gpu"
@@ -194,7 +194,7 @@ class ServiceSettings:
     adopt_existing_jobs: bool = False
     """Start on a new database and book each live job of this service until it ends (never stopped)."""
     config_path: str | None = None
-    """The `--config` file, read again on SIGHUP for its teams and tokens (service/reload.py)."""
+    """The `--config` file, read again on SIGHUP for its teams and tokens (service/loops/reload.py)."""
 
     def __repr__(self) -> str:
         return f"ServiceSettings(nomad={self.nomad!r}, db_path={redacted(self.db_path)!r}, listen={self.listen!r})"

@@ -9,7 +9,7 @@ standing by, then renews it every lease/3 while leading:
   Kueue runs on, ends the manager when its lease is lost): a deposed leader never acts again on memory
   another leader has since made stale; its supervisor (Nomad's restart block) starts it again as a standby;
 - a renewal that cannot reach the database leaves the lease to run out on its own clock (`writable()`
-  turns false at lease minus the margin: every write to Nomad is then refused, service/fencing.py). When the
+  turns false at lease minus the margin: every write to Nomad is then refused, service/life/fencing.py). When the
   database answers again the keeper takes the lease back, provided nobody led in between (the epoch it
   finds is still its own): the leader carries on with a resync, under the next epoch.
 """

@@ -95,7 +95,7 @@ def create_app(service: SchedulerService, token: str | None = None,
     node pool in Nomad (:class:`nomad_gpu.service.admission.nodepools.NamespacePools`), for specs that name none;
     ``live_tokens``, the tokens the gate checks, swapped by a config reload (made from ``access`` when None);
     ``idle``, idle reclaim (`keep`, and the idle figures of the usage report).
-    ``ha_status``, this replica's role, epoch and the leader's address (service/leadership.py) for the status.
+    ``ha_status``, this replica's role, epoch and the leader's address (service/ha/leadership.py) for the status.
     """
     rules = (access or AccessSettings()).with_admin(token)
     limits = rules.team_limits

@@ -126,5 +126,5 @@ def head_fields(data: bytes) -> list[tuple[bytes, bytes]] | None:
 
 
 def _digest(token: str) -> bytes:
-    # the token gate's digest (service/access.py), so a header decoded the same way matches the same token
+    # the token gate's digest (service/admission/access.py), so a header decoded the same way matches the same token
     return hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()

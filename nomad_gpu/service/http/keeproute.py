@@ -2,7 +2,7 @@
 
 The caller's token must see the entry (another team's is a 404, as for every entry route); the duration
 is read as a spec's `runtime:` is (`2h`, `90m`, seconds), at most the class's `max_keep`; a job that is not
-running, or whose class is never taken back, is a 409. Bad input changes nothing (service/reclaim.py).
+running, or whose class is never taken back, is a 409. Bad input changes nothing (service/loops/reclaim.py).
 """
 
 from __future__ import annotations

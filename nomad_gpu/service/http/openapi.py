@@ -227,7 +227,7 @@ def document() -> JSON:
 def markdown(doc: JSON) -> str:
     """docs/api.md: every route with its parameters, body and answers."""
     lines = ["# The nomad-gpu HTTP API", "",
-             "<!-- generated from nomad_gpu/service/openapi.py by `make api-docs`; do not edit by hand -->", "",
+             "<!-- generated from nomad_gpu/service/http/openapi.py by `make api-docs`; do not edit by hand -->", "",
              doc["info"]["description"], "", "The same description is served as OpenAPI 3.1 at `/openapi.json`.", "",
              "| method | path | what |", "|---|---|---|"]
     for path, ops in doc["paths"].items():

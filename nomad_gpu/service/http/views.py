@@ -30,7 +30,7 @@ from nomad_gpu.store import QueueEntry
 def inventory_view(ledger: Ledger, relayouts: Iterable[Record] = (),
                    unhealthy: Mapping[str, Spell] | None = None) -> list[dict[str, Any]]:
     """The nodes as JSON (what the scheduler's `inventory()` answers), with the MIG re-layouts in flight
-    and, for each unhealthy device, since when the service has seen it so (service/devicehealth.py)."""
+    and, for each unhealthy device, since when the service has seen it so (service/loops/devicehealth.py)."""
     return [n.to_json() for n in inventory_nodes(ledger, relayouts, unhealthy)]
 
 

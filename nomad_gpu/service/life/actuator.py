@@ -61,7 +61,7 @@ class Actuator:
     def __init__(self, client: NomadClient, templates_dir: Path | None = None, service_name: str = "nomad-gpu",
                  clock: Callable[[], float] = time.monotonic, *, local_parse: bool = True,
                  epoch: Callable[[], int | None] = lambda: None, stop_on_client_after: float | None = None) -> None:
-        """``epoch``: the leader's epoch, written into every job's meta (service/fencing.py; None on SQLite)."""
+        """``epoch``: the leader's epoch, written into every job's meta (service/life/fencing.py; None on SQLite)."""
         self.client = client
         self.epoch = epoch
         self.stop_on_client_after = stop_on_client_after

@@ -9,8 +9,8 @@ outage (the entry keeps its pins, admissions pause, nothing is marked failed), w
 this replica. The outage probe is fenced too, so a replica without the lease never sees Nomad "back".
 
 Every job registered carries the epoch of the leader that registered it, in its meta (`nomad_gpu_epoch`,
-a decimal string): the renderer writes it into the HCL and the Job JSON (service/actuator.py,
-service/relayoutjob.py), and a register here stamps the Job JSON again with the epoch the check passed
+a decimal string): the renderer writes it into the HCL and the Job JSON (service/life/actuator.py,
+service/relayout/applyjob.py), and a register here stamps the Job JSON again with the epoch the check passed
 under, so no job leaves without it. A register already on the wire when a leader was paused can still
 land after another took over: harmless, because a register is create-only on a job ID fixed by entry
 and attempt, and a new leader reads Nomad (the resync) before it moves any attempt on.

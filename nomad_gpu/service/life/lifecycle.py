@@ -263,7 +263,7 @@ class Lifecycle:
 
     # ---- Nomad's allocations -----------------------------------------------------------------
     def on_alloc(self, a: AllocInfo, *, force: bool = False) -> bool:
-        """Apply one allocation update; True when capacity was freed (service/allocfeed.py)."""
+        """Apply one allocation update; True when capacity was freed (service/life/allocfeed.py)."""
         return self.feed.on_alloc(a, force=force)
 
     # ---- Nomad's evaluations ---------------------------------------------------------------
@@ -297,7 +297,7 @@ class Lifecycle:
         return self._request_event(entry_id, ev.Cancel())
 
     def apply_event(self, t: Tracked, event: ev.Event) -> None:
-        """An event the service decided on for a followed entry (a preemption, service/preemption.py)."""
+        """An event the service decided on for a followed entry (a preemption, service/loops/preemption.py)."""
         self.runner.run(t.entry, t, t.attempt, event)
 
     def cancel_queued(self, entry_ids: Sequence[str], reason: str = "cancelled by user") -> set[str]:

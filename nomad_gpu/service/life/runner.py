@@ -4,7 +4,7 @@ guarantees: the stored move first (compare-and-set, with its stop intent in the 
 the ledger, then what is followed in memory, then the calls to Nomad (handed to the executor).
 
 It owns what the life cycle follows (the queued, admitted and running entries, and the ended attempts
-still draining); `service/lifecycle.py` turns what happens into events and hands them here.
+still draining); `service/life/lifecycle.py` turns what happens into events and hands them here.
 """
 
 from __future__ import annotations

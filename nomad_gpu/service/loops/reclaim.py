@@ -1,8 +1,8 @@
 """Idle reclaim: running jobs whose GPUs sit idle are warned, then stopped or re-queued for a waiting job.
 
-After each round of the usage poller (service/usage.py), `review` judges every running entry whose class
+After each round of the usage poller (service/loops/usage.py), `review` judges every running entry whose class
 has an idle policy (`classes.<class>.idle`, domain/idle.py) from how long all its devices have been idle,
-books the idle GPU-time (service/idleaccounts.py), and for each entry whose action is due, longest idle
+books the idle GPU-time (service/accounting/idleaccounts.py), and for each entry whose action is due, longest idle
 first, takes it back through the life's one transition function (`Reclaim` event): `stop` ends it
 `reclaimed`, `requeue` queues it again. With `only_when_waiting` it acts only when a waiting job, in the
 cycle's order, would be admitted on the capacity it frees (domain/reclaimfit.py), and each waiting job

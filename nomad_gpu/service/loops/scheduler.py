@@ -113,7 +113,7 @@ class SchedulerService:
         self.reconciler = Reconciler(self.life, self.ledger)
         self.preemption = Preemptions(settings, self.ledger, self.life, self.metrics, lambda: self.settings.fair)
         self.relayout: RelayoutLoop | None = None
-        """MIG re-layouts (service/relayoutloop.py), set by the runtime when the operator enables them."""
+        """MIG re-layouts (service/relayout/loop.py), set by the runtime when the operator enables them."""
         self._thread: threading.Thread | None = None
         self.ready = threading.Event()
         self.stream_state: Callable[[], str] = lambda: "unknown"
@@ -469,7 +469,7 @@ class SchedulerService:
     def etas(self) -> dict[str, tuple[float | None, str]]:
         """Each queued entry's expected start and each live one's expected end (epoch seconds; None: unknown),
         with what it rests on: "runtime" (the specs' own estimates) or "estimate from ..." naming the
-        operator's defaults (service/runtimes.py) behind the ends it waits for. The cycle is run forward
+        operator's defaults (service/config/runtimes.py) behind the ends it waits for. The cycle is run forward
         (domain/forecast.py) on a copy of the ledger made under the lock, outside it."""
         defaults = self.settings.runtime_defaults
         sources: dict[EntryId, str] = {}

@@ -13,7 +13,7 @@ Share instances report their whole GPU's figures: an entry's shares are read onc
 shared GPU is never called idle on one tenant's behalf. A figure the plugin does not report is
 absent, never 0, and a device without figures is never idle.
 
-Idle reclaim (service/reclaim.py) judges an entry as a whole: `all_idle_since` is set only while every
+Idle reclaim (service/loops/reclaim.py) judges an entry as a whole: `all_idle_since` is set only while every
 device it holds reports figures below the threshold and every one of its running allocations was read in
 the round. A shared GPU would be judged per tenant only from per-process figures, which neither plugin
 reports (a share's figures are its whole GPU's): an entry holding a share is never idle for reclaim.
@@ -184,7 +184,7 @@ class UsagePoller:
         self.on_round: Callable[[float, dict[str, float | None]], object] | None = None
         """Called after each round with each running entry's `all_idle_since` (idle reclaim's review)."""
         self.idle_fields: Callable[[str], dict[str, Any]] | None = None
-        """An entry's idle clock for its `usage` (service/reclaim.py `fields`)."""
+        """An entry's idle clock for its `usage` (service/loops/reclaim.py `fields`)."""
         self.idle_gauge = Gauge("nomad_gpu_idle_gpus", "Whole GPUs (kind gpu) and MIG instances (kind mig) held "
                                 "by running entries but idle", ["kind"], registry=metrics.registry)
         for kind in IDLE_KINDS:

@@ -38,7 +38,7 @@ def apply_job_id(node_id: str, gpu: str, serial: int) -> str:
 def apply_job_hcl(job_id: str, node_id: str, gpu: str, layout: str, expect_idle: tuple[str, ...],
                   settings: ApplyJobSettings = ApplyJobSettings(), *, epoch: int | None = None) -> str:
     """The jobspec; every value is checked against a strict pattern before it reaches HCL (no `${`).
-    ``epoch``: the registering leader's (service/fencing.py), written into the job's meta."""
+    ``epoch``: the registering leader's (service/life/fencing.py), written into the job's meta."""
     for what, value in (("job", job_id), ("node", node_id), ("gpu", gpu), ("layout", layout),
                         ("instance", ",".join(expect_idle)), ("driver", settings.driver),
                         ("command", settings.command), ("namespace", settings.namespace)):
