@@ -27,10 +27,10 @@ from nomad_gpu.service.ha.leadership import LeaseKeeper, NothingStarted, SoleLea
 from nomad_gpu.service.ha.standby import Switch, standby_app
 from nomad_gpu.service.http.api import create_app
 from nomad_gpu.service.http.listen import ApiServer, plan_listen
+from nomad_gpu.service.http.livemetrics import install as install_live_metrics
 from nomad_gpu.service.life.actuator import Actuator
 from nomad_gpu.service.life.fencing import FencedClient
 from nomad_gpu.service.loops.existingjobs import BOTH_FLAGS, check_new_database
-from nomad_gpu.service.loops.livemetrics import install as install_live_metrics
 from nomad_gpu.service.loops.reclaim import KEEPS_KEY, IdleReclaim
 from nomad_gpu.service.loops.reload import reload_config, wait_for_signals
 from nomad_gpu.service.loops.scheduler import SchedulerService

@@ -9,7 +9,7 @@ import pytest
 from prometheus_client import generate_latest
 
 from nomad_gpu.service.accounting.metrics import Metrics
-from nomad_gpu.service.loops.livemetrics import (
+from nomad_gpu.service.http.livemetrics import (
     capacity,
     capacity_reader,
     entries_reader,

@@ -60,7 +60,14 @@ from nomad_gpu.service.http.jobdetail import NomadReads
 from nomad_gpu.service.http.keeproute import keep_routes
 from nomad_gpu.service.http.listroutes import list_routes
 from nomad_gpu.service.http.openapi import document
-from nomad_gpu.service.http.views import capacity_gpu, inventory_for, teams_for, teams_view, with_utilisation
+from nomad_gpu.service.http.views import (
+    capacity_gpu,
+    inventory_for,
+    service_inventory,
+    teams_for,
+    teams_view,
+    with_utilisation,
+)
 from nomad_gpu.service.loops.devicehealth import entry_device_health
 from nomad_gpu.service.loops.reclaim import IdleReclaim
 from nomad_gpu.service.loops.scheduler import SchedulerService
@@ -202,7 +209,7 @@ def create_app(service: SchedulerService, token: str | None = None,
 
     async def inventory(request: Request) -> Response:
         def read() -> Response:
-            nodes = [NodeView.from_json(n) for n in service.inventory()]
+            nodes = [NodeView.from_json(n) for n in service_inventory(service)]
             if usage is not None:
                 nodes = with_utilisation(nodes, usage.utilisation())
             return answer(Inventory(tuple(inventory_for(nodes, caller_of(request.scope)))))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from nomad_gpu.api.payloads import GpuView, Holder, MigGpu, MigRelayoutView, MigView, NodeView, TeamRow
 from nomad_gpu.domain.cohorts import standings
@@ -26,10 +26,21 @@ from nomad_gpu.service.loops.devicehealth import Spell
 from nomad_gpu.service.relayout.controller import Record
 from nomad_gpu.store import QueueEntry
 
+if TYPE_CHECKING:
+    from nomad_gpu.service.loops.scheduler import SchedulerService
+
+
+def service_inventory(service: SchedulerService) -> list[dict[str, Any]]:
+    """The scheduler's nodes as JSON, read under its lock, with its MIG re-layouts in flight and the
+    unhealthy devices it has seen."""
+    with service._lock:
+        relayouts = service.relayout.controller.in_flight() if service.relayout is not None else []
+        return inventory_view(service.ledger, relayouts, service.device_health.spells())
+
 
 def inventory_view(ledger: Ledger, relayouts: Iterable[Record] = (),
                    unhealthy: Mapping[str, Spell] | None = None) -> list[dict[str, Any]]:
-    """The nodes as JSON (what the scheduler's `inventory()` answers), with the MIG re-layouts in flight
+    """The nodes as JSON (what `service_inventory` answers), with the MIG re-layouts in flight
     and, for each unhealthy device, since when the service has seen it so (service/loops/devicehealth.py)."""
     return [n.to_json() for n in inventory_nodes(ledger, relayouts, unhealthy)]
 

@@ -8,20 +8,16 @@ only a safety net. How an entry moves through its life is decided in `lifecycle.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from typing import Any
 
-from nomad_gpu.domain.cohorts import borrowed_by_team
 from nomad_gpu.domain.cycle import Admit, Decision, Wait, run_cycle
 from nomad_gpu.domain.errors import NomadGpuError, UnknownEntry
 from nomad_gpu.domain.fairshare import UsageHistory
-from nomad_gpu.domain.forecast import forecast_starts
 from nomad_gpu.domain.ids import EntryId, NodeId
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.ledger import Ledger
@@ -30,46 +26,31 @@ from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
 from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.service.accounting.metrics import Metrics
 from nomad_gpu.service.admission.dependencies import DependencyGate
-from nomad_gpu.service.admission.fleetcheck import FleetShapes, NeverCache
+from nomad_gpu.service.admission.fleetcheck import FleetShapes
 from nomad_gpu.service.admission.submission import check_queued
 from nomad_gpu.service.asks.classes import ClassBook
-from nomad_gpu.service.config.runtimes import eta_bases
 from nomad_gpu.service.config.settings import SchedulingSettings
-from nomad_gpu.service.http.views import inventory_view
 from nomad_gpu.service.life.actuator import NomadActuator
 from nomad_gpu.service.life.lifecycle import Lifecycle
 from nomad_gpu.service.life.outage import Outage
 from nomad_gpu.service.life.reconcile import Reconciler
 from nomad_gpu.service.life.tracking import LIVE, Executor, Tracked
 from nomad_gpu.service.loops.devicehealth import DeviceHealth
+from nomad_gpu.service.loops.eligible import SweepLimits, eligible
+from nomad_gpu.service.loops.etas import queue_etas
+from nomad_gpu.service.loops.housekeeping import Housekeeping
 from nomad_gpu.service.loops.preemption import Preemptions
-from nomad_gpu.service.loops.throttle import throttle
-from nomad_gpu.service.relayout.loop import RELAYOUT_HELPS, RelayoutLoop
+from nomad_gpu.service.loops.statusread import StatusReader
+from nomad_gpu.service.loops.waitreasons import wait_reasons
+from nomad_gpu.service.relayout.loop import RelayoutLoop
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.contract import Store, StoreFull, TeamQuota
 from nomad_gpu.store.entries import entry_of_job
 
 logger = logging.getLogger(__name__)
 
-CHECKPOINT_EVERY_S = 300.0
-"""How often the store's write-ahead log is checkpointed and truncated."""
 CANCEL_BATCH = 500
 """Queued trials of a sweep cancelled per commit and per hold of the lock: other requests get it between."""
-STATUS_WAIT_S = 0.2
-"""How long `status` waits for the scheduler's lock before it answers with the counts it last saw."""
-HEARTBEAT_S = 30.0
-"""How often the service stores its wall and steady time (what a restart measures a clock step against)."""
-WALL_STEP_TOLERANCE_S = 60.0
-"""A wall-clock step while the service was down smaller than this is taken as noise."""
-
-
-def boot_id() -> str:
-    """This boot of the machine (the steady clock runs on only within one); empty when unknown."""
-    try:
-        with open("/proc/sys/kernel/random/boot_id", encoding="ascii") as fh:
-            return fh.read().strip()
-    except OSError:
-        return ""
 
 
 class SchedulerService:
@@ -84,7 +65,6 @@ class SchedulerService:
         self.metrics = metrics or Metrics()
         self.clock = clock
         self.steady = steady if steady is not None else (time.monotonic if clock is time.time else clock)
-        self._last_beat: float | None = None
         self.ledger = Ledger()
         self.device_health = DeviceHealth()  # unhealthy devices and since when (devicehealth.py)
         self.usage = UsageHistory()
@@ -94,7 +74,7 @@ class SchedulerService:
         self._wake_now = threading.Event()
         """A wake that skips the coalescing gap: capacity was freed, and a handoff must not wait."""
         self._stop = threading.Event()
-        self._sweep_limits: dict[str, int] = {}
+        self._sweep_limits = SweepLimits(store)
         self._positions: dict[EntryId, int] = {}
         """Each waiting entry's place in the last cycle's order (1: decided first); replaced whole each cycle."""
         self._deps = DependencyGate(self.store)
@@ -121,17 +101,13 @@ class SchedulerService:
         """Set after the first reconcile: nothing is admitted before Nomad's state is known."""
         self.cycles = 0
         self._last_cycle = 0.0
-        self._last_purge = 0.0
-        self._last_checkpoint: float | None = None
         self.cycle_failures = 0
         self.last_cycle_error: str | None = None
-        self._status_seen: tuple[dict[str, Any], dict[str, str]] | None = None
+        self._status = StatusReader(self)
+        self._keeping = Housekeeping(store, lambda: self.settings, self._lock, self._sweep_limits, clock, self.steady)
         with self._lock:
-            self.life.set_clocks(self.steady, clock(), self.steady(), self._wall_step_while_down())
+            self.life.set_clocks(self.steady, clock(), self.steady(), self._keeping.wall_step_while_down())
             self.life.load()
-        raw = self.store.get_meta("sweep_limits")
-        if raw:
-            self._sweep_limits = {k: int(v) for k, v in json.loads(raw).items()}
 
     # ---- life ----------------------------------------------------------------------------------
     def start(self) -> None:
@@ -177,8 +153,7 @@ class SchedulerService:
                    for i, (s, sw) in enumerate(specs)]
         with self._lock:
             if isinstance(spec, SweepSpec) and sweep_id and spec.sweep.max_parallel:
-                self._sweep_limits[sweep_id] = spec.sweep.max_parallel
-                self.store.set_meta("sweep_limits", json.dumps(self._sweep_limits))
+                self._sweep_limits.set(sweep_id, spec.sweep.max_parallel)
             # OverLimit: the team holds too much already; past what it may keep, its oldest finished entries
             # go, but none that a queued entry (or this submission) waits for
             stored = self.store.add(entries, quota, keep=lambda: self._waited_for(spec.after))
@@ -295,27 +270,8 @@ class SchedulerService:
             in_order = (d for d in result.decisions if isinstance(d, Wait))
             self._positions = {d.entry: i for i, d in enumerate(in_order, 1)}
             self.life.admit([d for d in result.decisions if isinstance(d, Admit)], now)
-            reasons: dict[str, str] = {}
-            never = NeverCache(self._shapes(self.ledger.inventory))
-            waits: dict[object, Any] = {}
-            for d in result.decisions:
-                if isinstance(d, Wait):
-                    t = self.life.entries.get(d.entry)
-                    text = (self.classes.wait_line(t.spec if t is not None else None, d.reason, self.ledger, waits)
-                            or never.reason(d, t.request if t is not None else None) or str(d))
-                    if note := self.life.port_notes.get(d.entry):  # nodes left out for a static port first
-                        text = f"{note}; {text}"
-                    if t is not None and t.entry.reason != text:
-                        reasons[d.entry] = text
-                        t.entry = replace(t.entry, reason=text)
-            if self.relayout is not None:
-                waiting = [t.request for d in result.decisions if isinstance(d, Wait) and d.reason in RELAYOUT_HELPS
-                           and (t := self.life.entries.get(d.entry)) is not None and t.request is not None]
-                for entry, text in self.relayout.after_cycle(now, waiting, self.ledger.index.nodes()).items():
-                    tracked = self.life.entries.get(EntryId(entry))
-                    if tracked is not None and tracked.entry.reason != text:
-                        reasons[tracked.entry.id] = text
-                        tracked.entry = replace(tracked.entry, reason=text)
+            reasons = wait_reasons(result.decisions, life=self.life, classes=self.classes, ledger=self.ledger,
+                                   shapes=self._shapes, relayout=self.relayout, now=now)
             self.preemption.after_cycle(result, self.holds, now, reasons)  # takes GPUs back for waits that may
             if reasons:
                 self.store.set_reasons(reasons)
@@ -324,27 +280,6 @@ class SchedulerService:
             live = len(self.life.live)
             self.metrics.set_queue(len(self.life.entries) - live, live, self.ledger.team_usage(), self.settings.fair)
         return list(result.decisions)
-
-    def _after(self, queued: list[Tracked]) -> list[Tracked]:
-        """Hold back entries whose dependencies have not all completed; say so in their reason."""
-        self._deps.reset()
-        out: list[Tracked] = []
-        reasons: dict[str, str] = {}
-        for t in queued:
-            if t.spec is None or not t.spec.after:
-                out.append(t)
-                continue
-            verdict = self._deps.verdict(t.spec.after)
-            if verdict.ready:
-                out.append(t)
-            elif verdict.failed:
-                self.life.dependency_failed(t.entry.id, verdict.reason)
-            elif t.entry.reason != verdict.reason:
-                reasons[t.entry.id] = verdict.reason
-                t.entry = replace(t.entry, reason=verdict.reason)
-        if reasons:
-            self.store.set_reasons(reasons)
-        return out
 
     def _probe(self) -> None:
         """Executor: does Nomad answer again? (Outage.probe_due says why this is needed.)"""
@@ -357,70 +292,16 @@ class SchedulerService:
         self.wake()
 
     def housekeeping(self) -> None:
-        """Retention, and the write-ahead log checkpointed every CHECKPOINT_EVERY_S."""
-        self.purge_finished()
-        if self._last_beat is None or self.steady() - self._last_beat >= HEARTBEAT_S:
-            self._last_beat = self.steady()
-            self.store.set_meta("alive", json.dumps({"wall": self.clock(), "steady": self._last_beat,
-                                                     "boot": boot_id()}))
-        now = self.clock()
-        if self._last_checkpoint is None or now - self._last_checkpoint >= CHECKPOINT_EVERY_S:
-            self._last_checkpoint = now
-            self.store.checkpoint()
-
-    def _wall_step_while_down(self) -> float:
-        """How far the wall clock moved beyond the time the service was down, from the last heartbeat: the
-        steady clock of the same boot measures the downtime. A step beyond WALL_STEP_TOLERANCE_S is logged,
-        and timers do not count it; 0 when it cannot be measured (another boot, no heartbeat)."""
-        try:
-            beat = json.loads(self.store.get_meta("alive") or "{}")
-            wall, steady, boot = float(beat["wall"]), float(beat["steady"]), str(beat["boot"])
-        except (ValueError, KeyError, TypeError):
-            return 0.0
-        down = self.steady() - steady
-        if not boot or boot != boot_id() or down < 0:
-            return 0.0
-        step = (self.clock() - wall) - down
-        if abs(step) <= WALL_STEP_TOLERANCE_S:
-            return 0.0
-        logger.warning("the wall clock moved %.0f s more than the %.0f s the service was down (a clock step): "
-                       "timers count the measured time, not the step", step, down)
-        return step
+        """Retention, the heartbeat and the write-ahead log's checkpoint (housekeeping.py)."""
+        self._keeping.run()
 
     def purge_finished(self, every_s: float = 600.0) -> int:
-        """Retention: delete entries that finished more than `retention_s` ago (at most every `every_s`),
-        and forget the parallelism limits of sweeps that have no entry left."""
-        now = self.clock()
-        if self.settings.retention_s <= 0 or now - self._last_purge < every_s:
-            return 0
-        self._last_purge = now
-        with self._lock:
-            removed = self.store.purge_finished(before=now - self.settings.retention_s)
-            if self._sweep_limits:  # a team's oldest sweeps may also have gone to keep its history bounded
-                alive = {s for s in self._sweep_limits if self.store.list(sweep=s, limit=1)}
-                if alive != set(self._sweep_limits):
-                    self._sweep_limits = {k: v for k, v in self._sweep_limits.items() if k in alive}
-                    self.store.set_meta("sweep_limits", json.dumps(self._sweep_limits))
-        if removed:
-            logger.info("retention: %d finished entries older than %.0f s deleted", removed, self.settings.retention_s)
-        return removed
+        return self._keeping.purge_finished(every_s)
 
     def _eligible(self) -> list[Tracked]:
-        """Queued entries, less those still waiting for their `after:` dependencies (an entry whose dependency
-        ended badly ends here) and sweep trials beyond their sweep's parallelism."""
-        queued = self._after(self.life.queued(self.clock()))
-        if not self._sweep_limits:
-            return queued
-        keep, held = throttle([t.entry for t in queued], (t.entry for t in self.life.live.values()),
-                              self._sweep_limits)
-        reasons: dict[str, str] = {}
-        for t in queued:
-            if (text := held.get(t.entry.id)) is not None and t.entry.reason != text:
-                reasons[t.entry.id] = text
-                t.entry = replace(t.entry, reason=text)
-        if reasons:
-            self.store.set_reasons(reasons)
-        return [queued[i] for i in keep]
+        """Queued entries, less those waiting for `after:` and sweep trials beyond their parallelism."""
+        return eligible(self.life.queued(self.clock()), self.life.live.values(), deps=self._deps,
+                        limits=self._sweep_limits, life=self.life, store=self.store)
 
     # ---- Nomad's side (WatchHandler) ---------------------------------------------------------
     def on_resync(self, nodes: list[Node], allocs: list[AllocInfo]) -> None:
@@ -467,32 +348,8 @@ class SchedulerService:
         self.wake()
 
     def etas(self) -> dict[str, tuple[float | None, str]]:
-        """Each queued entry's expected start and each live one's expected end (epoch seconds; None: unknown),
-        with what it rests on: "runtime" (the specs' own estimates) or "estimate from ..." naming the
-        operator's defaults (service/config/runtimes.py) behind the ends it waits for. The cycle is run forward
-        (domain/forecast.py) on a copy of the ledger made under the lock, outside it."""
-        defaults = self.settings.runtime_defaults
-        sources: dict[EntryId, str] = {}
-        with self._lock:
-            now = self.clock()
-            queue = [t.request for t in self._eligible() if t.request is not None]
-            ends: dict[EntryId, float | None] = {}
-            runtimes: dict[EntryId, float | None] = {}
-            for t in self.life.entries.values():
-                runtime, sources[EntryId(t.entry.id)] = defaults.estimate(t.spec)
-                if t.entry.state in LIVE:
-                    start = t.running_since or t.entry.admitted_at or now
-                    ends[EntryId(t.entry.id)] = start + runtime if runtime else None
-                else:
-                    runtimes[EntryId(t.entry.id)] = runtime
-            snapshot = Ledger(self.ledger.inventory)
-            for r in self.ledger.reservations():
-                snapshot.reserve(r.entry, r.team, r.placements, reported=True)
-            config = self.settings.cycle_config()
-            usage, holds = self.usage, dict(self.holds)
-        starts = forecast_starts(snapshot, queue, ends=ends, runtimes=runtimes, now=now, config=config,
-                                 usage=usage, holds=holds)
-        return {str(e): (t, basis) for e, (t, basis) in eta_bases(ends, starts, runtimes, sources).items()}
+        """Each queued entry's expected start and each live one's expected end (etas.py)."""
+        return queue_etas(self)
 
     # ---- reads for the API -------------------------------------------------------------------
     def position(self, entry: QueueEntry) -> int | None:
@@ -512,11 +369,6 @@ class SchedulerService:
             return "not decided yet: Nomad does not answer, and nothing is admitted until it does"
         return "not decided yet: submitted since the last scheduling cycle"
 
-    def inventory(self) -> list[dict[str, Any]]:
-        with self._lock:
-            relayouts = self.relayout.controller.in_flight() if self.relayout is not None else []
-            return inventory_view(self.ledger, relayouts, self.device_health.spells())
-
     def _waited_for(self, also: Sequence[str]) -> set[str]:
         """Entry and sweep IDs that queued entries name in `after:` (and ``also``): never pruned. Asked by the
         store inside `submit`, which holds the lock (taking it here, under the store's, would invert the order)."""
@@ -526,38 +378,8 @@ class SchedulerService:
         return self.status_and_owners()[0]
 
     def status_and_owners(self) -> tuple[dict[str, Any], dict[str, str]]:
-        """The status, and the team of each entry in its ``holds``. Never waits long for the lock: while a
-        cycle or a large submission holds it, the counts are those last seen (what changes without the lock
-        is read fresh), so an operator's `/v1/status` answers while the service is busy (issue 31, item 4)."""
-        if not self._lock.acquire(timeout=STATUS_WAIT_S if self._status_seen is not None else -1):
-            assert self._status_seen is not None
-            seen, owners = self._status_seen
-            return {**seen, **self._status_now()}, owners
-        try:
-            gpus = sum(len(n.gpus) for n in self.ledger.inventory)
-            live = len(self.life.live)
-            out = {
-                "cycles": self.cycles, "queued": len(self.life.entries) - live,
-                "live": live, "nodes": len(self.ledger.inventory), "gpus": gpus,
-                "team_usage_gpu": dict(self.ledger.team_usage()),
-                "team_borrowed_gpu": borrowed_by_team(self.ledger.team_usage(), self.settings.fair),
-                "holds": {e: sorted(n) for e, n in self.holds.items()},
-                "draining": len(self.life.draining), **self.preemption.status(),
-                "instance": self.store.instance,
-                "mig_relayouts": self.relayout.status() if self.relayout is not None else None,
-                **self._status_now(),
-            }
-            owners = {e: t.entry.team for e in [*self.holds, *out["grace_warnings"]] if (t := self.life.entries.get(e))}
-            self._status_seen = (out, owners)
-            return out, owners
-        finally:
-            self._lock.release()
-
-    def _status_now(self) -> dict[str, Any]:
-        """What the status reads without the lock."""
-        return {"ready": self.ready.is_set(), "cycles": self.cycles, "nomad_reachable": not self.outage.down,
-                "event_stream": self.stream_state(), "cycle_failures": self.cycle_failures,
-                "last_cycle_error": self.last_cycle_error}
+        """The status, and the team of each entry in its ``holds``; never waits long for the lock (statusread.py)."""
+        return self._status.read()
 
 
 __all__ = ["NomadGpuError", "SchedulerService", "UnknownEntry", "entry_of_job"]

@@ -20,6 +20,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 
 from nomad_gpu.nomad.watcher import Watcher
 from nomad_gpu.service.accounting.metrics import Metrics
+from nomad_gpu.service.http.views import service_inventory
 from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, QueueEntry
 
@@ -108,7 +109,7 @@ def install(metrics: Metrics, scheduler: SchedulerService, watcher: Watcher) -> 
         with scheduler._lock:  # reads only, at one instant
             return [t.entry for t in scheduler.life.entries.values()]
 
-    metrics.read_at_scrape(capacity_reader(scheduler.inventory))
+    metrics.read_at_scrape(capacity_reader(lambda: service_inventory(scheduler)))
     metrics.read_at_scrape(entries_reader(tracked))
     metrics.read_at_scrape(reconnects_reader(lambda: watcher.reconnects))
     metrics.read_at_scrape(forbidden_reader(lambda: watcher.stream_state))
