@@ -41,7 +41,16 @@ def keep_seconds(raw: Any) -> float | None:
 
 def keep_routes(service: SchedulerService, idle: IdleReclaim | None) -> list[Route]:
     """The route; without idle reclaim (an app built without the usage poller) it answers 503."""
-    async def keep(request: Request) -> Response:
+    return [Route("/v1/jobs/{id}/keep", Keeper(service, idle).keep, methods=["POST"])]
+
+
+class Keeper:
+    def __init__(self, service: SchedulerService, idle: IdleReclaim | None) -> None:
+        self.service = service
+        self.idle = idle
+
+    async def keep(self, request: Request) -> Response:
+        service, idle = self.service, self.idle
         body = await read_body(request, MAX_BODY, "request body")
         try:
             data = json.loads(body.decode("utf-8")) if body.strip() else {}
@@ -61,5 +70,3 @@ def keep_routes(service: SchedulerService, idle: IdleReclaim | None) -> list[Rou
             return JSONResponse(Kept(entry.id, until).to_json())
 
         return await run_in_threadpool(act)
-
-    return [Route("/v1/jobs/{id}/keep", keep, methods=["POST"])]

@@ -60,10 +60,18 @@ def _states(raw: str | None) -> frozenset[str] | None:
 def list_routes(service: SchedulerService, clock: Callable[[], float] | None = None, *,
                 idle: IdleAccounts | None = None) -> list[Route]:
     """``idle``: idle reclaim's accounts, whose idle and returned GPU-hours the usage rows gain."""
-    now = clock or service.clock
+    lists = Summaries(service, clock or service.clock, idle)
+    return [Route("/v1/sweeps", lists.sweeps, methods=["GET"]), Route("/v1/usage", lists.usage, methods=["GET"])]
 
-    async def sweeps(request: Request) -> Response:
-        caller = caller_of(request.scope)
+
+class Summaries:
+    def __init__(self, service: SchedulerService, clock: Callable[[], float], idle: IdleAccounts | None) -> None:
+        self.service = service
+        self.now = clock
+        self.idle = idle
+
+    async def sweeps(self, request: Request) -> Response:
+        service, caller = self.service, caller_of(request.scope)
         states = _states(request.query_params.get("state"))
 
         def read() -> Response:  # counted in SQL on the team's index: no other team's row is read
@@ -72,12 +80,12 @@ def list_routes(service: SchedulerService, clock: Callable[[], float] | None = N
 
         return await run_in_threadpool(read)
 
-    async def usage(request: Request) -> Response:
-        caller = caller_of(request.scope)
+    async def usage(self, request: Request) -> Response:
+        service, idle, caller = self.service, self.idle, caller_of(request.scope)
         by = request.query_params.get("by") or "team"
         if by not in GROUPINGS:
             raise InvalidRequest(f"by must be one of {', '.join(GROUPINGS)}, not {by!r}")
-        until = now()
+        until = self.now()
         try:
             since = parse_since(request.query_params.get("since") or DEFAULT_SINCE, until)
         except ValueError as exc:
@@ -99,5 +107,3 @@ def list_routes(service: SchedulerService, clock: Callable[[], float] | None = N
             return JSONResponse(UsageReport(since=since, until=until, by=by, rows=rows).to_json())
 
         return await run_in_threadpool(read)
-
-    return [Route("/v1/sweeps", sweeps, methods=["GET"]), Route("/v1/usage", usage, methods=["GET"])]
