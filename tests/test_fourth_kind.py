@@ -1,7 +1,7 @@
 """A fourth GPU kind, defined here and nowhere else: a user's spec asks for it by its own field over the
 HTTP API, the core places it, the ledger books it and the renderer emits its device block, through the
 public registries alone (domain/kinds `register`, render/speckinds `register_spec_kind`,
-service/kindasks `register_ask`, render/devices `register_device`).
+service/asks/kindasks `register_ask`, render/devices `register_device`).
 
 The kind: a slice of a shared GPU's memory, asked in MiB (like a vGPU profile) as `vram: {mib: N}`,
 booked as the share of the GPU's time its memory stands for, and rendered as a `nomad-gpu/vram/<model>`

@@ -3,7 +3,7 @@
     GET /v1/sweeps     the caller's team's sweeps: id, name, team, trials, counts per state, submitted_at
                        (?state=running,queued keeps sweeps with a trial in one of those states)
     GET /v1/usage      GPU-hours, jobs, attempts, mean and p95 wait, failures, grouped ?by=team|class|kind|model
-                       over ?since=30d (a duration back from now, or an epoch time); see `accounting.py`
+                       over ?since=30d (a duration back from now, or an epoch time); see `accounting/report.py`
 
 Both read the store only (no Nomad), in the thread pool, and only what the caller's token may see: a
 team token's list and report are its team's, an admin's are everyone's. Both are counted in SQL on a
