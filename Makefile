@@ -32,7 +32,7 @@ bench: $(STAMP)
 	$(BIN)/nomad-gpu bench --nodes 1000 --gpus-per-node 8 --queued 10000
 
 api-docs: $(STAMP)
-	$(BIN)/python -m nomad_gpu.service.openapi > docs/api.md
+	$(BIN)/python -m nomad_gpu.service.http.openapi > docs/api.md
 
 spec-docs: $(STAMP)
 	$(BIN)/python -m nomad_gpu.render.specdocs > docs/spec.md

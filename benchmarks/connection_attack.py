@@ -39,11 +39,11 @@ HANGUP = select.POLLHUP | select.POLLERR | getattr(select, "POLLRDHUP", 0)
 
 SERVE = textwrap.dedent("""
     import sys, time
-    from nomad_gpu.service.api import create_app
-    from nomad_gpu.service.limits import HttpLimits
-    from nomad_gpu.service.listen import ApiServer, plan_listen
-    from nomad_gpu.service.scheduler import SchedulerService
-    from nomad_gpu.service.settings import SchedulingSettings
+    from nomad_gpu.service.http.api import create_app
+    from nomad_gpu.service.config.limits import HttpLimits
+    from nomad_gpu.service.http.listen import ApiServer, plan_listen
+    from nomad_gpu.service.loops.scheduler import SchedulerService
+    from nomad_gpu.service.config.settings import SchedulingSettings
     from nomad_gpu.store import SqliteStore
 
     class NoNomad:

@@ -24,10 +24,10 @@ import requests
 
 SERVE = textwrap.dedent("""
     import time
-    from nomad_gpu.service.api import create_app
-    from nomad_gpu.service.listen import ApiServer, plan_listen
-    from nomad_gpu.service.scheduler import SchedulerService
-    from nomad_gpu.service.settings import SchedulingSettings
+    from nomad_gpu.service.http.api import create_app
+    from nomad_gpu.service.http.listen import ApiServer, plan_listen
+    from nomad_gpu.service.loops.scheduler import SchedulerService
+    from nomad_gpu.service.config.settings import SchedulingSettings
     from nomad_gpu.store import SqliteStore
 
     class NoNomad:  # nothing is admitted (no node is known), so nothing reaches Nomad

@@ -1,7 +1,7 @@
 """Memory held per queued entry of the largest spec the API accepts (issue 26, item 4).
 
 Submits N entries of a 238 KB spec (1,000 env entries of 230 characters) through the API's checks
-(`service/submission.py` `check_request`) and `SchedulerService.submit`, as a POST does, and prints the
+(`service/admission/submission.py` `check_request`) and `SchedulerService.submit`, as a POST does, and prints the
 process's RSS before and after, per entry; with ``--trace`` also the Python heap they hold (tracemalloc).
 ``--db FILE`` puts the queue in a database file (else in memory, where SQLite's pages hold the stored specs too).
 
@@ -15,10 +15,10 @@ import gc
 import tracemalloc
 from typing import Any
 
-from nomad_gpu.service.access import Caller
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings
-from nomad_gpu.service.submission import Request, check_request
+from nomad_gpu.service.admission.access import Caller
+from nomad_gpu.service.admission.submission import Request, check_request
+from nomad_gpu.service.config.settings import AccessSettings, SchedulingSettings
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import open_store
 
 

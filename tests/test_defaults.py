@@ -9,8 +9,8 @@ import pytest
 
 from nomad_gpu import defaults
 from nomad_gpu.domain.cycle import CycleConfig
-from nomad_gpu.service.listen import plan_listen
-from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings, scheduling_from_mapping
+from nomad_gpu.service.config.settings import SchedulingSettings, ServiceSettings, scheduling_from_mapping
+from nomad_gpu.service.http.listen import plan_listen
 
 PACKAGE = Path(__file__).resolve().parents[1] / "nomad_gpu"
 

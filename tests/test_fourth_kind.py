@@ -1,7 +1,7 @@
 """A fourth GPU kind, defined here and nowhere else: a user's spec asks for it by its own field over the
 HTTP API, the core places it, the ledger books it and the renderer emits its device block, through the
 public registries alone (domain/kinds `register`, render/speckinds `register_spec_kind`,
-service/kindasks `register_ask`, render/devices `register_device`).
+service/asks/kindasks `register_ask`, render/devices `register_device`).
 
 The kind: a slice of a shared GPU's memory, asked in MiB (like a vGPU profile) as `vram: {mib: N}`,
 booked as the share of the GPU's time its memory stands for, and rendered as a `nomad-gpu/vram/<model>`
@@ -30,11 +30,11 @@ from nomad_gpu.render import GroupPlacement, JobSpec, RenderPlacement, parse_spe
 from nomad_gpu.render.devices import GroupContext, Placed, device_adapter, register_device, unregister_device
 from nomad_gpu.render.groupspec import GroupSpec
 from nomad_gpu.render.speckinds import SpecKind, register_spec_kind, unregister_spec_kind
-from nomad_gpu.service.actuator import JobState
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.kindasks import register_ask, unregister_ask
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.asks.kindasks import register_ask, unregister_ask
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.life.actuator import JobState
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import QueueEntry, SqliteStore
 
 if TYPE_CHECKING:

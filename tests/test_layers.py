@@ -122,7 +122,7 @@ def test_the_domain_does_no_io() -> None:
     assert not bad, "\n".join(bad)
 
 
-# ---- no import circle between the files of one package ----------------------------------------------
+# ---- no import circle, inside a package or across packages -------------------------------------------
 def import_graph() -> dict[str, set[str]]:
     """Our modules -> our modules each imports when it runs, relative and function-level imports
     included; imports only for type checkers (`if TYPE_CHECKING:`) are left out."""
@@ -137,12 +137,8 @@ def import_graph() -> dict[str, set[str]]:
 
 
 def circles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The import circles of `graph` whose modules share one layer (`nomad_gpu.<layer>...`): Tarjan's
-    strongly connected components of more than one module."""
-
-    def layer(name: str) -> str:
-        return name.split(".")[1] if name.count(".") else name
-
+    """The import circles of `graph`, within a layer or across layers: Tarjan's strongly connected
+    components of more than one module."""
     index: dict[str, int] = {}
     low: dict[str, int] = {}
     stack: list[str] = []
@@ -154,8 +150,6 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
         stack.append(v)
         on_stack.add(v)
         for w in sorted(graph.get(v, set())):
-            if layer(w) != layer(v):
-                continue
             if w not in index:
                 strong(w)
                 low[v] = min(low[v], low[w])
@@ -178,11 +172,92 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return out
 
 
-def test_no_import_circle_inside_a_package() -> None:
-    """Files of one package import each other one way (kopf's import-linter `layers` inside a package):
-    a circle means a module is half-initialised when the other reads it, and that order decides."""
+def test_no_import_circle_anywhere() -> None:
+    """Modules import each other one way, inside a package and across packages (kopf's import-linter
+    `layers`): a circle means a module is half-initialised when the other reads it, and that order decides."""
     found = circles(import_graph())
     assert not found, "\n".join(" <-> ".join(c) for c in found)
+
+
+# ---- the service's groups point one way ------------------------------------------------------------------
+SERVICE = PACKAGE / "service"
+SERVICE_GROUPS = ("ui", "accounting", "asks", "life", "relayout", "config", "admission", "loops", "http", "ha")
+"""The subpackages of `nomad_gpu/service/`, lowest first: a module of a group imports its own group and
+the groups before it, never one after it (imports for type checkers included: a type names a dependency
+too). Each group's `__init__.py` says what it is and what it may import."""
+SERVICE_WIRING = {"__init__", "app", "demo", "backup", "loglimit"}
+"""The modules at the top of `service/`: the process's wiring and the CLI's entry points into the service.
+They may import every group; no group imports them."""
+
+
+def service_group(module: str) -> str | None:
+    """`nomad_gpu.service.loops.scheduler` -> `loops`; a module at the top of `service/` is its own name
+    (`app`); None outside the service (and for the `nomad_gpu.service` package itself)."""
+    parts = module.split(".")
+    return parts[2] if parts[:2] == ["nomad_gpu", "service"] and len(parts) > 2 else None
+
+
+def group_violations(imported: dict[str, set[str]]) -> list[str]:
+    """`module imports name` for each import of a group's module (`imported`: module -> the modules it
+    imports) that reaches a later group or the wiring at the top of `service/`."""
+    bad = []
+    for module, names in sorted(imported.items()):
+        own = service_group(module)
+        if own not in SERVICE_GROUPS:
+            continue
+        for name in sorted(names):
+            other = service_group(name)
+            if other is None or other == own:
+                continue
+            if other not in SERVICE_GROUPS or SERVICE_GROUPS.index(other) > SERVICE_GROUPS.index(own):
+                bad.append(f"{module} imports {name}")
+    return bad
+
+
+def service_imports() -> dict[str, set[str]]:
+    """Each module of the service -> the modules it imports, type-only imports included."""
+    known = {module_name(p) for p in PACKAGE.rglob("*.py")}
+    return {module_name(p): source_imports(p.read_text(encoding="utf-8"), module_name(p), p.name == "__init__.py",
+                                           known=known) for p in sorted(SERVICE.rglob("*.py"))}
+
+
+def test_the_service_groups_point_one_way() -> None:
+    bad = group_violations(service_imports())
+    assert not bad, "\n".join(bad)
+
+
+def test_every_service_module_is_in_a_group_or_wires_the_process() -> None:
+    """A new subpackage takes its place in SERVICE_GROUPS, and a new module joins a group rather than the top."""
+    folders = {p.name for p in SERVICE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == set(SERVICE_GROUPS), folders ^ set(SERVICE_GROUPS)
+    assert {p.stem for p in SERVICE.glob("*.py")} == SERVICE_WIRING
+    for group in SERVICE_GROUPS:
+        init = SERVICE / group / "__init__.py"
+        assert ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))), f"{init} says what the group is"
+
+
+@pytest.mark.parametrize(("module", "source", "expected"), [
+    pytest.param("nomad_gpu.service.loops.scheduler", "from ..http.views import inventory_view",
+                 ["nomad_gpu.service.loops.scheduler imports nomad_gpu.service.http.views"], id="back-import"),
+    pytest.param("nomad_gpu.service.life.tracking",
+                 "if TYPE_CHECKING:\n    from nomad_gpu.service.loops import scheduler\n",
+                 ["nomad_gpu.service.life.tracking imports nomad_gpu.service.loops.scheduler"], id="type-only"),
+    pytest.param("nomad_gpu.service.http.api", "def f():\n    from ..app import run\n",
+                 ["nomad_gpu.service.http.api imports nomad_gpu.service.app"], id="a-group-importing-the-wiring"),
+    pytest.param("nomad_gpu.service.loops.scheduler", "from ..life.tracking import Tracked\nfrom . import throttle\n",
+                 [], id="down-and-within"),
+    pytest.param("nomad_gpu.service.app", "from .ha import standby\nfrom .http import api\n", [], id="the-wiring"),
+])
+def test_a_planted_import_against_the_groups_order_is_caught(module: str, source: str, expected: list[str]) -> None:
+    known = {"nomad_gpu.service.http.views", "nomad_gpu.service.loops.scheduler", "nomad_gpu.service.loops.throttle",
+             "nomad_gpu.service.life.tracking", "nomad_gpu.service.app", "nomad_gpu.service.ha.standby",
+             "nomad_gpu.service.http.api"}
+    assert group_violations({module: source_imports(source, module, known=known)}) == expected
+
+
+def test_a_planted_circle_across_layers_is_caught() -> None:
+    graph = {"nomad_gpu.service.x": {"nomad_gpu.store.y"}, "nomad_gpu.store.y": {"nomad_gpu.service.x"}}
+    assert circles(graph) == [["nomad_gpu.service.x", "nomad_gpu.store.y"]]
 
 
 # ---- no isinstance over kinds outside domain/kinds/ ----------------------------------------------------

@@ -17,7 +17,6 @@ LIMIT = 400
 CEILINGS: dict[str, int] = {
     # The goal is an empty table. Path under nomad_gpu/: its line count when it was listed; lower a
     # ceiling when its file shrinks, and remove the entry once the file is within LIMIT.
-    "service/scheduler.py": 566,
 }
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import yaml
 
 from nomad_gpu.domain.ids import Team
-from nomad_gpu.service.settings import scheduling_from_mapping
+from nomad_gpu.service.config.settings import scheduling_from_mapping
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 

@@ -1,6 +1,6 @@
 """The HTTP API's JSON shapes, as typed values both sides import: the service builds them and sends
 ``to_json()``, the CLI and the demo read them back with ``from_json()``, and the OpenAPI document's
-schemas are generated from them (`nomad_gpu.service.openapi`).
+schemas are generated from them (`nomad_gpu.service.http.openapi`).
 
 Field names are the wire's and are a stable interface: add fields, never rename or remove one. A new
 field gets a default, so a reader of this release can read an older service's answers. A field typed

@@ -46,7 +46,7 @@ class ApiClient:
         # a private CA (NOMAD_GPU_CACERT), else the system's trust store, never none. Passed with each request:
         # requests lets REQUESTS_CA_BUNDLE in the environment override a session's own `verify`
         self.verify: str | bool = cacert or True
-        # a POST without a body (hold, requeue) must carry it: a web page cannot (service/browser.py)
+        # a POST without a body (hold, requeue) must carry it: a web page cannot (service/http/browser.py)
         self.session.headers["X-Nomad-Gpu-Client"] = "cli"
         if token:
             self.session.headers["Authorization"] = f"Bearer {token}"

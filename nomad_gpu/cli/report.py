@@ -4,7 +4,7 @@ GPU-hours (GPU-equivalents held x time, per attempt), jobs, attempts, mean and p
 reclaim's figures (GPU-hours held idle, jobs reclaimed, GPU-hours returned by reclaim), and the attempts
 preempted with the GPU-hours they lost,
 grouped by team, workload class, capacity kind, GPU model, submitting user or sweep; `--csv` for a
-spreadsheet. The numbers are the service's (`GET /v1/usage`, :mod:`nomad_gpu.service.accounting`); a
+spreadsheet. The numbers are the service's (`GET /v1/usage`, :mod:`nomad_gpu.service.accounting.report`); a
 team's token reports its team.
 Not an entry's live `usage` (its GPUs' utilisation now).
 """

@@ -49,7 +49,7 @@ def serve(db_path: str, config_path: str | None, listen: str | None, tls_cert: s
 
     from nomad_gpu.domain.errors import InvalidRequest
     from nomad_gpu.service.app import ServiceRuntime
-    from nomad_gpu.service.existingjobs import BOTH_FLAGS
+    from nomad_gpu.service.loops.existingjobs import BOTH_FLAGS
 
     if ignore_existing_jobs and adopt_existing_jobs:  # before the database file is made
         raise InvalidRequest(BOTH_FLAGS)
@@ -66,7 +66,7 @@ def serve(db_path: str, config_path: str | None, listen: str | None, tls_cert: s
 def _service_settings(db_path: str, config_path: str | None, listen: str | None,
                       nomad_addr: str | None = None, templates_dir: Path | None = None) -> Any:
     from nomad_gpu.nomad.connection import NomadSettings
-    from nomad_gpu.service.settings import ServiceSettings, load_config
+    from nomad_gpu.service.config.settings import ServiceSettings, load_config
 
     env = dict(os.environ)
     if nomad_addr:
@@ -135,7 +135,7 @@ def dev(cluster_path: str, speed: float, db_path: str | None, config_path: str |
     from nomad_gpu.devcluster import DevCluster
     from nomad_gpu.devcluster.version import DEFAULT_NOMAD_VERSION
     from nomad_gpu.service.app import ServiceRuntime
-    from nomad_gpu.service.reload import wait_for_signals
+    from nomad_gpu.service.loops.reload import wait_for_signals
 
     cluster = DevCluster(resolve_cluster(cluster_path), speed=speed,
                          nomad_version=nomad_version or DEFAULT_NOMAD_VERSION)

@@ -1,5 +1,5 @@
 """The project's one error tree. Edges translate it: the CLI into exit codes (`cli/errors.py`), the API
-into HTTP statuses (`service/httpkit.py`), each with one table.
+into HTTP statuses (`service/http/httpkit.py`), each with one table.
 
 Dependency-free, so every layer may raise from it, the render layer included: a bad spec or template
 (`SpecError`, `RenderError`) is an `InvalidRequest`, and so still a `ValueError` for callers that

@@ -7,7 +7,7 @@ default) nothing is taken while no waiting job would fit the capacity it frees: 
 queue. The job's owner may postpone it (`keep`) up to `max_keep`.
 
 Pure: the verdict takes the times and says what is due, with the words a user reads; the service measures
-idleness (service/usage.py) and performs the reclaim (service/reclaim.py).
+idleness (service/loops/usage.py) and performs the reclaim (service/loops/reclaim.py).
 """
 
 from __future__ import annotations

@@ -112,7 +112,7 @@ class AllocInfo:
     """`DesiredTransition.Migrate`: a drain asked for this allocation to move."""
     job_version: int = 0
     resources_known: bool = False
-    """The JSON carried `AllocatedResources`, so `device_ids` are what Nomad granted (service/pins.py)."""
+    """The JSON carried `AllocatedResources`, so `device_ids` are what Nomad granted (service/life/pins.py)."""
     exited_zero: bool = False
     """Every task's last run ended by itself with exit code 0 (`Terminated`, then nothing but `Not
     Restarting`), read from `TaskStates`."""

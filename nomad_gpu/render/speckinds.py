@@ -3,7 +3,7 @@
 A spec group names its GPU capacity by one field per kind (``gpu:``, ``mig:``, ``share:``, and any a
 deployment registers): this registry lists them, each with the pydantic model that validates its value,
 the core's kind name it asks for (`domain/kinds`, `render/devices`; the `GpuAsk` it becomes is the
-service's, `service/kindasks.py`), and how many device instances one allocation of it holds. The built-in three are
+service's, `service/asks/kindasks.py`), and how many device instances one allocation of it holds. The built-in three are
 fields of `GroupSpec` (so docs/spec.md documents them); a registered kind's field is held beside them
 (`GroupSpec.kind_value`) and validated by its model. Registration order is the order validation names
 them in ("set at most one of gpu, mig, share").

@@ -2,9 +2,9 @@
 
 Start-up order matters (DESIGN 3.5): the watcher's first resync reconciles the ledger from Nomad
 before the cycle loop admits anything. On PostgreSQL several replicas share the database: each serves
-the API, and only the one holding the leader's lease (service/leadership.py) builds and runs what acts on
+the API, and only the one holding the leader's lease (service/ha/leadership.py) builds and runs what acts on
 Nomad, from the database, as a restart does (`_elected`). A standby's API forwards to the leader
-(service/standby.py).
+(service/ha/standby.py).
 """
 
 from __future__ import annotations
@@ -16,28 +16,28 @@ from typing import Any
 
 from nomad_gpu.domain.errors import InvalidRequest, NomadGpuError
 from nomad_gpu.nomad.watcher import Watcher
-from nomad_gpu.service.access import LiveTokens
-from nomad_gpu.service.actuator import Actuator
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.existingjobs import BOTH_FLAGS, check_new_database
-from nomad_gpu.service.fencing import FencedClient
-from nomad_gpu.service.history import History, HistorySampler
-from nomad_gpu.service.idleaccounts import STORE_KEY as ACCOUNTS_KEY
-from nomad_gpu.service.idleaccounts import IdleAccounts
-from nomad_gpu.service.leadership import LeaseKeeper, NothingStarted, SoleLeader
-from nomad_gpu.service.listen import ApiServer, plan_listen
-from nomad_gpu.service.livemetrics import install as install_live_metrics
-from nomad_gpu.service.metrics import Metrics
-from nomad_gpu.service.nodepools import NamespacePools
-from nomad_gpu.service.reclaim import KEEPS_KEY, IdleReclaim
-from nomad_gpu.service.relayoutconfig import STORE_KEY as RELAYOUTS_KEY
-from nomad_gpu.service.relayoutconfig import build_loop
-from nomad_gpu.service.relayoutloop import RelayoutCollector
-from nomad_gpu.service.reload import reload_config, wait_for_signals
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import ServiceSettings
-from nomad_gpu.service.standby import Switch, standby_app
-from nomad_gpu.service.usage import UsagePoller
+from nomad_gpu.service.accounting.history import History, HistorySampler
+from nomad_gpu.service.accounting.idleaccounts import STORE_KEY as ACCOUNTS_KEY
+from nomad_gpu.service.accounting.idleaccounts import IdleAccounts
+from nomad_gpu.service.accounting.metrics import Metrics
+from nomad_gpu.service.admission.access import LiveTokens
+from nomad_gpu.service.admission.nodepools import NamespacePools
+from nomad_gpu.service.config.settings import ServiceSettings
+from nomad_gpu.service.ha.leadership import LeaseKeeper, NothingStarted, SoleLeader
+from nomad_gpu.service.ha.standby import Switch, standby_app
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.listen import ApiServer, plan_listen
+from nomad_gpu.service.http.livemetrics import install as install_live_metrics
+from nomad_gpu.service.life.actuator import Actuator
+from nomad_gpu.service.life.fencing import FencedClient
+from nomad_gpu.service.loops.existingjobs import BOTH_FLAGS, check_new_database
+from nomad_gpu.service.loops.reclaim import KEEPS_KEY, IdleReclaim
+from nomad_gpu.service.loops.reload import reload_config, wait_for_signals
+from nomad_gpu.service.loops.scheduler import SchedulerService
+from nomad_gpu.service.loops.usage import UsagePoller
+from nomad_gpu.service.relayout.config import STORE_KEY as RELAYOUTS_KEY
+from nomad_gpu.service.relayout.config import build_loop
+from nomad_gpu.service.relayout.loop import RelayoutCollector
 from nomad_gpu.store.contract import Store
 from nomad_gpu.store.factory import is_postgres, open_store
 
@@ -136,7 +136,7 @@ class ServiceRuntime:
                 "leader": self.leadership.leader_address()}
 
     def reload(self) -> bool:
-        """Read the config file again for its teams and tokens (SIGHUP; service/reload.py)."""
+        """Read the config file again for its teams and tokens (SIGHUP; service/loops/reload.py)."""
         if not self.leading.is_set():
             logger.warning("a standby reads its config again when it leads (restart it to change its tokens)")
             return False

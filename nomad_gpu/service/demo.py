@@ -27,7 +27,7 @@ from nomad_gpu.api.payloads import Entries, Inventory
 from nomad_gpu.bundled import bundled_cluster
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
+from nomad_gpu.service.config.settings import SchedulingSettings, ServiceSettings
 
 DEMO_CLUSTER = "seed-a800"
 """The bundled cluster the demo runs on (see nomad_gpu.bundled)."""

@@ -39,7 +39,7 @@ from nomad_gpu.sim.trace import Trace, TracePod
 
 MODES = ("hard", "none", "cohort")
 LOOKED_AT = 8
-"""Waiting tasks looked at for a reclaim per event, as the service looks at its first 8 (service/preemption.py)."""
+"""Waiting tasks looked at for a reclaim per event, as the service does (service/loops/preemption.py)."""
 EPS = 1e-9
 
 

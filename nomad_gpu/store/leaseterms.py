@@ -1,5 +1,5 @@
 """The leader's lease in words both sides share, without the database driver: the service's lease keeper
-(service/leadership.py) is imported on SQLite too, where psycopg is never loaded."""
+(service/ha/leadership.py) is imported on SQLite too, where psycopg is never loaded."""
 
 from __future__ import annotations
 

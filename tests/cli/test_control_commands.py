@@ -18,10 +18,10 @@ from nomad_gpu.cli.api_client import ApiClient
 from nomad_gpu.cli.control import follow_logs
 from nomad_gpu.cli.entryview import progress, progress_bar, status_lines, trial_params
 from nomad_gpu.cli.main import main
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.listen import ApiServer, plan_listen
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.listen import ApiServer, plan_listen
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, SqliteStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))

@@ -131,7 +131,7 @@ def _blocks(kind: str) -> list[str]:
 def test_the_deploy_page_renders_what_it_says(tmp_path: Path) -> None:
     """docs/deploy.md: its config loads, its render command runs, and its `nomad var put` fills every item the
     rendered job reads from the Variable."""
-    from nomad_gpu.service.settings import load_config
+    from nomad_gpu.service.config.settings import load_config
 
     (config_text,) = [b for b in _blocks("yaml") if b.startswith("# config.yaml")]
     config = tmp_path / "config.yaml"

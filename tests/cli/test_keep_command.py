@@ -13,14 +13,14 @@ import yaml
 from click.testing import CliRunner
 
 from nomad_gpu.cli.main import main
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.idleaccounts import IdleAccounts
-from nomad_gpu.service.idleconfig import idle_from_classes
-from nomad_gpu.service.listen import ApiServer, plan_listen
-from nomad_gpu.service.metrics import Metrics
-from nomad_gpu.service.reclaim import IdleReclaim
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.accounting.idleaccounts import IdleAccounts
+from nomad_gpu.service.accounting.metrics import Metrics
+from nomad_gpu.service.config.idleconfig import idle_from_classes
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.listen import ApiServer, plan_listen
+from nomad_gpu.service.loops.reclaim import IdleReclaim
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))

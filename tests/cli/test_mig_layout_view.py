@@ -17,8 +17,8 @@ from nomad_gpu.domain.inventory import Inventory, MigPlacementOf, MigSlice, Node
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.units import MigProfile
-from nomad_gpu.service.relayout import Phase, Record
-from nomad_gpu.service.views import inventory_nodes
+from nomad_gpu.service.http.views import inventory_nodes
+from nomad_gpu.service.relayout.controller import Phase, Record
 
 H100 = "NVIDIA H100 80GB HBM3"
 GPU_A, GPU_B = "GPU-1a2b3c4d-0000-4000-8000-000000000001", "GPU-9f8e7d6c-0000-4000-8000-000000000002"

@@ -17,10 +17,10 @@ from nomad_gpu.api.payloads import Status
 from nomad_gpu.cli import queuecmds
 from nomad_gpu.cli.main import main
 from nomad_gpu.cli.serviceview import service_rows
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.listen import ApiServer, plan_listen
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings
+from nomad_gpu.service.config.settings import AccessSettings, SchedulingSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.listen import ApiServer, plan_listen
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "service"))

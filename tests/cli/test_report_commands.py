@@ -9,7 +9,7 @@ import json
 import pytest
 from test_queue_commands import cli, served  # noqa: F401  (a fixture)
 
-from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.loops.scheduler import SchedulerService
 
 pytestmark = pytest.mark.server  # the API served on loopback
 

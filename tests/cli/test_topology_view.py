@@ -14,7 +14,7 @@ from nomad_gpu.cli.inventoryview import device_rows, topology_rows
 from nomad_gpu.devcluster import load_cluster_file
 from nomad_gpu.devcluster.inventory import build_nodes
 from nomad_gpu.nomad.decode import decode_node
-from nomad_gpu.service.views import node_view
+from nomad_gpu.service.http.views import node_view
 
 CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
 
@@ -73,7 +73,7 @@ def test_status_and_queue_say_the_link_class_of_a_multi_gpu_placement() -> None:
     from nomad_gpu.domain.ids import InstanceId, NodeId
     from nomad_gpu.domain.placement import AllocPlacement
     from nomad_gpu.domain.topology import LinkClass
-    from nomad_gpu.service.translate import placement_json
+    from nomad_gpu.service.asks.translate import placement_json
 
     four = AllocPlacement("train", 0, NodeId("n-1"), 1000, 1024, tuple(InstanceId(f"GPU-{k}") for k in range(4)),
                           "NVIDIA A100-SXM4-80GB", gpu_equivalents=4.0, link=LinkClass.NVLINK)

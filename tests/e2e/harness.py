@@ -18,7 +18,7 @@ from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.devcluster.version import DEFAULT_NOMAD_VERSION
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
+from nomad_gpu.service.config.settings import SchedulingSettings, ServiceSettings
 
 CLUSTERS = Path(__file__).resolve().parents[2] / "clusters"
 TERMINAL = ("complete", "failed", "cancelled")

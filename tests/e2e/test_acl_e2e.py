@@ -13,7 +13,7 @@ from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.devcluster.acl import AclToken
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
+from nomad_gpu.service.config.settings import SchedulingSettings, ServiceSettings
 
 CLUSTER = {"name": "acl", "namespaces": ["ml"], "nodes": [{"name": "n1", "gpus": [
     {"model": "NVIDIA A100-SXM4-80GB", "count": 1, "memory_mib": 81920}]}]}

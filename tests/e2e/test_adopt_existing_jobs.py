@@ -17,7 +17,7 @@ from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.settings import ServiceSettings
+from nomad_gpu.service.config.settings import ServiceSettings
 
 pytestmark = pytest.mark.e2e
 
@@ -37,7 +37,7 @@ def test_an_adopted_job_keeps_its_gpu_until_it_ends(tmp_path: Path, caplog: pyte
             old.stop()
         settings = replace(old.settings, db_path=str(tmp_path / "new.db"), adopt_existing_jobs=True)
         fresh = ServiceRuntime(settings)
-        with caplog.at_level(logging.INFO, logger="nomad_gpu.service.existingjobs"):
+        with caplog.at_level(logging.INFO, logger="nomad_gpu.service.loops.existingjobs"):
             fresh.start(wait_ready_s=10)
         try:
             assert [r for r in caplog.records if "adopt" in r.getMessage() and job in r.getMessage()], \

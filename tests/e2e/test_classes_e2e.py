@@ -138,7 +138,7 @@ def test_training_may_take_an_idle_shared_gpu_whole_when_the_operator_allows_it(
                                                                                  tmp_path: Path) -> None:
     """With training tiers [[gpu], [share]] (service config), a class-sized training job finds the two
     whole H100s taken and holds the L40S whole: all four slots of its shared GPU, so no share can join."""
-    from nomad_gpu.service.classconfig import classes_from_mapping
+    from nomad_gpu.service.config.classconfig import classes_from_mapping
 
     policy = classes_from_mapping({"training": {"tiers": [["gpu"], ["share"]]}})
     runtime = start_service(cluster.url, tmp_path / "q.db", classes=policy)

@@ -22,7 +22,7 @@ from harness import NOMAD_VERSIONS, ONE_GPU, all_ended, entries, overlaps, spec,
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings, access_from_mapping
+from nomad_gpu.service.config.settings import SchedulingSettings, ServiceSettings, access_from_mapping
 
 
 def running_alloc(dc: DevCluster, job_id: str) -> dict[str, object]:

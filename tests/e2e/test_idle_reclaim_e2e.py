@@ -22,9 +22,9 @@ from harness import overlaps, start_service, submit, wait_for
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.classes import WorkloadClass
 from nomad_gpu.domain.idle import IdleAction, IdlePolicy
-from nomad_gpu.service.idleconfig import idle_from_classes
-from nomad_gpu.service.reclaim import NOMAD_DEFAULT_KILL_TIMEOUT_S
-from nomad_gpu.service.usageconfig import UsageSettings
+from nomad_gpu.service.config.idleconfig import idle_from_classes
+from nomad_gpu.service.config.usageconfig import UsageSettings
+from nomad_gpu.service.loops.reclaim import NOMAD_DEFAULT_KILL_TIMEOUT_S
 
 pytestmark = pytest.mark.e2e
 

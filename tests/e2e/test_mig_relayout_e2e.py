@@ -18,8 +18,8 @@ from nomad_gpu.domain.migplanner import MigAsk
 from nomad_gpu.nomad.client import NomadClient
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.nomad.migdecode import decode_mig_placements as decode_placements
-from nomad_gpu.service.relayout import Phase, RelayoutController, RelayoutSettings
-from nomad_gpu.service.relayoutport import NomadRelayoutPort, opted_in_gpus
+from nomad_gpu.service.relayout.controller import Phase, RelayoutController, RelayoutSettings
+from nomad_gpu.service.relayout.port import NomadRelayoutPort, opted_in_gpus
 
 pytestmark = pytest.mark.e2e
 

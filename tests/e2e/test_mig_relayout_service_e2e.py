@@ -16,8 +16,8 @@ import pytest
 from harness import entries, overlaps, start_service, submit, wait_for
 
 from nomad_gpu.devcluster import DevCluster
-from nomad_gpu.service.relayout import RelayoutSettings
-from nomad_gpu.service.relayoutconfig import MigRelayoutConfig
+from nomad_gpu.service.relayout.config import MigRelayoutConfig
+from nomad_gpu.service.relayout.controller import RelayoutSettings
 
 pytestmark = pytest.mark.e2e
 

@@ -13,7 +13,7 @@ from harness import wait_for
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings, ServiceSettings
+from nomad_gpu.service.config.settings import AccessSettings, SchedulingSettings, ServiceSettings
 
 YAML = {"Content-Type": "application/yaml", "X-Nomad-Gpu-Client": "test"}
 SPEC = "name: ns-job\nteam: t\nnamespace: ml\ntask: {image: busybox}\ngpu: {count: 1}\n"

@@ -20,7 +20,7 @@ from harness import CLUSTERS, overlaps, wait_for
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings, access_from_mapping
+from nomad_gpu.service.config.settings import SchedulingSettings, ServiceSettings, access_from_mapping
 
 pytestmark = pytest.mark.e2e
 

@@ -22,7 +22,7 @@ from harness import overlaps, spec, start_service, submit, wait_for
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.preemption import PreemptionPolicy
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.preemptconfig import TakeBackSettings
+from nomad_gpu.service.config.preemptconfig import TakeBackSettings
 from nomad_gpu.store.entries import parse_job_id
 
 pytestmark = pytest.mark.e2e

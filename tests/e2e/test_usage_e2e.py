@@ -14,7 +14,7 @@ from harness import start_service, submit, wait_for
 from nomad_gpu.api.payloads import Entries, Usage
 from nomad_gpu.cli.queueview import queue_row
 from nomad_gpu.devcluster import DevCluster
-from nomad_gpu.service.usageconfig import UsageSettings
+from nomad_gpu.service.config.usageconfig import UsageSettings
 
 pytestmark = pytest.mark.e2e
 

@@ -13,9 +13,9 @@ from nomad_gpu.domain.inventory import Gpu, Node
 from nomad_gpu.nomad.client import NomadError, NomadJobExists, NomadUnavailable
 from nomad_gpu.nomad.decode import AllocInfo, AllocStatus
 from nomad_gpu.render import JobSpec, RenderPlacement
-from nomad_gpu.service.actuator import JobState
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.life.actuator import JobState
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import QueueEntry, SqliteStore
 
 

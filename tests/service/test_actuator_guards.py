@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from nomad_gpu.nomad.client import NomadJobExists, NomadRejected
-from nomad_gpu.service.actuator import META_ATTEMPT, META_INSTANCE, Actuator
+from nomad_gpu.service.life.actuator import META_ATTEMPT, META_INSTANCE, Actuator
 from nomad_gpu.store import QueueEntry
 
 ENTRY = QueueEntry(id="q000001", name="j", team="t", priority=50, spec={}, submitted_at=0.0, attempts=2,

@@ -15,8 +15,8 @@ import pytest
 from nomad_gpu.devcluster.hcl import parse_job_hcl
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.render import GroupPlacement, JobSpec, RenderPlacement, load_spec
-from nomad_gpu.service.actuator import META_ATTEMPT, META_INSTANCE, META_SERVICE, Actuator
-from nomad_gpu.service.settings import scheduling_from_mapping
+from nomad_gpu.service.config.settings import scheduling_from_mapping
+from nomad_gpu.service.life.actuator import META_ATTEMPT, META_INSTANCE, META_SERVICE, Actuator
 from nomad_gpu.store import QueueEntry
 
 REPO = Path(__file__).resolve().parents[2]

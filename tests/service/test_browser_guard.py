@@ -16,10 +16,10 @@ import requests
 from click.testing import CliRunner
 
 from nomad_gpu.cli.main import main
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.listen import ApiServer, plan_listen
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.listen import ApiServer, plan_listen
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, SqliteStore
 from tests.service.conftest import NoActuator
 
@@ -145,7 +145,7 @@ def test_the_cli_sends_what_the_guard_asks(served: tuple[SchedulerService, str])
 
 def test_the_config_names_extra_hosts() -> None:
     from nomad_gpu.domain.errors import InvalidRequest
-    from nomad_gpu.service.settings import access_from_mapping
+    from nomad_gpu.service.config.settings import access_from_mapping
     assert access_from_mapping({"hosts": ["GPU-Queue.example", "10.0.0.5"]}).hosts == {"gpu-queue.example",
                                                                                         "10.0.0.5"}
     with pytest.raises(InvalidRequest, match="hosts"):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from nomad_gpu.service.browser import BrowserGuard
+from nomad_gpu.service.http.browser import BrowserGuard
 
 
 async def _app(scope: object, receive: object, send: object) -> None:  # never called: refusal() is pure

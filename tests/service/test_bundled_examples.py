@@ -32,8 +32,8 @@ from nomad_gpu.domain.kinds import GpuAsk, MigSlices
 from nomad_gpu.nomad.decode import decode_node
 from nomad_gpu.render import JobSpec, SweepSpec, load_spec
 from nomad_gpu.render.loading import decode_spec
-from nomad_gpu.service.classes import ClassBook
-from nomad_gpu.service.fleetcheck import request_of
+from nomad_gpu.service.admission.fleetcheck import request_of
+from nomad_gpu.service.asks.classes import ClassBook
 from nomad_gpu.store import SqliteStore
 
 ALL = frozenset(bundled.bundled_clusters())

@@ -8,8 +8,8 @@ import pytest
 
 from nomad_gpu.domain.classes import DEFAULT_RULES, GIB, MIB, ClassRule, WorkloadClass
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.service.classconfig import classes_from_mapping
-from nomad_gpu.service.settings import load_config, scheduling_from_mapping
+from nomad_gpu.service.config.classconfig import classes_from_mapping
+from nomad_gpu.service.config.settings import load_config, scheduling_from_mapping
 
 S, T, H, E, INT = (WorkloadClass.SERVING, WorkloadClass.TRAINING, WorkloadClass.HPO, WorkloadClass.EXPLORATORY,
                    WorkloadClass.INTERACTIVE)

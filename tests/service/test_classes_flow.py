@@ -14,9 +14,9 @@ from nomad_gpu.domain.inventory import Gpu, GpuMode, MigSlice, Node
 from nomad_gpu.domain.units import MigProfile
 from nomad_gpu.render import JobSpec, RenderPlacement, render_job
 from nomad_gpu.render.hcl import parse_hcl
-from nomad_gpu.service.classconfig import classes_from_mapping
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.config.classconfig import classes_from_mapping
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, QueueEntry, SqliteStore
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -9,10 +9,10 @@ from nomad_gpu.domain.classes import GIB, ClassPolicy, ClassRule, WorkloadClass
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.requests import WholeGpus
 from nomad_gpu.render import JobSpec, load_spec
-from nomad_gpu.service.classconfig import classes_from_mapping
-from nomad_gpu.service.classes import check_classes, size_of
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.asks.classes import check_classes, size_of
+from nomad_gpu.service.config.classconfig import classes_from_mapping
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 
 BASE = {"name": "svc", "team": "t", "task": {"image": "busybox"}}

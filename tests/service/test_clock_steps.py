@@ -14,9 +14,9 @@ import pytest
 
 from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Gpu, Node
-from nomad_gpu.service import scheduler as scheduler_module
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.loops import housekeeping
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, SqliteStore
 from tests.service.fakes import Clock, FakeNomad, ManualExecutor, alloc, spec
 
@@ -70,7 +70,7 @@ def test_a_backward_step_does_not_delay_the_limit() -> None:
 
 def test_a_step_while_the_service_was_down_is_logged_not_obeyed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                                                caplog: pytest.LogCaptureFixture) -> None:
-    monkeypatch.setattr(scheduler_module, "boot_id", lambda: "boot-1")
+    monkeypatch.setattr(housekeeping, "boot_id", lambda: "boot-1")
     wall, steady, ex, nomad = Clock(1_000_000.0), Clock(50.0), ManualExecutor(), FakeNomad()
     path = str(tmp_path / "q.db")
     svc = start(SqliteStore(path), nomad, wall, steady, ex)

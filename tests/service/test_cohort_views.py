@@ -12,9 +12,9 @@ from starlette.testclient import TestClient
 
 from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Gpu, Node
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings, scheduling_from_mapping
+from nomad_gpu.service.config.settings import SchedulingSettings, scheduling_from_mapping
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 
 TEAMS = {"vision": {"quota_gpu": 4, "lend_gpu": 3, "cohort": "research"},
@@ -64,7 +64,7 @@ def test_metrics_show_borrowed_and_lent_per_team_of_a_cohort(borrowing: tuple[Sc
 
 
 def test_borrowed_hours_integrate_what_was_held_past_the_quota() -> None:
-    from nomad_gpu.service.accounting import borrowed_hours
+    from nomad_gpu.service.accounting.report import borrowed_hours
 
     # nlp (quota 2): 2 GPU for 2 h, plus 3 GPU from hour 1 to hour 3: 3 past its quota for 1 h, then 1 for 1 h
     intervals = [("nlp", 2.0, 0.0, 7200.0), ("nlp", 3.0, 3600.0, 10800.0), ("solo", 9.0, 0.0, 3600.0)]

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from nomad_gpu.service.access import LiveTokens
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.reload import reload_config
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import load_config
+from nomad_gpu.service.admission.access import LiveTokens
+from nomad_gpu.service.config.settings import load_config
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.reload import reload_config
+from nomad_gpu.service.loops.scheduler import SchedulerService
 
 OLD, NEW, ROOT = "vision-0123456789abcdef", "nlp-0123456789abcdef0000", "admin-0123456789abcdef00"
 FIRST = f"teams:\n  vision: {{weight: 1, quota_gpu: 4}}\napi:\n  tokens:\n    {OLD}: {{team: vision}}\n"
@@ -61,7 +61,7 @@ def test_a_bad_file_keeps_the_old_config_and_logs_one_line(service: SchedulerSer
     client, live = started(service, path)
     before = service.settings
     path.write_text(text)
-    with caplog.at_level(logging.INFO, logger="nomad_gpu.service.reload"):
+    with caplog.at_level(logging.INFO, logger="nomad_gpu.service.loops.reload"):
         assert not reload_config(str(path), service, live, None)
     assert [r.levelname for r in caplog.records] == ["WARNING"]
     assert words in caplog.records[0].getMessage() and "previous config stays" in caplog.records[0].getMessage()
@@ -70,11 +70,11 @@ def test_a_bad_file_keeps_the_old_config_and_logs_one_line(service: SchedulerSer
 
 
 def test_the_connection_reserve_trusts_the_reloaded_tokens() -> None:
-    """A reload swaps the tokens whose requests may use the reserved connections too (service/connections.py),
+    """A reload swaps the tokens whose requests may use the reserved connections too (service/http/connections.py),
     so a token taken out of the config no longer claims the reserve and a new one does."""
-    from nomad_gpu.service.connections import limited_protocol
-    from nomad_gpu.service.connroom import Trust, token_digests, trust_of
-    from nomad_gpu.service.limits import HttpLimits
+    from nomad_gpu.service.config.limits import HttpLimits
+    from nomad_gpu.service.http.connections import limited_protocol
+    from nomad_gpu.service.http.connroom import Trust, token_digests, trust_of
 
     protocol = limited_protocol(HttpLimits(), 100, ["old-token"])
     head = [(b"authorization", b"Bearer new-token")]

@@ -17,11 +17,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.limits import HttpLimits
-from nomad_gpu.service.listen import ApiServer, plan_listen
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.config.limits import HttpLimits
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.listen import ApiServer, plan_listen
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 from tests.service.conftest import NoActuator
 
@@ -115,10 +115,10 @@ SERVE_WITH_FEW_DESCRIPTORS = textwrap.dedent("""
     resource.setrlimit(resource.RLIMIT_NOFILE, (160, 160))
     from nomad_gpu.service.loglimit import configure_logging
     configure_logging(20)
-    from nomad_gpu.service.api import create_app
-    from nomad_gpu.service.listen import ApiServer, plan_listen
-    from nomad_gpu.service.scheduler import SchedulerService
-    from nomad_gpu.service.settings import SchedulingSettings
+    from nomad_gpu.service.http.api import create_app
+    from nomad_gpu.service.http.listen import ApiServer, plan_listen
+    from nomad_gpu.service.loops.scheduler import SchedulerService
+    from nomad_gpu.service.config.settings import SchedulingSettings
     from nomad_gpu.store import SqliteStore
     from tests.service.conftest import NoActuator
     service = SchedulerService(SqliteStore(), NoActuator(), SchedulingSettings())

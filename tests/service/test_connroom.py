@@ -7,8 +7,9 @@ import socket
 
 import pytest
 
-from nomad_gpu.service.connections import waiting_bytes
-from nomad_gpu.service.connroom import (
+from nomad_gpu.service.config.limits import HttpLimits
+from nomad_gpu.service.http.connections import waiting_bytes
+from nomad_gpu.service.http.connroom import (
     UNTRUSTED_ONLY,
     Standing,
     Trust,
@@ -20,7 +21,6 @@ from nomad_gpu.service.connroom import (
     trust_of,
     untrusted_fits,
 )
-from nomad_gpu.service.limits import HttpLimits
 
 BUSY_UNTRUSTED = Standing(Trust.UNTRUSTED)
 TOKEN = "0123456789abcdef-team"

@@ -12,13 +12,13 @@ from starlette.testclient import TestClient
 
 from nomad_gpu.api.payloads import GpuView, MigView, NodeView
 from nomad_gpu.nomad.stats import DeviceUsage
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.metrics import Metrics
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings
-from nomad_gpu.service.usage import UsageBook, UsagePoller
-from nomad_gpu.service.usageconfig import UsageSettings
-from nomad_gpu.service.views import with_utilisation
+from nomad_gpu.service.accounting.metrics import Metrics
+from nomad_gpu.service.config.settings import AccessSettings
+from nomad_gpu.service.config.usageconfig import UsageSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.views import with_utilisation
+from nomad_gpu.service.loops.scheduler import SchedulerService
+from nomad_gpu.service.loops.usage import UsageBook, UsagePoller
 from nomad_gpu.store import SqliteStore
 
 ADMIN, VISION, ALICE = "admin-t", "vision-t", "alice-t"

@@ -7,7 +7,7 @@ import pytest
 from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service
 
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, SqliteStore
 
 

@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service
 
-from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 
 TRIALS = 400

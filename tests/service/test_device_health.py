@@ -1,4 +1,4 @@
-"""The service's record of unhealthy devices (service/devicehealth.py): since when, and the notes an entry
+"""The service's record of unhealthy devices (service/loops/devicehealth.py): since when, and the notes an entry
 on one carries. Nomad's fingerprint says only whether and why, never since when."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Gpu, GpuMode, Node
-from nomad_gpu.service.devicehealth import DeviceHealth, Spell, note
+from nomad_gpu.service.loops.devicehealth import DeviceHealth, Spell, note
 
 A100 = "NVIDIA A100-SXM4-80GB"
 

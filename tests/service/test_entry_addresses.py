@@ -10,8 +10,8 @@ import pytest
 from nomad_gpu.domain.ids import NodeId
 from nomad_gpu.nomad.decode import AllocInfo, AllocStatus, decode_alloc
 from nomad_gpu.render import parse_spec
-from nomad_gpu.service.addresses import addresses
-from nomad_gpu.service.portsinuse import blocked_nodes, port_note, ports_taken, static_ports
+from nomad_gpu.service.http.addresses import addresses
+from nomad_gpu.service.life.portsinuse import blocked_nodes, port_note, ports_taken, static_ports
 
 
 def _raw(alloc_id: str, group: str = "main", status: str = "running", ports: Any = (("http", 23456),),

@@ -9,9 +9,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from nomad_gpu.nomad.client import NomadNotFound, NomadUnavailable
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings
+from nomad_gpu.service.config.settings import AccessSettings, SchedulingSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, SqliteStore
 
 VISION = "vision-0123456789abcdef"

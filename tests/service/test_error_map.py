@@ -21,9 +21,9 @@ from nomad_gpu.domain.errors import (
 )
 from nomad_gpu.nomad.client import NomadNotFound, NomadUnavailable
 from nomad_gpu.render import RenderError, SpecError
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.httpkit import status_of
-from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.httpkit import status_of
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store.sqlite import StaleTransition
 
 CASES = [

@@ -1,4 +1,4 @@
-"""Fencing (service/fencing.py): a replica whose lease is not valid sends no write to Nomad, its outage probe
+"""Fencing (service/life/fencing.py): a replica whose lease is not valid sends no write to Nomad, its outage probe
 fails too, and every register carries the epoch it passed the check under. Judged by the dev cluster's write
 log in `/_dev/audit`, over real HTTP."""
 
@@ -15,7 +15,7 @@ import requests
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.nomad.client import NomadUnavailable
 from nomad_gpu.nomad.connection import NomadSettings
-from nomad_gpu.service.fencing import FencedClient
+from nomad_gpu.service.life.fencing import FencedClient
 
 pytestmark = pytest.mark.server
 CLUSTER = Path(__file__).resolve().parents[2] / "clusters" / "seed-a800.yaml"

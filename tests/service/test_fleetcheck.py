@@ -10,8 +10,8 @@ from starlette.testclient import TestClient
 from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Gpu, MigSlice, Node, NodeStatus
 from nomad_gpu.domain.units import MigProfile
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 
 A100 = "NVIDIA A100-SXM4-80GB"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from starlette.testclient import TestClient
 
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 from tests.service.conftest import NoActuator
 from tests.service.fakes import Clock

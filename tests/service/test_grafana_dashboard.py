@@ -10,7 +10,7 @@ from prometheus_client import generate_latest
 
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.settings import ServiceSettings
+from nomad_gpu.service.config.settings import ServiceSettings
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana-dashboard.json"
 SUFFIXES = ("_total", "_bucket", "_count", "_sum", "_created")

@@ -1,4 +1,4 @@
-"""`ha:` in the config (service/haconfig.py): the lease as a duration, the advertised address; a mistake is one
+"""`ha:` in the config (service/config/haconfig.py): the lease as a duration, the advertised address; a mistake is one
 line naming the key, refused at start."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from click.testing import CliRunner
 
 from nomad_gpu.cli.main import main
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.service.haconfig import HaSettings, ha_from_mapping
-from nomad_gpu.service.settings import load_config
+from nomad_gpu.service.config.haconfig import HaSettings, ha_from_mapping
+from nomad_gpu.service.config.settings import load_config
 
 
 @pytest.mark.parametrize(("raw", "want"), [

@@ -17,10 +17,10 @@ from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service
 from starlette.testclient import TestClient
 
 from nomad_gpu.domain.ids import EntryId, NodeId
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.listen import ApiServer, plan_listen
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings
+from nomad_gpu.service.config.settings import AccessSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.listen import ApiServer, plan_listen
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 from nomad_gpu.store.quota import TeamQuota
 

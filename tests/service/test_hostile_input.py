@@ -13,9 +13,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from nomad_gpu.render.loading import MAX_DEPTH
-from nomad_gpu.service.api import MAX_BODY, create_app
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings
+from nomad_gpu.service.config.settings import AccessSettings
+from nomad_gpu.service.http.api import MAX_BODY, create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 
 SPEC = "name: ok\ntask: {image: busybox}\n"
 

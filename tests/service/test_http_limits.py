@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.service.limits import HttpLimits, http_limits_from_mapping
-from nomad_gpu.service.settings import access_from_mapping
+from nomad_gpu.service.config.limits import HttpLimits, http_limits_from_mapping
+from nomad_gpu.service.config.settings import access_from_mapping
 
 
 def test_defaults() -> None:

@@ -9,7 +9,7 @@ import pytest
 from nomad_gpu.domain.classes import WorkloadClass
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.idle import IdleAction, IdlePolicy
-from nomad_gpu.service.settings import load_config, scheduling_from_mapping
+from nomad_gpu.service.config.settings import load_config, scheduling_from_mapping
 
 INT, EXP, HPO, TRAIN, SERVE = (WorkloadClass.INTERACTIVE, WorkloadClass.EXPLORATORY, WorkloadClass.HPO,
                                WorkloadClass.TRAINING, WorkloadClass.SERVING)

@@ -16,8 +16,8 @@ from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service, sp
 
 from nomad_gpu.nomad.client import NomadUnavailable
 from nomad_gpu.nomad.decode import AllocInfo
-from nomad_gpu.service.runtimes import RuntimeDefaults
-from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.config.runtimes import RuntimeDefaults
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, QueueEntry, SqliteStore
 
 N1 = gpu_node("n1", 1)  # one GPU: a second job can only ever land on the first one's GPU
@@ -343,7 +343,7 @@ def test_finished_entries_are_deleted_after_the_retention(clock: Clock, ex: Manu
 
 
 def test_team_metric_labels_are_bounded() -> None:
-    from nomad_gpu.service.metrics import MAX_TEAM_LABELS, Metrics
+    from nomad_gpu.service.accounting.metrics import MAX_TEAM_LABELS, Metrics
 
     m = Metrics()
     m.set_queue(0, 0, {f"team-{i}": 1.0 for i in range(MAX_TEAM_LABELS + 50)})
@@ -518,7 +518,7 @@ def test_each_committed_admission_observes_its_wait_and_a_rolled_back_one_none(
 
 
 def test_the_live_index_always_matches_the_entries(clock: Clock, ex: ManualExecutor) -> None:
-    from nomad_gpu.service.tracking import LIVE
+    from nomad_gpu.service.life.tracking import LIVE
 
     nomad, store = FakeNomad(), SqliteStore()
     svc = service(store, nomad, clock, ex)
@@ -552,7 +552,7 @@ def test_a_burst_of_submissions_is_admitted_in_one_coalesced_cycle(clock: Clock,
     from collections.abc import Iterable
 
     from nomad_gpu.domain.cycle import Admit
-    from nomad_gpu.service.settings import SchedulingSettings
+    from nomad_gpu.service.config.settings import SchedulingSettings
 
     nomad, store = FakeNomad(), SqliteStore()
     svc = SchedulerService(store, nomad, SchedulingSettings(tick_s=60, min_cycle_interval_s=1.0), clock=clock,
@@ -585,7 +585,7 @@ def test_a_burst_of_submissions_is_admitted_in_one_coalesced_cycle(clock: Clock,
 
 
 def test_the_cycle_interval_is_bounded_in_the_config() -> None:
-    from nomad_gpu.service.settings import scheduling_from_mapping
+    from nomad_gpu.service.config.settings import scheduling_from_mapping
 
     assert scheduling_from_mapping({"min_cycle_interval_s": 0}).min_cycle_interval_s == 0
     with pytest.raises(ValueError, match="min_cycle_interval_s: must be from 0 to 1 seconds"):

@@ -8,9 +8,9 @@ import pytest
 from fakes import Clock, FakeNomad, ManualExecutor, gpu_node, service
 from starlette.testclient import TestClient
 
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings
+from nomad_gpu.service.config.settings import AccessSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 
 ADMIN, VISION = "admin-t", "vision-t"

@@ -8,14 +8,14 @@ from typing import Any
 import pytest
 from prometheus_client import generate_latest
 
-from nomad_gpu.service.livemetrics import (
+from nomad_gpu.service.accounting.metrics import Metrics
+from nomad_gpu.service.http.livemetrics import (
     capacity,
     capacity_reader,
     entries_reader,
     entry_counts,
     reconnects_reader,
 )
-from nomad_gpu.service.metrics import Metrics
 from nomad_gpu.store import EntryState, QueueEntry
 
 A100 = "NVIDIA A100-SXM4-80GB"

@@ -15,9 +15,9 @@ import pytest
 from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service, spec
 
 from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.service.config.settings import scheduling_from_mapping
 from nomad_gpu.service.life.cutoff import bound_s
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import scheduling_from_mapping
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, SqliteStore
 
 N1 = gpu_node("n1", 1)  # one GPU: the next job can only land where the lost task may still run

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from starlette.testclient import TestClient
 
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, access_from_mapping
+from nomad_gpu.service.config.settings import AccessSettings, access_from_mapping
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 
 SPEC = "name: ns-job\nteam: t\nnamespace: ml\ntask: {image: busybox}\ngpu: {count: 1}\n"
 

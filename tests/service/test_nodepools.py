@@ -12,9 +12,9 @@ from nomad_gpu.domain.ids import EntryId, NodeId, Team
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.nomad.client import NomadUnavailable
 from nomad_gpu.render import JobSpec, parse_spec
-from nomad_gpu.service.nodepools import NamespacePools, allowed_pool, job_pool, namespace_default_pool
-from nomad_gpu.service.settings import AccessSettings, Grant
-from nomad_gpu.service.translate import job_request
+from nomad_gpu.service.admission.nodepools import NamespacePools, allowed_pool, job_pool, namespace_default_pool
+from nomad_gpu.service.asks.translate import job_request
+from nomad_gpu.service.config.settings import AccessSettings, Grant
 from nomad_gpu.store import QueueEntry
 
 OPEN = AccessSettings(node_pools=frozenset({"default", "reserved"}))

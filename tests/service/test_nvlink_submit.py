@@ -13,7 +13,7 @@ from nomad_gpu.devcluster.inventory import build_nodes
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.nomad.decode import decode_node
 from nomad_gpu.render import SpecError, load_spec
-from nomad_gpu.service.api import create_app
+from nomad_gpu.service.http.api import create_app
 from nomad_gpu.store import SqliteStore
 
 SPEC = "name: ddp\ntask: {image: img}\ngpu: {count: 4, nvlink: true}\n"

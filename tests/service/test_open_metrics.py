@@ -18,11 +18,11 @@ from prometheus_client import CollectorRegistry, Gauge
 from starlette.testclient import TestClient
 
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.service.access import ADMIN, OTHER_TEAM, Caller, metrics_view
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.listen import ApiServer, plan_listen
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, load_config
+from nomad_gpu.service.admission.access import ADMIN, OTHER_TEAM, Caller, metrics_view
+from nomad_gpu.service.config.settings import AccessSettings, load_config
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.listen import ApiServer, plan_listen
+from nomad_gpu.service.loops.scheduler import SchedulerService
 
 VISION = "vision-0123456789abcdef"
 NLP = "nlp-0123456789abcdef0000"
@@ -58,7 +58,7 @@ def registry() -> CollectorRegistry:
 
 
 def test_an_anonymous_scrape_sees_every_team_summed_as_one() -> None:
-    from nomad_gpu.service.access import ALL_TEAMS, ANONYMOUS
+    from nomad_gpu.service.admission.access import ALL_TEAMS, ANONYMOUS
 
     text = metrics_view(registry(), ANONYMOUS).decode()
     assert series(text) == {ALL_TEAMS: 4.5}
@@ -66,7 +66,7 @@ def test_an_anonymous_scrape_sees_every_team_summed_as_one() -> None:
 
 
 def test_the_operator_switch_shows_every_team_to_an_anonymous_scrape() -> None:
-    from nomad_gpu.service.access import ANONYMOUS
+    from nomad_gpu.service.admission.access import ANONYMOUS
 
     assert series(metrics_view(registry(), ANONYMOUS, show_teams=True).decode()) == USAGE
 
@@ -81,7 +81,7 @@ def test_the_admin_sees_every_team() -> None:
 
 
 def test_an_anonymous_caller_sees_no_entry_and_is_no_admin() -> None:
-    from nomad_gpu.service.access import ANONYMOUS
+    from nomad_gpu.service.admission.access import ANONYMOUS
 
     assert not ANONYMOUS.admin and ANONYMOUS.team is not None  # `team is None` means admin in the routes
 

@@ -8,10 +8,10 @@ from typing import Any
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.openapi import OPERATIONS, document, markdown
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.openapi import OPERATIONS, document, markdown
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "api.md"

@@ -1,4 +1,4 @@
-"""While admissions are paused (service/outage.py), the registers of a cycle still waiting in the pool
+"""While admissions are paused (service/life/outage.py), the registers of a cycle still waiting in the pool
 when another one met "No cluster leader" (a leader election, `getLeaderForRPC` in nomad/rpc.go, v2.0.5)
 or a reset are not sent into the outage; they go out, once each, when Nomad answers again. Only the
 register that failed retries, on its own backoff, and the probe asks."""

@@ -15,10 +15,10 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.listen import ApiServer, plan_listen
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.listen import ApiServer, plan_listen
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 from tests.service.conftest import NoActuator
 

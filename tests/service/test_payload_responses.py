@@ -19,9 +19,9 @@ from nomad_gpu.api.payloads import Payload
 from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Gpu, MigSlice, Node
 from nomad_gpu.domain.units import MigProfile
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.history import History
-from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.accounting.history import History
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 
 H100 = "NVIDIA H100 80GB HBM3"

@@ -1,4 +1,4 @@
-"""The take-back config (service/preemptconfig.py): defaults, the issue's example, and every bad input
+"""The take-back config (service/config/preemptconfig.py): defaults, the issue's example, and every bad input
 refused at start with one line naming the key."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ import pytest
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.preemption import Preemptible
-from nomad_gpu.service.preemptconfig import grace_warning
-from nomad_gpu.service.settings import scheduling_from_mapping
+from nomad_gpu.service.config.preemptconfig import grace_warning
+from nomad_gpu.service.config.settings import scheduling_from_mapping
 
 
 def test_defaults() -> None:

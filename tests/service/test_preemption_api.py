@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 from starlette.testclient import TestClient
 
-from nomad_gpu.service.access import Caller, status_view
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.admission.access import Caller, status_view
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 
 SPEC = "name: ck\nteam: vision\nclass: training\ntask: {image: busybox}\ngpu: {count: 1}\n"
 

@@ -1,4 +1,4 @@
-"""Preemption through the service (service/preemption.py), replayed with a fake Nomad, a manual executor and
+"""Preemption through the service (service/loops/preemption.py), replayed with a fake Nomad, a manual executor and
 a clock: what Nomad is told, in which order, and what a restart and a cancel leave."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, spec
 
 from nomad_gpu.domain.ids import EntryId, NodeId
 from nomad_gpu.nomad.decode import AllocInfo, AllocStatus
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings, scheduling_from_mapping
+from nomad_gpu.service.config.settings import SchedulingSettings, scheduling_from_mapping
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, QueueEntry, SqliteStore
 
 N1 = gpu_node("n1", 2)

@@ -10,8 +10,8 @@ import pytest
 from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service
 from starlette.testclient import TestClient
 
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 
 

@@ -12,11 +12,11 @@ from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service, sp
 
 from nomad_gpu.domain.errors import InvalidRequest, StateConflict
 from nomad_gpu.domain.idle import IdleAction, IdlePolicy
-from nomad_gpu.service.idleaccounts import IdleAccounts
-from nomad_gpu.service.idleconfig import idle_from_classes
-from nomad_gpu.service.metrics import Metrics
-from nomad_gpu.service.reclaim import IdleReclaim
-from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.accounting.idleaccounts import IdleAccounts
+from nomad_gpu.service.accounting.metrics import Metrics
+from nomad_gpu.service.config.idleconfig import idle_from_classes
+from nomad_gpu.service.loops.reclaim import IdleReclaim
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, SqliteStore
 
 MIN = 60.0
@@ -152,8 +152,8 @@ def test_the_keep_route_and_the_usage_report() -> None:
     changes nothing. `GET /v1/usage` rows carry idle and returned GPU-hours and reclaims."""
     from starlette.testclient import TestClient
 
-    from nomad_gpu.service.api import create_app
-    from nomad_gpu.service.settings import AccessSettings
+    from nomad_gpu.service.config.settings import AccessSettings
+    from nomad_gpu.service.http.api import create_app
 
     svc, _, clock, ex, idle, meta = setup()
     s = running(svc, ex, "s")  # team t
@@ -206,7 +206,7 @@ def test_after_a_restart_nobody_else_is_stopped_while_a_reclaimed_job_drains() -
 
 
 def test_the_grace_of_a_reclaimed_job_is_its_checkpoint_grace_else_nomads_default() -> None:
-    from nomad_gpu.service.reclaim import reclaim_grace_s
+    from nomad_gpu.service.loops.reclaim import reclaim_grace_s
 
     assert reclaim_grace_s({}) == 5.0
     assert reclaim_grace_s({"checkpoint": {"grace": "120s"}}) == 120.0

@@ -9,8 +9,8 @@ from typing import Any
 from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, spec
 
 from nomad_gpu.nomad.decode import AllocInfo, AllocStatus
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import scheduling_from_mapping
+from nomad_gpu.service.config.settings import scheduling_from_mapping
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, QueueEntry, SqliteStore
 
 TEAMS = {"vision": {"quota_gpu": 2, "cohort": "research"},

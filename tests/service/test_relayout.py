@@ -9,8 +9,8 @@ import pytest
 from nomad_gpu.domain.ids import NodeId
 from nomad_gpu.domain.miglayout import MigGeometry, geometry_for, parse_layout
 from nomad_gpu.domain.migplanner import MigAsk, MigGpu, MigInstance
-from nomad_gpu.service.relayout import Phase, Record, RelayoutController, RelayoutSettings
-from nomad_gpu.service.relayoutjob import apply_job_hcl
+from nomad_gpu.service.relayout.applyjob import apply_job_hcl
+from nomad_gpu.service.relayout.controller import Phase, Record, RelayoutController, RelayoutSettings
 
 MODEL = "NVIDIA H100 80GB HBM3"
 _G = geometry_for(MODEL, [("3g.40gb", 4)])

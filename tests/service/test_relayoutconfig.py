@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.service.relayoutconfig import mig_relayout_from_mapping
-from nomad_gpu.service.settings import scheduling_from_mapping
+from nomad_gpu.service.config.settings import scheduling_from_mapping
+from nomad_gpu.service.relayout.config import mig_relayout_from_mapping
 
 
 def test_off_unless_enabled_and_read_from_the_scheduling_config() -> None:

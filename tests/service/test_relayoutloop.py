@@ -13,8 +13,8 @@ from nomad_gpu.domain.ids import EntryId, NodeId, Team
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.requests import AllocAsk, JobRequest, MigSlices, WholeGpus
 from nomad_gpu.nomad.decode import decode_node
-from nomad_gpu.service.relayout import Phase, RelayoutController, RelayoutSettings
-from nomad_gpu.service.relayoutloop import RelayoutLoop
+from nomad_gpu.service.relayout.controller import Phase, RelayoutController, RelayoutSettings
+from nomad_gpu.service.relayout.loop import RelayoutLoop
 
 LAYOUT = ["3g.40gb@0", "1g.10gb@4", "1g.10gb@5", "1g.10gb@6"]
 SPEC = {"name": "m", "nodes": [{"name": "h100-mig-1", "device_plugin": "nomad-gpu",
@@ -110,7 +110,7 @@ def test_nothing_is_fetched_without_mig_asks_or_relayouts() -> None:
 def test_metrics_count_relayouts_by_outcome() -> None:
     from prometheus_client import CollectorRegistry
 
-    from nomad_gpu.service.relayoutloop import RelayoutCollector
+    from nomad_gpu.service.relayout.loop import RelayoutCollector
     ledger, loop, nomad, _, _, waiting = setup()
     registry = CollectorRegistry()
     registry.register(RelayoutCollector(loop))

@@ -9,8 +9,8 @@ import pytest
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import EntryId
 from nomad_gpu.render import parse_spec
-from nomad_gpu.service.runtimes import RuntimeDefaults, eta_bases, runtime_defaults_from_mapping
-from nomad_gpu.service.settings import scheduling_from_mapping
+from nomad_gpu.service.config.runtimes import RuntimeDefaults, eta_bases, runtime_defaults_from_mapping
+from nomad_gpu.service.config.settings import scheduling_from_mapping
 
 
 def spec(**extra: Any) -> Any:

@@ -14,11 +14,11 @@ from starlette.testclient import TestClient
 
 from nomad_gpu.cli.main import main
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.service.access import ADMIN, OTHER_TEAM, Caller, status_view
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.listen import ApiServer, plan_listen
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, load_config
+from nomad_gpu.service.admission.access import ADMIN, OTHER_TEAM, Caller, status_view
+from nomad_gpu.service.config.settings import AccessSettings, load_config
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.listen import ApiServer, plan_listen
+from nomad_gpu.service.loops.scheduler import SchedulerService
 
 VISION = "vision-0123456789abcdef"
 NLP = "nlp-0123456789abcdef0000"

@@ -10,7 +10,7 @@ from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import Team
 from nomad_gpu.nomad.client import NomadClient
 from nomad_gpu.nomad.connection import NomadSettings
-from nomad_gpu.service.settings import load_scheduling
+from nomad_gpu.service.config.settings import load_scheduling
 
 
 def test_tls_verification_is_on_unless_skipped() -> None:

@@ -10,8 +10,8 @@ from starlette.testclient import TestClient
 
 from nomad_gpu.api.payloads import ErrorReply
 from nomad_gpu.cli.main import main
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 
 TYPOS = "name: demo\ntask: {image: img}\npriorty: 60\nresources: {cpus: 2, memory: 16GB}\n"
 MESSAGES = [

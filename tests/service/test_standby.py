@@ -1,4 +1,4 @@
-"""A standby replica's API (service/standby.py): its own status and metrics; every other request forwarded to
+"""A standby replica's API (service/ha/standby.py): its own status and metrics; every other request forwarded to
 the leader with its method, path, query, body and headers, the answer passed back; 503 with Retry-After while
 nobody leads or the leader does not answer; the token gate before anything is forwarded."""
 
@@ -14,10 +14,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 from starlette.testclient import TestClient
 
-from nomad_gpu.service.listen import ApiServer, plan_listen
-from nomad_gpu.service.metrics import Metrics
-from nomad_gpu.service.settings import AccessSettings
-from nomad_gpu.service.standby import standby_app
+from nomad_gpu.service.accounting.metrics import Metrics
+from nomad_gpu.service.config.settings import AccessSettings
+from nomad_gpu.service.ha.standby import standby_app
+from nomad_gpu.service.http.listen import ApiServer, plan_listen
 
 pytestmark = pytest.mark.server
 TOKEN = "vision-token-0123456789abcdef"

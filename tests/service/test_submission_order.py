@@ -1,4 +1,4 @@
-"""A submission's checks run in the order `service/submission.py` writes down.
+"""A submission's checks run in the order `service/admission/submission.py` writes down.
 
 One spec carries a fault for every step from the one under test to the last: it must be refused by that
 step, with its status, so moving a check before another is caught. Pure: the HTTP edge's steps are called
@@ -18,11 +18,11 @@ from fakes import Clock, FakeNomad, ManualExecutor
 from nomad_gpu.domain.errors import NomadGpuError
 from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.inventory import Gpu, GpuMode, Node
-from nomad_gpu.service.access import Caller
-from nomad_gpu.service.httpkit import status_of
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings
-from nomad_gpu.service.submission import STEPS, Request, check_request
+from nomad_gpu.service.admission.access import Caller
+from nomad_gpu.service.admission.submission import STEPS, Request, check_request
+from nomad_gpu.service.config.settings import AccessSettings, SchedulingSettings
+from nomad_gpu.service.http.httpkit import status_of
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 from nomad_gpu.store.quota import TeamQuota
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import threading
 from typing import Any, cast
 
-from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, SqliteStore
 
 TRIALS = 1200

@@ -16,9 +16,9 @@ import pytest
 from starlette.testclient import TestClient
 
 from nomad_gpu.render.loading import decode_spec
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings
+from nomad_gpu.service.config.settings import AccessSettings, SchedulingSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, QueueEntry, SqliteStore
 from tests.service.conftest import NoActuator
 

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from nomad_gpu.cli.main import main
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import Team
-from nomad_gpu.service.settings import scheduling_from_mapping
+from nomad_gpu.service.config.settings import scheduling_from_mapping
 
 GOOD = {"vision": {"weight": 2, "quota_gpu": 16, "borrow_gpu": 8, "lend_gpu": 12, "cohort": "research"},
         "nlp": {"weight": 1, "quota_gpu": 16, "borrow_gpu": 16, "cohort": "research"}}

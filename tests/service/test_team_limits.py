@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from starlette.testclient import TestClient
 
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.limits import TeamLimits
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, access_from_mapping
+from nomad_gpu.service.config.limits import TeamLimits
+from nomad_gpu.service.config.settings import AccessSettings, access_from_mapping
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 
 VISION = "vision-0123456789abcdef"
 NLP = "nlp-0123456789abcdef0000"

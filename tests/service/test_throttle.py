@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from nomad_gpu.service.throttle import throttle, throttle_reason
+from nomad_gpu.service.loops.throttle import throttle, throttle_reason
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.render import JobSpec, load_spec
-from nomad_gpu.service.translate import placement_from_json, placement_json, render_placement
+from nomad_gpu.service.asks.translate import placement_from_json, placement_json, render_placement
 
 SPEC = load_spec("name: nb\ntask: {image: i}\nshare: {milli: 500}\n")
 assert isinstance(SPEC, JobSpec)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.render import parse_spec
-from nomad_gpu.service.translate import render_placement
+from nomad_gpu.service.asks.translate import render_placement
 
 
 def test_the_device_block_names_the_fingerprints_vendor() -> None:

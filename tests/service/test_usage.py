@@ -13,10 +13,10 @@ from nomad_gpu.domain.ids import NodeId
 from nomad_gpu.nomad.client import NomadUnavailable
 from nomad_gpu.nomad.decode import AllocInfo, AllocStatus
 from nomad_gpu.nomad.stats import DeviceUsage
-from nomad_gpu.service.metrics import Metrics
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.usage import UsageBook, UsagePoller
-from nomad_gpu.service.usageconfig import UsageSettings, usage_from_mapping
+from nomad_gpu.service.accounting.metrics import Metrics
+from nomad_gpu.service.config.usageconfig import UsageSettings, usage_from_mapping
+from nomad_gpu.service.loops.scheduler import SchedulerService
+from nomad_gpu.service.loops.usage import UsageBook, UsagePoller
 
 SETTINGS = UsageSettings(interval_s=10, idle_util_pct=5, idle_mig_memory_mib=512, idle_after_s=600, max_allocs=2)
 

@@ -10,7 +10,7 @@ from fakes import Clock, FakeNomad, ManualExecutor, gpu_node, service
 from starlette.testclient import TestClient
 
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.service.api import create_app
+from nomad_gpu.service.http.api import create_app
 from nomad_gpu.store import SqliteStore
 
 
@@ -35,7 +35,7 @@ ALICE, BOB, NLP = "alice-0123456789abcdef00", "bob-0123456789abcdef0000", "nlp-0
 def test_report_by_user_and_by_sweep() -> None:
     """A token may carry a user name (`api.tokens` `user:`); what it submits records it, and a spec cannot
     claim one itself."""
-    from nomad_gpu.service.settings import access_from_mapping
+    from nomad_gpu.service.config.settings import access_from_mapping
 
     access = access_from_mapping({"tokens": {ALICE: {"team": "vision", "user": "alice"},
                                              BOB: {"team": "vision", "user": "bob"}, NLP: {"team": "nlp"}}})

@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import pytest
 from starlette.testclient import TestClient
 
-from nomad_gpu.service.accounting import parse_since
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.listen import ApiServer, plan_listen
-from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.service.accounting.report import parse_since
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.http.listen import ApiServer, plan_listen
+from nomad_gpu.service.loops.scheduler import SchedulerService
 
 NOW = 1_800_000_000.0
 BAD = ["nan", "NaN", "inf", "-inf", "1e309", "-1e309", "infd", "nanh", "1e308d", "-5", "-1e10",
@@ -90,4 +90,4 @@ def test_a_bug_is_logged_once_by_the_service_not_again_by_the_server(
             urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/jobs", timeout=10)
         assert got.value.code == 500 and "RuntimeError" in json.loads(got.value.read())["error"]
     tracebacks = [rec.name for rec in caplog.records if rec.exc_info]
-    assert tracebacks == ["nomad_gpu.service.httpkit"] * 3
+    assert tracebacks == ["nomad_gpu.service.http.httpkit"] * 3

@@ -9,8 +9,8 @@ from nomad_gpu.domain.inventory import Inventory, MigPlacementOf, MigSlice, Node
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.units import MigProfile
-from nomad_gpu.service.relayout import Phase, Record
-from nomad_gpu.service.views import inventory_nodes, inventory_view
+from nomad_gpu.service.http.views import inventory_nodes, inventory_view
+from nomad_gpu.service.relayout.controller import Phase, Record
 
 H100 = "NVIDIA H100 80GB HBM3"
 GPU_A, GPU_B = "GPU-aaaa0000-0000-4000-8000-000000000001", "GPU-bbbb0000-0000-4000-8000-000000000002"

@@ -6,7 +6,7 @@ from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId, Team
 from nomad_gpu.domain.inventory import Gpu, GpuMode, Inventory, Node
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement
-from nomad_gpu.service.views import inventory_view
+from nomad_gpu.service.http.views import inventory_view
 
 
 def test_a_share_of_two_slots_is_one_holder_of_its_gpu() -> None:

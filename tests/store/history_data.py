@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nomad_gpu.service.accounting import GROUPINGS, Window, usage_rows
+from nomad_gpu.service.accounting.report import GROUPINGS, Window, usage_rows
 from nomad_gpu.store import EntryState, QueueEntry, Store
 
 GPU = {"node": "n1", "instance_ids": ["GPU-1"], "gpu_equivalents": 1.0, "device_name": "nvidia/gpu/NVIDIA A100"}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import SchedulingSettings
+from nomad_gpu.service.config.settings import SchedulingSettings
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import QueueEntry, SqliteStore
 from nomad_gpu.store.sqlite import StoreDamaged
 from tests.service.conftest import NoActuator

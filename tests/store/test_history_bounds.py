@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any
 
-from nomad_gpu.service.accounting import GROUPINGS
+from nomad_gpu.service.accounting.report import GROUPINGS
 from nomad_gpu.store import EntryState, QueueEntry, SqliteStore
 from nomad_gpu.store.entries import dumps
 from nomad_gpu.store.quota import TeamQuota

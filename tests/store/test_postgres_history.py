@@ -12,7 +12,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from nomad_gpu.service.accounting import GROUPINGS
+from nomad_gpu.service.accounting.report import GROUPINGS
 from nomad_gpu.store import EntryState, QueueEntry, Store, open_store
 from nomad_gpu.store.entries import dumps
 from nomad_gpu.store.pgschema import MIGRATIONS, VERSION

@@ -82,6 +82,6 @@ def test_damaged_data_is_store_damaged() -> None:
 
 
 def test_the_settings_never_show_the_password() -> None:
-    from nomad_gpu.service.settings import ServiceSettings
+    from nomad_gpu.service.config.settings import ServiceSettings
 
     assert "pw" not in repr(ServiceSettings(db_path="postgresql://u:pw@h/q"))

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from nomad_gpu.cli.main import main
-from nomad_gpu.service.accounting import GROUPINGS
+from nomad_gpu.service.accounting.report import GROUPINGS
 from nomad_gpu.store import EntryState, Store, open_store
 from nomad_gpu.store.contract import StopIntent
 from tests.store.contract.conftest import entry

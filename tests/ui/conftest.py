@@ -23,8 +23,8 @@ from harness import CLUSTERS  # noqa: E402
 from nomad_gpu.devcluster import DevCluster  # noqa: E402
 from nomad_gpu.nomad.connection import NomadSettings  # noqa: E402
 from nomad_gpu.service.app import ServiceRuntime  # noqa: E402
-from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings  # noqa: E402
-from nomad_gpu.service.usageconfig import UsageSettings  # noqa: E402
+from nomad_gpu.service.config.settings import SchedulingSettings, ServiceSettings  # noqa: E402
+from nomad_gpu.service.config.usageconfig import UsageSettings  # noqa: E402
 
 ROOT_TOKEN = "dashboard-admin-0123456789abcdef"
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",

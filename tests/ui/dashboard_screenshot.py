@@ -24,8 +24,8 @@ from nomad_gpu.bundled import bundled_cluster
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
+from nomad_gpu.service.config.settings import SchedulingSettings, ServiceSettings
 from nomad_gpu.service.demo import DEMO_CLUSTER, job_spec
-from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
 
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars")

@@ -14,8 +14,8 @@ from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.fairshare import FairShareConfig
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
-from nomad_gpu.service.teamconfig import teams_from_mapping
+from nomad_gpu.service.config.settings import SchedulingSettings, ServiceSettings
+from nomad_gpu.service.config.teamconfig import teams_from_mapping
 
 pytestmark = pytest.mark.e2e
 

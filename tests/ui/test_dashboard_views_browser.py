@@ -21,8 +21,8 @@ from test_dashboard_browser import js, run_axe, wait_until
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings, ServiceSettings
-from nomad_gpu.service.usageconfig import UsageSettings
+from nomad_gpu.service.config.settings import AccessSettings, SchedulingSettings, ServiceSettings
+from nomad_gpu.service.config.usageconfig import UsageSettings
 
 pytestmark = pytest.mark.e2e
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from nomad_gpu.service.history import MINUTES, History, HistorySampler, reading
+from nomad_gpu.service.accounting.history import MINUTES, History, HistorySampler, reading
 
 T0 = 1_800_000_000.0  # a minute boundary (divisible by 60)
 

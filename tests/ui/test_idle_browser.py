@@ -18,9 +18,9 @@ from nomad_gpu.domain.classes import WorkloadClass
 from nomad_gpu.domain.idle import IdleAction, IdlePolicy
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.idleconfig import idle_from_classes
-from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
-from nomad_gpu.service.usageconfig import UsageSettings
+from nomad_gpu.service.config.idleconfig import idle_from_classes
+from nomad_gpu.service.config.settings import SchedulingSettings, ServiceSettings
+from nomad_gpu.service.config.usageconfig import UsageSettings
 
 pytestmark = pytest.mark.e2e
 

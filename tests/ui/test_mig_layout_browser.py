@@ -19,9 +19,9 @@ from test_dashboard_browser import open_dashboard, run_axe, wait_until
 from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.relayout import RelayoutSettings
-from nomad_gpu.service.relayoutconfig import MigRelayoutConfig
-from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
+from nomad_gpu.service.config.settings import SchedulingSettings, ServiceSettings
+from nomad_gpu.service.relayout.config import MigRelayoutConfig
+from nomad_gpu.service.relayout.controller import RelayoutSettings
 
 pytestmark = pytest.mark.e2e
 

@@ -16,8 +16,8 @@ from nomad_gpu.devcluster import DevCluster
 from nomad_gpu.domain.preemption import PreemptionPolicy
 from nomad_gpu.nomad.connection import NomadSettings
 from nomad_gpu.service.app import ServiceRuntime
-from nomad_gpu.service.preemptconfig import TakeBackSettings
-from nomad_gpu.service.settings import SchedulingSettings, ServiceSettings
+from nomad_gpu.service.config.preemptconfig import TakeBackSettings
+from nomad_gpu.service.config.settings import SchedulingSettings, ServiceSettings
 
 pytestmark = pytest.mark.e2e
 

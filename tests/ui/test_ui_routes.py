@@ -14,11 +14,11 @@ from nomad_gpu.domain.ids import EntryId, InstanceId, NodeId, Team
 from nomad_gpu.domain.inventory import Gpu, GpuMode, MigSlice, Node
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.units import MigProfile
-from nomad_gpu.service.access import OTHER_TEAM
-from nomad_gpu.service.api import create_app
-from nomad_gpu.service.history import History
-from nomad_gpu.service.scheduler import SchedulerService
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings
+from nomad_gpu.service.accounting.history import History
+from nomad_gpu.service.admission.access import OTHER_TEAM
+from nomad_gpu.service.config.settings import AccessSettings, SchedulingSettings
+from nomad_gpu.service.http.api import create_app
+from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import SqliteStore
 
 ROOT = "root-token-0123456789abcdef"

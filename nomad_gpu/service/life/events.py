@@ -2,7 +2,7 @@
 `machine.apply`. Plain frozen values, so a table or a property test can build them without a service.
 
 Events carry the facts their source measured (Nomad's reply, an allocation's status, a timer's reason);
-effects say what the runner (`service/lifecycle.py`) must do, in the order given.
+effects say what the runner (`service/life/lifecycle.py`) must do, in the order given.
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class AllocUpdate:
     """Nomad placed it short of its pins (before 1.11.1): why; empty otherwise."""
     preempted: str = ""
     """Nomad evicted it for a higher-priority job (`PreemptedByAllocation`): the reason to store, naming the
-    preempting allocation (service/preempted.py); empty otherwise."""
+    preempting allocation (service/life/preempted.py); empty otherwise."""
     cut_off: str = ""
     """Nomad's servers lost its node (`lost` or `unknown`) and its task may still run there: the reason to
     store (docs/partitions.md); empty otherwise."""
@@ -175,7 +175,7 @@ class JobDeregistered:
 
 @dataclass(frozen=True)
 class Preempt:
-    """A waiting job takes the running attempt's GPUs back (DESIGN 17, service/preemption.py): the entry is
+    """A waiting job takes the running attempt's GPUs back (DESIGN 17, service/loops/preemption.py): the entry is
     `preempting`, holding its capacity while Nomad stops its job with its checkpoint grace; once every
     allocation is terminal it is queued again (its age kept, no retry used), or complete if it exited 0.
     `reason` names the preemptor and the node (`preempted by q000012 (serving) on node-1`): stored while it
@@ -186,7 +186,7 @@ class Preempt:
 
 @dataclass(frozen=True)
 class Reclaim:
-    """A job's GPUs are taken back (DESIGN 17): an idle job's (service/reclaim.py), or, coming, a team's quota.
+    """A job's GPUs are taken back (DESIGN 17): an idle job's (service/loops/reclaim.py), or, coming, a team's quota.
     The attempt drains (keeps its capacity) while Nomad stops it with its grace; then the entry is queued
     again with its age kept and no retry used (`requeue`), or it ends `reclaimed` (not failed, not
     cancelled)."""

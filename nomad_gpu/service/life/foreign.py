@@ -17,7 +17,7 @@ from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.nomad.decode import AllocInfo
 
-logger = logging.getLogger("nomad_gpu.service.lifecycle")
+logger = logging.getLogger("nomad_gpu.service.life.lifecycle")
 
 FOREIGN = Team("_nomad")
 

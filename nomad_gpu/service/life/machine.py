@@ -2,7 +2,7 @@
 
 A record is one attempt of one entry: its stored state and the scheduler's own states beside it (a
 register in flight, draining). `apply` decides; it reads no clock, store or Nomad, so the whole life can
-be tested as a table and as random event sequences. The runner (`service/lifecycle.py`) performs the
+be tested as a table and as random event sequences. The runner (`service/life/lifecycle.py`) performs the
 effects in the order given, which is the order that keeps the guarantees of docs/reliability.md: an end
 is stored with its stop intent before the capacity moves; a draining attempt keeps its capacity until its
 job is stopped, no register is in flight and every allocation is terminal; a cancel during a register in

@@ -16,12 +16,12 @@ from nomad_gpu.domain.ids import InstanceId, NodeId
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.nomad.client import NomadError, NomadForbidden
 from nomad_gpu.render import RenderError
-from nomad_gpu.service.actuator import NomadActuator
-from nomad_gpu.service.classes import resolved
+from nomad_gpu.service.asks.classes import resolved
+from nomad_gpu.service.asks.translate import placement_from_json, render_placement, spec_of
+from nomad_gpu.service.life.actuator import NomadActuator
 from nomad_gpu.service.life.events import Event, RegisterDeferred, RegisterLost, RegisterOk, RegisterRefused
-from nomad_gpu.service.outage import Outage
-from nomad_gpu.service.tracking import Executor, Tracked
-from nomad_gpu.service.translate import placement_from_json, render_placement, spec_of
+from nomad_gpu.service.life.outage import Outage
+from nomad_gpu.service.life.tracking import Executor, Tracked
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.contract import Store
 

@@ -4,7 +4,7 @@ guarantees: the stored move first (compare-and-set, with its stop intent in the 
 the ledger, then what is followed in memory, then the calls to Nomad (handed to the executor).
 
 It owns what the life cycle follows (the queued, admitted and running entries, and the ended attempts
-still draining); `service/lifecycle.py` turns what happens into events and hands them here.
+still draining); `service/life/lifecycle.py` turns what happens into events and hands them here.
 """
 
 from __future__ import annotations
@@ -19,16 +19,16 @@ from nomad_gpu.domain.ids import EntryId, NodeId, Team
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import JobRequest
+from nomad_gpu.service.accounting.metrics import Metrics
 from nomad_gpu.service.life import events as ev
 from nomad_gpu.service.life.machine import Record, apply, record_of
+from nomad_gpu.service.life.outage import Outage
 from nomad_gpu.service.life.timers import STOPS_CHECK_S, Timers
-from nomad_gpu.service.metrics import Metrics
-from nomad_gpu.service.outage import Outage
-from nomad_gpu.service.tracking import Draining, Tracked, backoff_s, compact
+from nomad_gpu.service.life.tracking import Draining, Tracked, backoff_s, compact
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.contract import StopIntent, Store
 
-logger = logging.getLogger("nomad_gpu.service.lifecycle")
+logger = logging.getLogger("nomad_gpu.service.life.lifecycle")
 
 
 class Followed:

@@ -14,12 +14,12 @@ from collections.abc import Callable
 
 from nomad_gpu.nomad.client import NomadError
 from nomad_gpu.nomad.decode import AllocInfo
-from nomad_gpu.service.actuator import NomadActuator
-from nomad_gpu.service.outage import Outage
-from nomad_gpu.service.tracking import Executor, backoff_s
+from nomad_gpu.service.life.actuator import NomadActuator
+from nomad_gpu.service.life.outage import Outage
+from nomad_gpu.service.life.tracking import Executor, backoff_s
 from nomad_gpu.store.contract import StopIntent, Store
 
-logger = logging.getLogger("nomad_gpu.service.lifecycle")
+logger = logging.getLogger("nomad_gpu.service.life.lifecycle")
 
 
 class Stops:

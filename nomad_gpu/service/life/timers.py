@@ -3,7 +3,7 @@ limits and stops still to confirm.
 
 Durations are measured on a steady (monotonic) clock: a wall-clock step of two hours is not two hours of
 run. Times stored by an earlier process are read from the wall clock, less a step the owner measured while
-the service was down (service/scheduler.py, the heartbeat).
+the service was down (service/loops/scheduler.py, the heartbeat).
 
 Each entry's next due time sits in a heap (`DueTimes`), so a cycle looks only at what is due rather
 than at every live entry. This part only measures: a timer whose time came is a `TimerFired` event,
@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 
 from nomad_gpu.service.life.events import Timer, TimerFired
-from nomad_gpu.service.tracking import DueTimes, Tracked
+from nomad_gpu.service.life.tracking import DueTimes, Tracked
 from nomad_gpu.store import EntryState
 
 STOPS_CHECK_S = 0.5

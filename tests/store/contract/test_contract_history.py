@@ -9,7 +9,7 @@ plans, migrations) stay beside each store in tests/store/.
 
 from __future__ import annotations
 
-from nomad_gpu.service.accounting import GROUPINGS
+from nomad_gpu.service.accounting.report import GROUPINGS
 from nomad_gpu.store import EntryState, QueueEntry, Store
 from nomad_gpu.store.entries import dumps
 from nomad_gpu.store.quota import TeamQuota
@@ -120,7 +120,7 @@ def test_sweep_summaries_count_each_sweep_s_trials_by_state(store: Store) -> Non
 def test_usage_intervals_are_the_held_intervals_of_every_attempt(store: Store) -> None:
     """`usage_intervals` answers each attempt's (team, GPU-equivalents, start, end) clipped to the window,
     as the pure definition (`accounting.held_intervals`) reads them from the entries."""
-    from nomad_gpu.service.accounting import gpu_equivalents, held_intervals
+    from nomad_gpu.service.accounting.report import gpu_equivalents, held_intervals
 
     history(store)
     for since, until in WINDOWS:
