@@ -1,0 +1,98 @@
+"""A refused attempt whose stop has not landed: Nomad may still place it (its blocked evaluation is
+unblocked when capacity frees, nomad/blocked_evals.go v2.0.5), so the entry's next attempt waits until
+Nomad confirmed the stop and every allocation of the refused job is terminal, across a kill -9 too."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service, spec
+
+from nomad_gpu.nomad.client import NomadUnavailable
+from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
+from nomad_gpu.service.scheduler import SchedulerService
+from nomad_gpu.store import EntryState, SqliteStore
+
+NODES = [gpu_node("n1", 1), gpu_node("n2", 1)]
+NO_LEADER = NomadUnavailable("HTTP 500: No cluster leader")
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+def _refused(path: str, clock: Clock) -> tuple[FakeNomad, str, str, str]:
+    """An entry admitted, refused by Nomad (a blocked evaluation), its stop refused "No cluster leader";
+    then the service is killed. Returns Nomad, the entry, the refused job and its node."""
+    nomad, ex = FakeNomad(), ManualExecutor()
+    store = SqliteStore(path)
+    svc = service(store, nomad, clock, ex)
+    svc.on_resync(NODES, [])
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    first = store.get(a.id)
+    svc.on_eval(EvalInfo("e1", first.nomad_job_id, "default", "complete", "job-register",
+                         "group main: 1 node(s) evaluated; devices: no devices match request exhausted (1)"))
+    assert store.get(a.id).state is EntryState.QUEUED
+    nomad.fail = NO_LEADER
+    ex.run_all()
+    assert not nomad.jobs[first.nomad_job_id].stopped
+    store.close()  # kill -9
+    nomad.fail = None
+    return nomad, a.id, first.nomad_job_id, str(first.placements[0]["node"])
+
+
+def _restart(path: str, nomad: FakeNomad, clock: Clock,
+             allocs: list[AllocInfo]) -> tuple[SchedulerService, ManualExecutor]:
+    ex = ManualExecutor()
+    svc = service(SqliteStore(path), nomad, clock, ex)
+    svc.on_resync(NODES, allocs)
+    return svc, ex
+
+
+def test_after_a_restart_the_next_attempt_waits_for_the_refused_job_nomad_placed_meanwhile(
+        tmp_path: Path, clock: Clock) -> None:
+    path = str(tmp_path / "q.db")
+    nomad, entry, job, node = _refused(path, clock)
+    # while the service was down, capacity freed and Nomad placed the refused job after all
+    placed = alloc(job, "running", node=node, devices=(f"GPU-{node}-0",))
+    svc, ex = _restart(path, nomad, clock, [placed])
+    svc.run_cycle()
+    assert svc.store.get(entry).state is EntryState.QUEUED  # not beside the refused job's allocation
+    ex.run_all()  # the stop lands; its allocation is not terminal yet
+    assert nomad.jobs[job].stopped
+    svc.run_cycle()
+    ex.run_all()
+    assert svc.store.get(entry).state is EntryState.QUEUED
+    svc.on_alloc(alloc(job, "complete", node=node, devices=(f"GPU-{node}-0",), desired="stop", index=99))
+    svc.run_cycle()
+    ex.run_all()
+    assert svc.store.get(entry).state is EntryState.ADMITTED
+    assert [j for j in nomad.registers() if j != job]
+
+
+def test_after_a_restart_the_next_attempt_waits_for_the_refused_jobs_stop(tmp_path: Path, clock: Clock) -> None:
+    path = str(tmp_path / "q.db")
+    nomad, entry, job, node = _refused(path, clock)
+    svc, ex = _restart(path, nomad, clock, [])  # still blocked in Nomad: it may be placed any time
+    nomad.fail = NO_LEADER
+    svc.run_cycle()
+    ex.run_all()
+    svc.run_cycle()
+    assert svc.store.get(entry).state is EntryState.QUEUED and nomad.registers() == [job]
+    nomad.fail = None
+    clock.now += 60  # the stop's retry is due
+    svc.run_cycle()
+    ex.run_all()
+    assert nomad.jobs[job].stopped
+    svc.run_cycle()
+    ex.run_all()
+    # the fake lists an allocation of the stopped job, not yet terminal: the next attempt waits for its end
+    assert svc.store.get(entry).state is EntryState.QUEUED
+    svc.on_alloc(alloc(job, "complete", node=node, devices=(f"GPU-{node}-0",), desired="stop", index=99))
+    svc.run_cycle()
+    ex.run_all()
+    assert svc.store.get(entry).state is EntryState.ADMITTED
