@@ -4,6 +4,7 @@ Nomad confirmed the stop and every allocation of the refused job is terminal, ac
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,35 @@ def test_after_a_restart_the_next_attempt_waits_for_the_refused_jobs_stop(tmp_pa
     svc.run_cycle()
     ex.run_all()
     assert svc.store.get(entry).state is EntryState.ADMITTED
+
+
+def test_a_register_resumed_after_a_restart_is_withheld_when_a_pinned_gpu_turned_unhealthy(
+        tmp_path: Path, clock: Clock) -> None:
+    """Nomad would block such a job and place it the moment the GPU heals, perhaps while its stop cannot land
+    (an election): it is queued again instead, away from that node, no retry used, and the job its killed
+    process may have sent is stopped before the next attempt goes."""
+    path = str(tmp_path / "q.db")
+    nomad, ex = FakeNomad(), ManualExecutor()
+    store = SqliteStore(path)
+    svc = service(store, nomad, clock, ex)
+    svc.on_resync(NODES, [])
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()  # admitted; killed before the pool sent its register
+    first = store.get(a.id)
+    node = str(first.placements[0]["node"])
+    store.close()
+    sick = [replace(n, gpus=tuple(replace(g, healthy=False, health="XID 79") for g in n.gpus))
+            if n.id == node else n for n in NODES]
+    ex2 = ManualExecutor()
+    svc2 = service(SqliteStore(path), nomad, clock, ex2)
+    svc2.on_resync(sick, [])
+    ex2.run_all()
+    assert first.nomad_job_id not in nomad.registers()
+    e = svc2.store.get(a.id)
+    assert e.state is EntryState.QUEUED and e.refusals == 1 and e.retries_used == 0 and "XID 79" in e.reason
+    svc2.run_cycle()
+    ex2.run_all()
+    svc2.run_cycle()
+    ex2.run_all()
+    again = svc2.store.get(a.id)
+    assert again.state is EntryState.ADMITTED and again.placements[0]["node"] != node
