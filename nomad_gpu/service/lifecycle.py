@@ -391,7 +391,7 @@ class Lifecycle:
         for alloc_id, job_id in self.cut_off.due():  # a cut-off task surely stopped by now (life/cutoff.py)
             if (d := self.draining.get(job_id)) is not None:
                 self.runner.drain_event(d, ev.CutOffExpired(alloc_id))
-            elif self.foreign_allocs.release_cut_off(alloc_id):
+            if self.foreign_allocs.release_cut_off(alloc_id):  # booked by itself (a drain rebuilt at a restart too)
                 self.wake()
         unstepped = self.timers.stops_due(now)
         if unstepped is not None:

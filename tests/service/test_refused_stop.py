@@ -129,3 +129,36 @@ def test_a_register_resumed_after_a_restart_is_withheld_when_a_pinned_gpu_turned
     ex2.run_all()
     again = svc2.store.get(a.id)
     assert again.state is EntryState.ADMITTED and again.placements[0]["node"] != node
+
+
+def test_after_a_restart_a_cut_off_attempts_gpu_whose_stop_was_pending_is_freed_by_the_bound(
+        tmp_path: Path, clock: Clock) -> None:
+    """The ended attempt drains again after the restart and its allocation, cut off, is booked by itself: the
+    bound (life/cutoff.py) frees both, so the GPU is not held for ever when the client never reports."""
+    path, nomad, ex = str(tmp_path / "q.db"), FakeNomad(), ManualExecutor()
+    store = SqliteStore(path)
+    one = [gpu_node("n1", 1)]
+    svc = service(store, nomad, clock, ex)
+    svc.on_resync(one, [])
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    job = store.get(a.id).nomad_job_id
+    svc.on_alloc(alloc(job, "running", index=10))
+    svc.on_alloc(alloc(job, "unknown", index=11))  # its node cut off: queued again, its stop sent
+    nomad.fail = NO_LEADER
+    ex.run_all()
+    store.close()  # kill -9 with the stop still to send
+    nomad.fail = None
+    ex2 = ManualExecutor()
+    svc2 = service(SqliteStore(path), nomad, clock, ex2)
+    svc2.on_resync(one, [alloc(job, "unknown", index=11)])
+    ex2.run_all()
+    assert nomad.jobs[job].stopped
+    svc2.run_cycle()
+    assert svc2.store.get(a.id).state is EntryState.QUEUED, "the cut-off task may still run"
+    clock.now += 101  # past the bound: stop_on_client_after 60 s + max_kill_timeout 30 s + 10 s
+    svc2.run_cycle()
+    ex2.run_all()
+    svc2.run_cycle()
+    assert svc2.store.get(a.id).state is EntryState.ADMITTED
