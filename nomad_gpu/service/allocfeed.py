@@ -59,7 +59,9 @@ class AllocFeed:
             d.allocs[a.id] = a
             unbooked = d.key not in self.ledger  # drained again after a restart (lifecycle.py): booked by allocation
             freed = self.runner.drain_event(d, alloc_update(a))
-            return self.foreign_allocs.book(a) or freed if unbooked else freed
+            if unbooked:
+                freed = self.foreign_allocs.book(a) or freed
+            return freed
         ref = parse_job_id(a.job_id)
         t = self.entries.get(ref.entry) if ref is not None and ref.instance in ("", self.instance) else None
         if t is None or t.entry.nomad_job_id != a.job_id or t.entry.state not in LIVE:
