@@ -102,8 +102,8 @@ def test_after_a_restart_the_next_attempt_waits_for_the_refused_jobs_stop(tmp_pa
 def test_a_register_resumed_after_a_restart_is_withheld_when_a_pinned_gpu_turned_unhealthy(
         tmp_path: Path, clock: Clock) -> None:
     """Nomad would block such a job and place it the moment the GPU heals, perhaps while its stop cannot land
-    (an election): it is queued again instead, away from that node, no retry used, and the job its killed
-    process may have sent is stopped before the next attempt goes."""
+    (an election): it is queued again instead, no retry used (the node's healthy devices stay candidates), and
+    the job its killed process may have sent is stopped before the next attempt goes."""
     path = str(tmp_path / "q.db")
     nomad, ex = FakeNomad(), ManualExecutor()
     store = SqliteStore(path)
@@ -123,6 +123,7 @@ def test_a_register_resumed_after_a_restart_is_withheld_when_a_pinned_gpu_turned
     assert first.nomad_job_id not in nomad.registers()
     e = svc2.store.get(a.id)
     assert e.state is EntryState.QUEUED and e.refusals == 1 and e.retries_used == 0 and "XID 79" in e.reason
+    assert svc2.life.entries[a.id].avoid == {}, "the node's healthy devices stay candidates"
     svc2.run_cycle()
     ex2.run_all()
     svc2.run_cycle()

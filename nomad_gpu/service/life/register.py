@@ -7,8 +7,9 @@ job waits for this reply (service/life/machine.py).
 
 A register whose pinned device the node now reports unhealthy is withheld: Nomad would block the job and
 place it the moment the device heals (nomad/blocked_evals.go v2.0.5), perhaps while the stop sent for it
-cannot land (an election). The attempt is refused as Nomad would refuse it (`EvalRefused`: queued again
-away from the node, no retry used), then its job is stopped, for a killed process may have sent it already.
+cannot land (an election). The attempt is refused as Nomad would refuse it (`EvalRefused`: queued again, no
+retry used; the node stays a candidate, its sick device is never offered), then its job is stopped, for a
+killed process may have sent it already.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ class Registrar:
                 return
             entry = t.entry
             if (sick := self._sick_pins(entry)) is not None:
-                self.reply(admitted, EvalRefused(sick))
+                self.reply(admitted, EvalRefused(sick, avoid=False))  # the ledger offers no sick device anyway
                 self.reply(admitted, RegisterDeferred(admitted.attempts))  # never sent now: its stop may go
                 return
             first = self.ledger.node_free(NodeId(str(entry.placements[0]["node"]))) if entry.placements else None
