@@ -13,6 +13,11 @@ XID, a GPU fallen off the bus; nomad_gpu/plugin/devices.py). Nomad then:
   accounter skip it ("Skip unhealthy devices as they aren't allocatable": `newDeviceAllocator` in
   scheduler/feasible/device.go, `NewDeviceAccounter` in nomad/structs/devices.go, v2.0.5);
 - and leaves allocations already on it alone: nothing in the servers stops them.
+
+The node update is a write: without a leader the servers commit none (election.py), and the client
+retries it (`retryRegisterNode`, client/client.go v2.0.5). A change reported during an election is
+committed when a leader is elected, in the order reported (the timer thread is held until then); nothing
+is unblocked or placed by it meanwhile.
 """
 
 from __future__ import annotations
@@ -43,6 +48,11 @@ def set_health(state: ClusterState, id_or_name: str, instance_id: str, healthy: 
         node = state.resolve_node(id_or_name)
         if not any(instance_id in group.ids for group in node.groups):
             raise NotFound(f"device instance {instance_id} not found on node {node.id}")
+        if not state.election.has_leader:  # committed once a leader is elected (the client retries)
+            def commit() -> None:
+                set_health(state, node.id, instance_id, healthy, description)
+            state.timers.call_soon(commit)
+            return node
         if healthy == (instance_id not in node.unhealthy):
             return node  # the same fingerprint: the client sends no update
         now = state.clock()

@@ -82,3 +82,27 @@ def test_running_allocation_stays_and_a_pinned_job_waits_until_healthy(make_clus
     cluster.device_healthy("n1", second)
     (placed,) = wait_until(lambda: job_allocs(cluster.audit(), "pinned"))
     assert placed["device_ids"] == [second]
+
+
+def test_a_device_healed_during_an_election_unblocks_nothing_until_a_leader_is_elected(
+        make_cluster: ClusterFactory) -> None:
+    """The client's node update (`watchNodeUpdates` -> `retryRegisterNode` -> `Node.Register`, client/client.go
+    v2.0.5) is a write the servers commit only with a leader (election.py): a device healed while there is
+    none unblocks no evaluation until one is elected. The chaos run saw a refused job placed mid-election,
+    while the stop sent for it was refused "No cluster leader"."""
+    cluster = make_cluster(TWO_NODES, rpc_hold_s=0.2)
+    client = nomad.Nomad(address=cluster.url, timeout=5)
+    node_id = cluster.node_ids()["n1"]
+    gpu = sorted(_instances(cluster, node_id))[0]
+    cluster.device_unhealthy("n1", gpu)
+    submit(client, jobspec("pinned", gpus=1, node=node_id, pin=[gpu], duration=3600))
+    wait_until(lambda: [e for e in client.job.get_evaluations("pinned") if e["Status"] == "blocked"])
+    cluster.set_leader(False)
+    cluster.device_healthy("n1", gpu)
+    assert job_allocs(cluster.audit(), "pinned") == []
+    stale = requests.get(f"{cluster.url}/v1/node/{node_id}?stale", timeout=5).json()
+    shown = {i["ID"]: i for g in stale["NodeResources"]["Devices"] for i in g["Instances"]}
+    assert shown[gpu]["Healthy"] is False  # the servers still hold the fingerprint they last committed
+    cluster.set_leader(True)
+    (placed,) = wait_until(lambda: job_allocs(cluster.audit(), "pinned"))
+    assert placed["device_ids"] == [gpu]

@@ -21,7 +21,7 @@ CLUSTER = Path(__file__).resolve().parents[2] / "clusters" / "mixed-fleet.yaml"
 @pytest.mark.e2e
 def test_kills_lost_replies_cuts_and_an_outage_lose_nothing_and_run_nothing_twice(tmp_path: Path) -> None:
     cfg = ChaosConfig(cluster=CLUSTER, jobs=60, kills=5, lost_replies=4, stream_cuts=3, outage_s=5.0, elections=1,
-                      election_s=8.0, unhealthy_gpus=2, unhealthy_s=5.0, partitions=0, speed=60.0,
+                      election_s=8.0, unhealthy_gpus=2, unhealthy_s=5.0, partitions=1, partition_s=60.0, speed=60.0,
                       duration_s=(30.0, 120.0), submit_over_s=15.0, seed=7, timeout_s=240.0, workdir=tmp_path)
     report = run_chaos(cfg)
     log = (tmp_path / "service.log").read_text(encoding="utf-8", errors="replace")[-3000:]
@@ -37,6 +37,4 @@ def test_kills_lost_replies_cuts_and_an_outage_lose_nothing_and_run_nothing_twic
     assert report["replies_lost"] >= 1, "the fault was never exercised"
     assert report["faults"]["election"] == 1, report
     assert report["faults"]["unhealthy_gpu"] == 2 and report["placed_on_unhealthy"] == 0, report
-    # partitions are judged by tests/e2e/test_partition_e2e.py and `benchmarks/chaos.py --partitions`: with one here,
-    # 2 of 4 runs found an entry run twice (a refused job placed by Nomad beside its next attempt), an open bug
-    assert report["live_tenants_max"] <= 1, report
+    assert report["faults"]["partition"] == 1 and report["live_tenants_max"] <= 1, report

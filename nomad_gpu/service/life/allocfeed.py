@@ -57,7 +57,11 @@ class AllocFeed:
         d = self.draining.get(a.job_id)
         if d is not None:
             d.allocs[a.id] = a
-            return self.runner.drain_event(d, alloc_update(a))
+            unbooked = d.key not in self.ledger  # drained again after a restart (lifecycle.py): booked by allocation
+            freed = self.runner.drain_event(d, alloc_update(a))
+            if unbooked:
+                freed = self.foreign_allocs.book(a) or freed
+            return freed
         ref = parse_job_id(a.job_id)
         t = self.entries.get(ref.entry) if ref is not None and ref.instance in ("", self.instance) else None
         if t is None or t.entry.nomad_job_id != a.job_id or t.entry.state not in LIVE:

@@ -38,7 +38,7 @@ from nomad_gpu.service.life.actuator import NomadActuator
 from nomad_gpu.service.life.allocfeed import AllocFeed
 from nomad_gpu.service.life.cutoff import CutOffWatch, bound_s
 from nomad_gpu.service.life.foreign import ForeignAllocs
-from nomad_gpu.service.life.machine import apply, record_of
+from nomad_gpu.service.life.machine import Phase, apply, record_of
 from nomad_gpu.service.life.outage import Outage
 from nomad_gpu.service.life.portsinuse import blocked_nodes, port_note, ports_taken, static_ports
 from nomad_gpu.service.life.register import Registrar
@@ -119,6 +119,21 @@ class Lifecycle:
     def load(self) -> None:
         for e in self.store.list([EntryState.QUEUED, *LIVE]):
             self.track(e)
+        self._drain_stored_stops()
+
+    def _drain_stored_stops(self) -> None:
+        """An ended attempt whose stop Nomad has not confirmed drains again after a restart: Nomad may still place
+        it (a refused job's blocked evaluation is unblocked when capacity frees, nomad/blocked_evals.go v2.0.5), so
+        the entry's next attempt waits for the stop and for every allocation of that job to end. Nothing is booked
+        for it here: its allocations, as Nomad lists them, are (allocfeed.py)."""
+        for s in self.store.stops():
+            ref = parse_job_id(s.job_id)
+            t = self.entries.get(ref.entry) if ref is not None and ref.instance in ("", self.instance) else None
+            if ref is None or t is None or t.entry.nomad_job_id == s.job_id or s.job_id in self.draining:
+                continue
+            record = replace(record_of(t.entry), attempt=ref.attempt, phase=Phase.DRAINING,
+                             outcome=t.entry.state, registered=True)
+            self.draining[s.job_id] = Draining(s.job_id, s.namespace, t.entry.id, {}, record)
 
     def track(self, e: QueueEntry, spec: JobSpec | None = None) -> None:
         """Follow a stored entry (`spec`: its spec, validated just now; else the stored one is). A spec that a
@@ -376,7 +391,7 @@ class Lifecycle:
         for alloc_id, job_id in self.cut_off.due():  # a cut-off task surely stopped by now (life/cutoff.py)
             if (d := self.draining.get(job_id)) is not None:
                 self.runner.drain_event(d, ev.CutOffExpired(alloc_id))
-            elif self.foreign_allocs.release_cut_off(alloc_id):
+            if self.foreign_allocs.release_cut_off(alloc_id):  # booked by itself (a drain rebuilt at a restart too)
                 self.wake()
         unstepped = self.timers.stops_due(now)
         if unstepped is not None:

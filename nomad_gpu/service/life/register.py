@@ -4,6 +4,12 @@ The stored state is checked first (an attempt cancelled before its turn is never
 back to the life cycle as an event (`RegisterOk`, `RegisterLost`, `RegisterRefused`, `RegisterDeferred`),
 which the transition function applies under the lock. A register in flight is never raced: a stop of its
 job waits for this reply (service/life/machine.py).
+
+A register whose pinned device the node now reports unhealthy is withheld: Nomad would block the job and
+place it the moment the device heals (nomad/blocked_evals.go v2.0.5), perhaps while the stop sent for it
+cannot land (an election). The attempt is refused as Nomad would refuse it (`EvalRefused`: queued again, no
+retry used; the node stays a candidate, its sick device is never offered), then its job is stopped, for a
+killed process may have sent it already.
 """
 
 from __future__ import annotations
@@ -13,13 +19,21 @@ from collections.abc import Callable
 
 from nomad_gpu.domain.errors import InvalidRequest
 from nomad_gpu.domain.ids import InstanceId, NodeId
+from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.nomad.client import NomadError, NomadForbidden
 from nomad_gpu.render import RenderError
 from nomad_gpu.service.asks.classes import resolved
 from nomad_gpu.service.asks.translate import placement_from_json, render_placement, spec_of
 from nomad_gpu.service.life.actuator import NomadActuator
-from nomad_gpu.service.life.events import Event, RegisterDeferred, RegisterLost, RegisterOk, RegisterRefused
+from nomad_gpu.service.life.events import (
+    EvalRefused,
+    Event,
+    RegisterDeferred,
+    RegisterLost,
+    RegisterOk,
+    RegisterRefused,
+)
 from nomad_gpu.service.life.outage import Outage
 from nomad_gpu.service.life.tracking import Executor, Tracked
 from nomad_gpu.store import EntryState, QueueEntry
@@ -60,6 +74,10 @@ class Registrar:
                 self.reply(admitted, RegisterDeferred(admitted.attempts))
                 return
             entry = t.entry
+            if (sick := self._sick_pins(entry)) is not None:
+                self.reply(admitted, EvalRefused(sick, avoid=False))  # the ledger offers no sick device anyway
+                self.reply(admitted, RegisterDeferred(admitted.attempts))  # never sent now: its stop may go
+                return
             first = self.ledger.node_free(NodeId(str(entry.placements[0]["node"]))) if entry.placements else None
             pool = first.node.node_pool if first is not None else None
             devices = [InstanceId(i) for p in entry.placements for i in p.get("instance_ids") or ()]
@@ -77,3 +95,19 @@ class Registrar:
             event = RegisterRefused(entry.attempts, str(exc))
         with self.lock:
             self.reply(entry, event)
+
+    def _sick_pins(self, entry: QueueEntry) -> str | None:
+        """Why the attempt's pins cannot be placed now (a pinned device reported unhealthy), or None."""
+        for p in entry.placements:
+            free = self.ledger.node_free(NodeId(str(p["node"])))
+            sick = _unhealthy(free.node) if free is not None else {}
+            for i in p.get("instance_ids") or ():
+                if i in sick:
+                    return f"its pinned device {i} is unhealthy ({sick[i] or 'no reason given'})"
+        return None
+
+
+def _unhealthy(node: Node) -> dict[str, str]:
+    """The node's devices its plugin reports unhealthy (GPUs with their share instances, MIG instances)."""
+    out = {str(i): g.health for g in node.gpus if not g.healthy for i in (g.id, *g.share_ids)}
+    return out | {str(m.id): m.health for m in node.migs if not m.healthy}

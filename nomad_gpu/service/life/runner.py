@@ -204,9 +204,8 @@ class Runner:
                 self.store.stop_done(d.job_id, d.namespace)
             elif isinstance(fx, ev.ReleaseDrained):
                 del self.draining[d.job_id]
-                if self.ledger.release(d.key) is not None:
-                    self.wake()
-                    freed = True
+                freed = self.ledger.release(d.key) is not None
+                self.wake()  # capacity, or the entry's next attempt, may be free to go
         return freed
 
 
