@@ -257,6 +257,12 @@ class NomadClient:
         return self._shaped(replies.objects, _translate(lambda: self.api.nodes.get_nodes(resources=True),
                                                         "list nodes"), "list nodes")
 
+    def node_stubs(self) -> list[dict[str, Any]]:
+        """Node stubs without resources: each node's `Version`, status and pool, not its devices (a fraction
+        of the bytes of `nodes()` on a fleet of many GPUs)."""
+        return self._shaped(replies.objects, _translate(lambda: self.api.nodes.get_nodes(), "list nodes"),
+                            "list nodes")
+
     def server_members(self) -> dict[str, Any]:
         """`GET /v1/agent/members`: the servers of the gossip pool, with their versions (versions.py)."""
         what = "list server members"
