@@ -59,14 +59,15 @@ class Registrar:
                 # Nomad answers again; a register that failed itself retries on its own backoff
                 self.reply(admitted, RegisterDeferred(admitted.attempts))
                 return
-            entry = t.entry
+            entry, held = t.entry, (None if t.lean else t.spec)
             first = self.ledger.node_free(NodeId(str(entry.placements[0]["node"]))) if entry.placements else None
             pool = first.node.node_pool if first is not None else None
             devices = [InstanceId(i) for p in entry.placements for i in p.get("instance_ids") or ()]
             vendor = (first.node.vendor_of(devices[0]) if first is not None and devices else None) or "nvidia"
         event: Event = RegisterOk(entry.attempts)
         try:
-            spec = spec_of(self.store.get(entry.id))  # the full spec: a waiting entry is held without env/args
+            # a spec held lean (without env/args) is read whole from the store; one held whole is used as it is
+            spec = held if held is not None else spec_of(self.store.get(entry.id))
             placements = [placement_from_json(p) for p in entry.placements]
             spec = resolved(spec, placements)  # a class's choice written in as the kind it chose
             self.actuator.submit(entry, spec, render_placement(spec, placements, pool, vendor))
