@@ -20,9 +20,10 @@ process) is divided by the jobs it handled:
 
     python benchmarks/cpu_budget.py --nodes 300 --jobs 1000
 
-Prints JSON: each step's CPU in ms per job, and their sum. Compare the sum with `scale.py --against-bare`'s
-`service_cpu_ms_per_job` on the same machine: the difference is what running the steps on many threads at
-once costs (locks, hand-offs between threads, the GIL).
+Prints JSON: each step's CPU in ms per job, their sum, and the bare loop's CPU per job (`bare_loop.py` on a
+fresh dev cluster of the same fleet, as `scale.py --against-bare` runs it) with the sum as a multiple of
+it. Compare the sum with `scale.py --against-bare`'s `service_cpu_ms_per_job` on the same machine: the
+difference is what running the steps on many threads at once costs (locks, hand-offs, the GIL).
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from scale import JOB, Service, cluster_file  # noqa: E402  (the same fleet and jobs as the scale run)
+from scale import JOB, Service, against_bare, cluster_file  # noqa: E402  (the same fleet, jobs and bare loop)
 
 from nomad_gpu.nomad.client import NomadClient, NomadSettings  # noqa: E402
 from nomad_gpu.nomad.decode import decode_alloc, decode_node  # noqa: E402
@@ -177,6 +178,9 @@ def main() -> int:
     nomad, nomad_url = start_dev_cluster(workdir / "cluster.yaml", 1.0)
     try:
         in_process(args, nomad_url, workdir, timed)
+        audit = requests.get(f"{nomad_url}/_dev/audit", timeout=120).json()
+        allocs = [a for a in audit["allocations"] if a["job_id"].startswith("ngpu-")]
+        bare = against_bare(argparse.Namespace(jobs=args.jobs, timeout_s=600.0), nomad_url, allocs, workdir)
     finally:
         nomad.terminate()
         nomad.wait(30)
@@ -191,7 +195,9 @@ def main() -> int:
     print(json.dumps({"nodes": args.nodes, "jobs": args.jobs, "batch": args.batch, "events": args.events,
                       "cpu_count": os.cpu_count(), "load_average_before": [round(x, 2) for x in load_before],
                       "load_average_after": [round(x, 2) for x in os.getloadavg()],
-                      "ms_per_job": per_job, "sum_ms_per_job": round(whole, 3)}, indent=2))
+                      "ms_per_job": per_job, "sum_ms_per_job": round(whole, 3),
+                      "bare_cpu_ms_per_job": bare["bare_cpu_ms_per_job"],
+                      "sum_vs_bare": round(whole / bare["bare_cpu_ms_per_job"], 2)}, indent=2))
     return 0
 
 
