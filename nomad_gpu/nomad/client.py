@@ -252,16 +252,10 @@ class NomadClient:
         except replies.MalformedReply as exc:
             raise NomadUnavailable(str(exc)) from exc
 
-    def nodes(self) -> list[dict[str, Any]]:
-        """Node stubs with NodeResources (and so devices)."""
-        return self._shaped(replies.objects, _translate(lambda: self.api.nodes.get_nodes(resources=True),
+    def nodes(self, resources: bool = True) -> list[dict[str, Any]]:
+        """Node stubs, with NodeResources (and so devices) unless ``resources`` is false (`Version` and such)."""
+        return self._shaped(replies.objects, _translate(lambda: self.api.nodes.get_nodes(resources=resources or None),
                                                         "list nodes"), "list nodes")
-
-    def node_stubs(self) -> list[dict[str, Any]]:
-        """Node stubs without resources: each node's `Version`, status and pool, not its devices (a fraction
-        of the bytes of `nodes()` on a fleet of many GPUs)."""
-        return self._shaped(replies.objects, _translate(lambda: self.api.nodes.get_nodes(), "list nodes"),
-                            "list nodes")
 
     def server_members(self) -> dict[str, Any]:
         """`GET /v1/agent/members`: the servers of the gossip pool, with their versions (versions.py)."""

@@ -84,7 +84,7 @@ class Actuator:
                 return self._max_run_duration[1]
             try:
                 found = versions.server_versions(self.client.server_members()) + versions.node_versions(
-                    self.client.node_stubs())
+                    self.client.nodes(resources=False))
                 has = versions.all_have(found, versions.MAX_RUN_DURATION)
             except NomadError as exc:
                 logger.warning("cannot read the Nomad versions (%s): max_runtime is kept by the service alone", exc)

@@ -32,7 +32,8 @@ class SlowAgents:
         time.sleep(0.05)
         return {"Members": [{"Tags": {"build": "2.0.5"}}]}
 
-    def node_stubs(self) -> list[dict[str, Any]]:
+    def nodes(self, resources: bool = True) -> list[dict[str, Any]]:
+        assert not resources, "the versions need no devices"
         time.sleep(0.05)
         return [{"Version": "2.0.5"}]
 
@@ -66,6 +67,6 @@ def client() -> Iterator[NomadClient]:
 
 @pytest.mark.server
 def test_the_versions_come_from_the_plain_node_list(client: NomadClient) -> None:
-    (stub,) = client.node_stubs()
+    (stub,) = client.nodes(resources=False)
     assert stub["Version"] and "NodeResources" not in stub
     assert Actuator(client).max_run_duration() is True
