@@ -24,7 +24,7 @@ AREAS = (
     ("register: render", "Actuator.render"),
     ("register: POST /v1/jobs/parse", "NomadClient.parse"),
     ("register: POST /v1/jobs", "NomadClient.register"),
-    ("register: the rest (state moves in the store)", "Lifecycle._register"),
+    ("register: the rest (state moves in the store)", "Registrar._register"),
     ("cycle: admission's store transaction", "SqliteStore.admit_many"),
     ("cycle: the engine and the rest", "SchedulerService._loop"),
     ("event stream (watcher and the moves it causes)", "Watcher.run"),

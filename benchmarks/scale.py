@@ -161,7 +161,7 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
         svc_rss, dev_rss = PeakRss(), PeakRss()
         svc_cpu0, dev_cpu0 = cpu_s(svc), cpu_s(dev)
         svc_sys0 = svc.cpu_times().system
-        profiler = start_profile(args.profile, svc.pid, workdir)
+        profiler = start_profile(args.profile, svc.pid, workdir, args.profile_on_cpu)
         cycles0 = service.http.get(f"{service.addr}/v1/status", timeout=30).json()["cycles"]
         session = service.http
         first_submit = time.time()
@@ -236,14 +236,19 @@ def one_run(args: argparse.Namespace) -> dict[str, Any]:
         nomad.wait(30)
 
 
-def start_profile(out: Path | None, pid: int, workdir: Path) -> subprocess.Popen[bytes] | None:
+def start_profile(out: Path | None, pid: int, workdir: Path, on_cpu: bool = False) -> subprocess.Popen[bytes] | None:
     """With `--profile`, py-spy (installed apart: it is no dependency of the project) samples every thread
-    of the service from the first post until all are running, into collapsed stacks (`--profile` FILE)."""
+    of the service from the first post until all are running, into collapsed stacks (`--profile` FILE).
+
+    By default it samples the thread holding the GIL; py-spy names the GIL's last holder even while no
+    thread holds it, so a thread that gave the GIL up to wait on a lock is charged for the wait (samples
+    on a `with lock:` line). `on_cpu` samples instead every thread the OS has on a CPU, the CPU itself."""
     if out is None:
         return None
     spy = Path(sys.executable).with_name("py-spy")
+    mode = [] if on_cpu else ["--gil"]
     proc = subprocess.Popen([str(spy), "record", "--pid", str(pid), "--rate", "250", "--format", "raw",
-                             "--nonblocking", "--gil", "-o", str(out)], stdout=open(workdir / "py-spy.log", "ab"),  # noqa: SIM115
+                             "--nonblocking", *mode, "-o", str(out)], stdout=open(workdir / "py-spy.log", "ab"),  # noqa: SIM115
                             stderr=subprocess.STDOUT)
     time.sleep(1.0)  # attached before the first post
     return proc
@@ -325,6 +330,8 @@ def main() -> int:
                         help="also run benchmarks/bare_loop.py on the same fleet and print the ratio")
     parser.add_argument("--profile", type=Path, default=None,
                         help="sample the service with py-spy (pip install py-spy) into this file: collapsed stacks")
+    parser.add_argument("--profile-on-cpu", action="store_true",
+                        help="with --profile, sample the threads on a CPU instead of the GIL's holder")
     args = parser.parse_args()
     if args.jobs + args.trials > args.nodes * 8:
         print(f"{args.jobs + args.trials} jobs do not fit on {args.nodes * 8} GPUs at once", file=sys.stderr)

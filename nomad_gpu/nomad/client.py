@@ -171,9 +171,9 @@ class NomadClient:
         except replies.MalformedReply as exc:
             raise NomadUnavailable(str(exc)) from exc
 
-    def nodes(self) -> list[dict[str, Any]]:
-        """Node stubs with NodeResources (and so devices)."""
-        return self._shaped(replies.objects, _translate(lambda: self.api.nodes.get_nodes(resources=True),
+    def nodes(self, resources: bool = True) -> list[dict[str, Any]]:
+        """Node stubs, with NodeResources (and so devices) unless ``resources`` is false (`Version` and such)."""
+        return self._shaped(replies.objects, _translate(lambda: self.api.nodes.get_nodes(resources=resources or None),
                                                         "list nodes"), "list nodes")
 
     def server_members(self) -> dict[str, Any]:

@@ -216,7 +216,7 @@ class ScriptedClient(NomadClient):
         super().__init__(NomadSettings(address="http://127.0.0.1:9"))
         self.streams = streams
 
-    def nodes(self) -> list[dict[str, Any]]:
+    def nodes(self, resources: bool = True) -> list[dict[str, Any]]:
         return []
 
     def allocations(self) -> list[dict[str, Any]]:

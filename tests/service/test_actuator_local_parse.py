@@ -45,7 +45,7 @@ class CountingNomad:
     def server_members(self) -> dict[str, Any]:
         return {"Members": [{"Tags": {"build": self.version}}]}
 
-    def nodes(self) -> list[dict[str, Any]]:
+    def nodes(self, resources: bool = True) -> list[dict[str, Any]]:
         return [{"Version": self.version}]
 
 

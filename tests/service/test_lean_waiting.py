@@ -6,10 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fakes import Clock, FakeNomad, ManualExecutor, gpu_node, service, spec
 
 from nomad_gpu.render import JobSpec
 from nomad_gpu.render.placement import RenderPlacement
+from nomad_gpu.service.life import register
+from nomad_gpu.service.translate import spec_of
 from nomad_gpu.store import EntryState, QueueEntry, SqliteStore
 
 ENV = {f"K{i}": "x" * 200 for i in range(1000)}
@@ -60,3 +63,32 @@ def test_a_waiting_entry_is_held_lean_and_registered_whole(tmp_path: Any) -> Non
     svc2 = service(again, nomad, clock, ManualExecutor())
     assert_lean(svc2, a.id)
     svc2.stop()
+
+
+def test_a_spec_with_nothing_to_leave_out_is_held_whole_and_registered_without_a_store_read(
+        tmp_path: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The register reads the stored spec back only when the held one lacks something: a spec without env
+    or args is held as validated, and registered from memory (one store read and validation per job less)."""
+    nomad, clock, ex = Recording(), Clock(), ManualExecutor()
+    store = SqliteStore(str(tmp_path / "q.db"))
+    svc = service(store, nomad, clock, ex)
+    svc.on_resync([gpu_node("n1", 2)], [])
+    (plain,) = svc.submit(spec("plain"))
+    (whole,) = svc.submit(big("whole"))
+    held = svc.life.entries[plain.id].spec
+    read_back: list[str] = []
+
+    def counted(entry: QueueEntry) -> JobSpec:
+        read_back.append(entry.id)
+        return spec_of(entry)
+
+    monkeypatch.setattr(register, "spec_of", counted)
+    svc.run_cycle()
+    ex.run_all()
+    assert store.get(plain.id).state is EntryState.ADMITTED and store.get(whole.id).state is EntryState.ADMITTED
+    rendered = {s.name: s for s in nomad.rendered}
+    assert rendered["plain"] is held, "the held spec was registered as it is"
+    assert rendered["whole"].groups[0].task.env == ENV and rendered["whole"].groups[0].task.args == ARGS
+    assert read_back == [whole.id]
+    svc.stop()
+    store.close()

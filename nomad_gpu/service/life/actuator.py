@@ -13,6 +13,7 @@ there and takes it as done, and a job that names another entry or database is ne
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -72,22 +73,24 @@ class Actuator:
         self.renderer = JobRenderer(templates_dir) if templates_dir is not None else JobRenderer()
         self._clock = clock
         self._max_run_duration: tuple[float, bool] | None = None  # (read at, every agent has it)
+        self._versions_lock = threading.Lock()
 
     def max_run_duration(self) -> bool:
         """Whether every server and client has `max_run_duration` (2.0.3+, nomad/versions.py). Read
         at most once a minute; an unreadable answer means no (the service's own timer still holds)."""
-        now = self._clock()
-        if self._max_run_duration is not None and now - self._max_run_duration[0] < VERSIONS_TTL_S:
-            return self._max_run_duration[1]
-        try:
-            found = versions.server_versions(self.client.server_members()) + versions.node_versions(
-                self.client.nodes())
-            has = versions.all_have(found, versions.MAX_RUN_DURATION)
-        except NomadError as exc:
-            logger.warning("cannot read the Nomad versions (%s): max_runtime is kept by the service alone", exc)
-            has = False
-        self._max_run_duration = (now, has)
-        return has
+        with self._versions_lock:  # one read for every register in flight; the others take its answer
+            now = self._clock()
+            if self._max_run_duration is not None and now - self._max_run_duration[0] < VERSIONS_TTL_S:
+                return self._max_run_duration[1]
+            try:
+                found = versions.server_versions(self.client.server_members()) + versions.node_versions(
+                    self.client.nodes(resources=False))
+                has = versions.all_have(found, versions.MAX_RUN_DURATION)
+            except NomadError as exc:
+                logger.warning("cannot read the Nomad versions (%s): max_runtime is kept by the service alone", exc)
+                has = False
+            self._max_run_duration = (now, has)
+            return has
 
     def render(self, entry: QueueEntry, spec: JobSpec, placement: RenderPlacement) -> str:
         limit = spec.max_runtime is not None and self.max_run_duration()

@@ -144,9 +144,10 @@ class Lifecycle:
         try:
             spec = spec if spec is not None else spec_of(e)
             request = job_request(e, spec, self.classes) if e.state is EntryState.QUEUED else None
+            whole = spec
             if e.state is EntryState.QUEUED:  # waits held lean; the register loads the full spec
                 e, spec = compact(e, spec)
-            t = self.entries[e.id] = Tracked(e, spec, request)
+            t = self.entries[e.id] = Tracked(e, spec, request, lean=spec is not whole)
             if e.state in LIVE:
                 self.live[e.id] = t
                 if e.registered_at is not None:

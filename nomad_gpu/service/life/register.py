@@ -73,7 +73,7 @@ class Registrar:
                 # Nomad answers again; a register that failed itself retries on its own backoff
                 self.reply(admitted, RegisterDeferred(admitted.attempts))
                 return
-            entry = t.entry
+            entry, held = t.entry, (None if t.lean else t.spec)
             if (sick := self._sick_pins(entry)) is not None:
                 self.reply(admitted, EvalRefused(sick, avoid=False))  # the ledger offers no sick device anyway
                 self.reply(admitted, RegisterDeferred(admitted.attempts))  # never sent now: its stop may go
@@ -84,7 +84,8 @@ class Registrar:
             vendor = (first.node.vendor_of(devices[0]) if first is not None and devices else None) or "nvidia"
         event: Event = RegisterOk(entry.attempts)
         try:
-            spec = spec_of(self.store.get(entry.id))  # the full spec: a waiting entry is held without env/args
+            # a spec held lean (without env/args) is read whole from the store; one held whole is used as it is
+            spec = held if held is not None else spec_of(self.store.get(entry.id))
             placements = [placement_from_json(p) for p in entry.placements]
             spec = resolved(spec, placements)  # a class's choice written in as the kind it chose
             self.actuator.submit(entry, spec, render_placement(spec, placements, pool, vendor))

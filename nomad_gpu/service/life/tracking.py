@@ -29,7 +29,12 @@ BULK = ("env", "args")
 def compact(entry: QueueEntry, spec: JobSpec) -> tuple[QueueEntry, JobSpec]:
     """A waiting entry and its spec as held in memory: every task without its environment and arguments
     (up to 1,000 of each, 256 KiB stored), which only the rendered job needs. The store keeps the full
-    spec; the register loads it from there (`Lifecycle._register`)."""
+    spec; the register loads it from there (`Registrar._register`). A spec with neither is returned as it
+    is (the same object): it is held whole, and the register renders it without reading the store."""
+    stored = [g["task"] for g in entry.spec.get("groups") or ()
+              if isinstance(g, dict) and isinstance(g.get("task"), dict)]
+    if not any(g.task.env or g.task.args for g in spec.groups) and not any(t.get(k) for t in stored for k in BULK):
+        return entry, spec
     groups = [{**g, "task": {k: v for k, v in g["task"].items() if k not in BULK}}
               if isinstance(g, dict) and isinstance(g.get("task"), dict) else g
               for g in entry.spec.get("groups") or ()]
@@ -71,6 +76,8 @@ class Tracked:
     anchors: dict[float, float] = field(default_factory=dict)
     """For each wall time a timer counts from (admitted, registered, running since): the steady clock's
     reading at that instant, taken when this process first looked (service/life/timers.py)."""
+    lean: bool = False
+    """`spec` is held without the tasks' env and args (`compact`): the register reads the whole one back."""
 
     def __post_init__(self) -> None:
         if self.record is None:
