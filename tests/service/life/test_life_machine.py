@@ -24,6 +24,9 @@ REGISTERING = Record("q1", phase=Phase.ADMITTED, booked=True, registering=True, 
 RETRY = Record("q1", phase=Phase.ADMITTED, booked=True, retries_left=1, failures=1)
 REGISTERED = Record("q1", phase=Phase.ADMITTED, booked=True, registered=True, retries_left=1)
 RUNNING = Record("q1", phase=Phase.RUNNING, booked=True, registered=True, open=frozenset({"a1"}), retries_left=1)
+# a register retried after a lost reply, still in flight when the first one's allocation was seen running
+RETRY_RUNNING = Record("q1", phase=Phase.RUNNING, booked=True, registering=True, failures=1,
+                       open=frozenset({"a1"}), retries_left=1)
 LAST_TRY = Record("q1", phase=Phase.RUNNING, booked=True, registered=True, open=frozenset({"a1"}))
 TWO = Record("q1", phase=Phase.RUNNING, booked=True, registered=True, open=frozenset({"a1", "a2"}), groups=2)
 DRAIN_IN_FLIGHT = Record("q1", phase=Phase.DRAINING, outcome=EntryState.CANCELLED, booked=True, registering=True)
@@ -63,6 +66,10 @@ def names(effects: tuple[ev.Effect, ...]) -> list[str]:
                  id="register-lost-keeps-pins"),
     pytest.param(REGISTERING, ev.RegisterRefused(0, "bad"), Phase.ENDED, EntryState.FAILED,
                  ["Move", "Release", "Forget", "Wake"], id="register-refused-no-stop"),
+    pytest.param(RETRY_RUNNING, ev.RegisterRefused(0), Phase.RUNNING, None, ["MarkRegistered"],
+                 id="retry-never-sent-after-the-job-runs-is-no-refusal"),
+    pytest.param(RETRY_RUNNING, ev.RegisterLost(0, "timeout"), Phase.RUNNING, None, ["MarkRegistered"],
+                 id="retry-lost-after-the-job-runs-needs-no-retry"),
     pytest.param(REGISTERING, ev.Cancel(), Phase.DRAINING, EntryState.CANCELLED,
                  ["Unhold", "Move", "Drain", "Forget", "Wake"], id="cancel-in-flight-waits-for-reply"),
     pytest.param(DRAIN_IN_FLIGHT, ev.RegisterOk(0), Phase.DRAINING, EntryState.CANCELLED, ["Stop"],
