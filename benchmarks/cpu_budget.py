@@ -45,14 +45,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from scale import JOB, Service, against_bare, cluster_file  # noqa: E402  (the same fleet, jobs and bare loop)
 
-from nomad_gpu.nomad.client import NomadClient, NomadSettings  # noqa: E402
+from nomad_gpu.nomad.client import NomadClient  # noqa: E402
+from nomad_gpu.nomad.connection import NomadSettings  # noqa: E402
 from nomad_gpu.nomad.decode import decode_alloc, decode_node  # noqa: E402
-from nomad_gpu.service.access import Caller  # noqa: E402
-from nomad_gpu.service.actuator import Actuator  # noqa: E402
+from nomad_gpu.service.admission.access import Caller  # noqa: E402
+from nomad_gpu.service.admission.submission import Request, check_request  # noqa: E402
+from nomad_gpu.service.config.settings import AccessSettings, SchedulingSettings  # noqa: E402
 from nomad_gpu.service.demo import start_dev_cluster  # noqa: E402
-from nomad_gpu.service.scheduler import SchedulerService  # noqa: E402
-from nomad_gpu.service.settings import AccessSettings, SchedulingSettings  # noqa: E402
-from nomad_gpu.service.submission import Request, check_request  # noqa: E402
+from nomad_gpu.service.life.actuator import Actuator  # noqa: E402
+from nomad_gpu.service.loops.scheduler import SchedulerService  # noqa: E402
 from nomad_gpu.store import EntryState, SqliteStore  # noqa: E402
 
 

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from nomad_gpu.devcluster import DevCluster
-from nomad_gpu.nomad.client import NomadClient, NomadSettings
-from nomad_gpu.service.actuator import Actuator
+from nomad_gpu.nomad.client import NomadClient
+from nomad_gpu.nomad.connection import NomadSettings
+from nomad_gpu.service.life.actuator import Actuator
 
 CLUSTER = Path(__file__).resolve().parents[2] / "clusters" / "mig-h100.yaml"
 

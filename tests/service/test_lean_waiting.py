@@ -11,8 +11,8 @@ from fakes import Clock, FakeNomad, ManualExecutor, gpu_node, service, spec
 
 from nomad_gpu.render import JobSpec
 from nomad_gpu.render.placement import RenderPlacement
+from nomad_gpu.service.asks.translate import spec_of
 from nomad_gpu.service.life import register
-from nomad_gpu.service.translate import spec_of
 from nomad_gpu.store import EntryState, QueueEntry, SqliteStore
 
 ENV = {f"K{i}": "x" * 200 for i in range(1000)}
