@@ -1,8 +1,9 @@
 """Reaching the PostgreSQL store's database, and the one place its errors become the project's.
 
 What the operator typed wrong (a malformed DSN, a wrong password, a database or role that does not exist)
-is refused in one line (`StoreRefused`, bad input: exit 2); a server that cannot be reached now, or a
-connection lost under a query, is `StoreUnavailable` (503 with Retry-After from the API; the next call
+is refused in one line (`StoreRefused`, bad input: exit 2); a connection the server ended while it sat idle (a
+database restart or failover) is opened again before use (`begun`, `live`); a server that cannot be reached now,
+or a connection lost under a query, is `StoreUnavailable` (503 with Retry-After from the API; the next call
 connects again); a write the server's disk cannot hold (SQLSTATE 53100, disk_full) is `StoreFull`; data the server finds
 damaged (XX001, XX002) is `StoreDamaged`.
 The password never appears in a message (`redacted`).
@@ -13,8 +14,9 @@ from __future__ import annotations
 import logging
 import os
 import secrets
+import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import psycopg
@@ -34,6 +36,9 @@ CONNECT_TIMEOUT_S = 5
 _REFUSED = ("password authentication failed", "no password supplied", "does not exist", "invalid ",
             "authentication failed", "not permitted to log in", "pg_hba.conf")
 """libpq's words for a connection the operator's DSN cannot make, whatever is retried (it gives no SQLSTATE)."""
+IDLE_PROBE_S = 1.0
+"""A connection idle this long is probed (one empty query) before a read uses it: a database restart or failover,
+or an administrator's terminate, ends it while idle, and the read would fail the first request after."""
 DISK_FULL = "53100"
 DAMAGED = ("XX001", "XX002")
 """data_corrupted, index_corrupted: what the server says of a damaged table or index."""
@@ -141,3 +146,54 @@ def translated(location: str, space: PgSpace | None = None) -> Iterator[None]:
     else:
         if space is not None:
             space.succeeded()
+
+
+Connection = psycopg.Connection[tuple[Any, ...]]
+
+
+def live(db: Connection, idle_s: float) -> bool:
+    """False when ``db`` is closed, broken, or (idle ``idle_s`` or longer) ended by the server while idle."""
+    if db.closed or db.broken:
+        return False
+    if idle_s >= IDLE_PROBE_S:
+        try:
+            db.execute("")
+        except psycopg.OperationalError:
+            return False
+    return True
+
+
+@contextmanager
+def begun(conn: Callable[[], Connection], fence: Callable[[Connection], None]) -> Iterator[Connection]:
+    """One transaction on ``conn()``, fenced. A connection the server ended while idle shows it only at BEGIN,
+    before anything of this transaction ran, so it is opened again there once (``conn()`` reconnects a broken
+    one); a connection lost later is the caller's StoreUnavailable, rolled back whole by the server."""
+    db = conn()
+    tx = db.transaction()
+    try:
+        tx.__enter__()
+    except psycopg.OperationalError:
+        if not db.broken:
+            raise
+        db = conn()
+        tx = db.transaction()
+        tx.__enter__()
+    with _entered(tx):
+        fence(db)
+        yield db
+
+
+@contextmanager
+def _entered(tx: AbstractContextManager[object]) -> Iterator[None]:
+    """Leave an already entered transaction as a ``with`` would: commit, or roll back on an exception."""
+    try:
+        yield
+    except BaseException as exc:
+        if not tx.__exit__(type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        tx.__exit__(None, None, None)
+
+
+def since(moment: float) -> float:
+    return time.monotonic() - moment

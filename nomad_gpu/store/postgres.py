@@ -20,6 +20,7 @@ import builtins
 import json
 import secrets
 import threading
+import time
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -33,7 +34,7 @@ from nomad_gpu.store import pgcounts, pghistory, pgusage, specdiff
 from nomad_gpu.store.contract import Admission, StaleTransition, StopIntent
 from nomad_gpu.store.counts import SweepCount
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps, entry_of
-from nomad_gpu.store.pgconnect import PgSpace, checked_dsn, connect, hold_service_lock, translated
+from nomad_gpu.store.pgconnect import PgSpace, begun, checked_dsn, connect, hold_service_lock, live, since, translated
 from nomad_gpu.store.pgglob import glob_regex
 from nomad_gpu.store.pgrows import Transfer
 from nomad_gpu.store.pgschema import migrate
@@ -65,6 +66,7 @@ class PostgresStore(Transfer):
         self._bases: dict[str, Any] = {}
         """Sweeps' shared specs, decoded (never changed once stored; a few sweeps are read at a time)."""
         self._db = connect(self.location)
+        self._used = time.monotonic()
         try:
             with translated(self.location):
                 if exclusive or replica:
@@ -86,8 +88,9 @@ class PostgresStore(Transfer):
 
     def _conn(self) -> psycopg.Connection[tuple[Any, ...]]:
         """The connection, opened again when the last one was lost (StoreUnavailable while it cannot be)."""
-        if self._db.closed or self._db.broken:
+        if not live(self._db, since(self._used)):
             self._db = connect(self.location)
+        self._used = time.monotonic()
         return self._db
 
     @contextmanager
@@ -95,13 +98,10 @@ class PostgresStore(Transfer):
         """One transaction. ``durable=False`` commits without waiting for the server's WAL flush
         (`synchronous_commit = off`): lost only if the database server itself crashes within a fraction of a
         second, never half written; for facts a resync re-derives from Nomad."""
-        with translated(self.location, self.space):
-            db = self._conn()
-            with db.transaction():
-                self.fence(db)
-                if not durable:
-                    db.execute("SET LOCAL synchronous_commit = off")
-                yield db
+        with translated(self.location, self.space), begun(self._conn, self.fence) as db:
+            if not durable:
+                db.execute("SET LOCAL synchronous_commit = off")
+            yield db
 
     @contextmanager
     def _read(self) -> Iterator[psycopg.Connection[tuple[Any, ...]]]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import fnmatch
 import functools
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from nomad_gpu.cli.main import main
 from nomad_gpu.domain.errors import OverLimit
 from nomad_gpu.store import EntryState, Store, open_store
 from nomad_gpu.store.contract import StaleTransition, StoreUnavailable, TeamQuota
+from nomad_gpu.store.pgconnect import IDLE_PROBE_S
 from nomad_gpu.store.pgglob import glob_regex
 from nomad_gpu.store.postgres import PostgresStore
 from tests.store.contract.conftest import entry
@@ -114,18 +116,44 @@ def test_sweep_numbers_from_two_replicas_never_repeat(two: tuple[Store, Store]) 
     assert len(set(got[0]) | set(got[1])) == 60
 
 
-def test_a_lost_connection_is_unavailable_and_the_next_call_connects_again(pg_dsn: str,
-                                                                           pg_server: PgServer) -> None:
+def test_a_connection_the_server_ended_while_idle_is_opened_again_at_the_next_transaction(
+        pg_dsn: str, pg_server: PgServer) -> None:
+    """A database restart or failover, or an administrator's terminate, ends an idle connection; the store
+    learns it only at its next statement, before anything of that transaction ran, so it connects again
+    there instead of failing the first request after the database is back."""
     store = open_store(pg_dsn)
     (e,) = store.add([entry()])
+    terminate(pg_server, pg_dsn)
+    assert store.transition(e.id, EntryState.CANCELLED, finished_at=1.0).state is EntryState.CANCELLED
+    terminate(pg_server, pg_dsn)
+    time.sleep(IDLE_PROBE_S)  # a read probes a connection idle this long first (a transaction learns it at BEGIN)
+    assert store.get(e.id).state is EntryState.CANCELLED
+    store.close()
+
+
+def test_a_lost_connection_that_cannot_be_opened_again_is_unavailable_and_the_next_call_connects(
+        pg_dsn: str, pg_server: PgServer) -> None:
+    store = open_store(pg_dsn)
+    (e,) = store.add([entry()])
+    dbname = pg_dsn.rsplit("/", 1)[1]
     with pg_server.admin() as admin:
-        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s"
-                      " AND application_name LIKE 'nomad-gpu %%'", (pg_dsn.rsplit("/", 1)[1],))
-    with pytest.raises(StoreUnavailable):  # a 503 with Retry-After from the API
-        store.transition(e.id, EntryState.CANCELLED, finished_at=1.0)
+        admin.execute(f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS false".encode())
+    try:
+        terminate(pg_server, pg_dsn)
+        with pytest.raises(StoreUnavailable):  # a 503 with Retry-After from the API
+            store.transition(e.id, EntryState.CANCELLED, finished_at=1.0)
+    finally:
+        with pg_server.admin() as admin:
+            admin.execute(f"ALTER DATABASE {dbname} ALLOW_CONNECTIONS true".encode())
     assert store.get(e.id).state is EntryState.QUEUED  # nothing half written
     assert store.transition(e.id, EntryState.CANCELLED, finished_at=1.0).state is EntryState.CANCELLED
     store.close()
+
+
+def terminate(pg_server: PgServer, pg_dsn: str) -> None:
+    with pg_server.admin() as admin:
+        admin.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s"
+                      " AND application_name LIKE 'nomad-gpu %%'", (pg_dsn.rsplit("/", 1)[1],))
 
 
 def test_a_server_that_is_down_is_unavailable() -> None:
