@@ -80,6 +80,9 @@ class AllocUpdate:
     cut_off: str = ""
     """Nomad's servers lost its node (`lost` or `unknown`) and its task may still run there: the reason to
     store (docs/partitions.md); empty otherwise."""
+    ended_cut_off: str = ""
+    """It ended because its node was cut off, its task gone (a kill by its own client, or the servers' lost
+    verdict, read again after a restart): the reason to store; empty otherwise."""
 
 
 @dataclass(frozen=True)

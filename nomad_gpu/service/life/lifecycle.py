@@ -28,7 +28,8 @@ from nomad_gpu.domain.ids import EntryId, NodeId, Team
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import JobRequest
-from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
+from nomad_gpu.nomad.decode import AllocInfo
+from nomad_gpu.nomad.evaldecode import EvalInfo
 from nomad_gpu.render import JobSpec
 from nomad_gpu.service.accounting.metrics import Metrics
 from nomad_gpu.service.asks.classes import ClassBook

@@ -219,6 +219,10 @@ def _alloc(r: Record, e: ev.AllocUpdate) -> Result:
         # preemptor's, released at once when the attempt has nothing left running (else drained as any end)
         return _then(_end(r, EntryState.QUEUED, e.preempted, release_now=not r.open, refused=True, durable=False),
                      ev.Count("preempted"))
+    if e.ended_cut_off:  # its node was cut off and the task is gone: queued again as a live `lost` is, no retry
+        # used; the client reported the end, so the GPUs are free at once when nothing else of it runs
+        return _then(_end(r, EntryState.QUEUED, e.ended_cut_off, release_now=not r.open, refused=True,
+                          durable=False), ev.Count("lost"))
     if not e.succeeded:
         return _retry_or_fail(r, f"allocation {e.outcome}", durable=False)
     if len(r.done) >= max(r.groups, 1):

@@ -49,6 +49,8 @@ EVENTS: dict[str, ev.Event] = {
     "alloc lost (node cut off)": ev.AllocUpdate("a1", terminal=True, outcome="lost", cut_off="cut off"),
     "alloc unknown (node cut off)": ev.AllocUpdate("a1", cut_off="cut off"),
     "cut-off alloc's bound passed": ev.CutOffExpired("a1"),
+    "alloc ended, its node cut off": ev.AllocUpdate("a1", terminal=True, complete=True, outcome="killed",
+                                                    ended_cut_off="cut off, ended"),
     "allocs gone": ev.AllocsGone(),
     "evaluation refused": ev.EvalRefused("no driver"),
     "cancel": ev.Cancel(),
