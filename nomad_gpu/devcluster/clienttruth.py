@@ -67,14 +67,15 @@ def find(state: ClusterState, alloc_id: str) -> Alloc | None:
 
 
 def exits_unheard(state: ClusterState, alloc_id: str) -> bool:
-    """The task exits by itself (its run time is over); True when partitions.py took it (see `unheard`).
+    """The task exits by itself (its run time is over); True when partitions.py took it (see `unheard`, and a
+    kill by its own client, partitions.py `_client_stop`).
 
     Inside its client's own kill (`stop_on_client_after`, partitions.py) the exit is the kill's exit
     result: `Terminated` with the task's code, then `Killed`, and `complete` (a killed task does not fail
     its allocation: `handleKill` took its result, `shouldRestart` emits `Killed`, task_runner.go v2.0.5)."""
     alloc = find(state, alloc_id)
-    if alloc is None or not unheard(state, alloc):
-        return False
+    if alloc is None or not (unheard(state, alloc) or alloc.stopped_by_client):
+        return False  # a kill its client began cut off goes on after the reconnect (`destroyImpl` waits)
     code = 1 if alloc.fails else 0
     if alloc.stopped_by_client:
         alloc.kill_exit_signal = 0

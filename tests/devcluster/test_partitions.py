@@ -286,3 +286,19 @@ def test_a_task_whose_run_ends_inside_its_clients_kill_window_is_killed_all_the_
     events = _events(cluster, alloc["alloc_id"])
     assert [e["Type"] for e in events][-3:] == ["Killing", "Terminated", "Killed"], events
     assert events[-2]["ExitCode"] == 0
+
+
+def test_a_kill_its_client_began_cut_off_goes_on_after_the_reconnect(make_cluster: ClusterFactory) -> None:
+    """The node reconnects inside its client's kill window: the allocation runner is still being destroyed
+    (`destroyImpl` waits for the tasks), so the task's end is the kill's result all the same (`Killed`)."""
+    hcl = _with_disconnect(jobspec("back", gpus=1, duration=30), stop_on_client_after="10s", replace=False)
+    hcl = hcl.replace('      driver = "docker"', '      driver = "docker"\n      kill_timeout = "28s"', 1)
+    cluster, client, node_id = _start(make_cluster, "2.0.5", hcl, "back")
+    _partition(cluster, node_id)  # the kill begins at 10 s; the servers say unknown at 20 s; the run ends at 30 s
+    wait_until(lambda: _alloc(cluster, "back")["client_status"] == "unknown", timeout=5, what="the servers' verdict")
+    assert _alloc(cluster, "back")["stopped_by_client"] is True
+    _partition(cluster, node_id, "heal")
+    wait_until(lambda: _alloc(cluster, "back")["client_status"] == "complete", timeout=5, what="the task's end")
+    events = _events(cluster, _alloc(cluster, "back")["alloc_id"])
+    assert [e["Type"] for e in events][-3:] == ["Killing", "Terminated", "Killed"], events
+    assert _alloc(cluster, "back")["desired_status"] == "run"
