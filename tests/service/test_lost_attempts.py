@@ -146,18 +146,38 @@ def test_after_a_restart_a_task_its_own_client_stopped_is_queued_again_without_a
     assert [x for x in (a, b) if svc.store.get(x).state is EntryState.ADMITTED], "the task is gone: the GPU is free"
 
 
-def test_after_a_restart_a_lost_allocation_nomad_replaced_is_queued_again_without_a_retry(
+def test_after_a_restart_a_lost_allocation_is_queued_again_without_a_retry(
         tmp_path: Path, clock: Clock, ex: ManualExecutor) -> None:
     """The servers called it lost (`DesiredDescription` "alloc is lost since its node is down",
-    scheduler/structs/const.go v2.0.5, scheduler/generic_sched.go v1.10.5) and placed a replacement; its
+    scheduler/structs/const.go v2.0.5, scheduler/generic_sched.go v1.10.5), with no replacement; its
     client later reported it `complete`. Its node was cut off: queued again, no retry used."""
-    end = replace(alloc("j", "complete", desired="stop", index=30, next_alloc="a-next"),
+    end = replace(alloc("j", "complete", desired="stop", index=30),
                   desired_description="alloc is lost since its node is down")
     svc, a, _ = _restarted(tmp_path, clock, ex, end)
     e = svc.store.get(a)
     assert e.state is not EntryState.FAILED, e.reason
     assert e.state is EntryState.QUEUED and e.retries_used == 0
     assert "cut off from Nomad (Nomad called it lost" in e.reason
+
+
+@pytest.mark.parametrize("lost_first", [True, False])
+def test_after_a_restart_nomads_replacement_of_a_lost_allocation_carries_the_attempt_on(
+        lost_first: bool, tmp_path: Path, clock: Clock, ex: ManualExecutor) -> None:
+    """A pending allocation on a node marked down is `lost` and replaced in the same job even with
+    `replace = false` (that keeps only a running one `unknown`: `classificationRules`,
+    scheduler/reconciler/filters.go v2.0.5). Seen after a restart with its replacement, which ran to
+    completion meanwhile, the attempt is that replacement's: it completes, and does not run again."""
+    nomad, path = FakeNomad(), str(tmp_path / "q.db")
+    svc, a, _, job = _running(SqliteStore(path), nomad, clock, ex)
+    svc.stop()
+    lost = replace(alloc(job, "complete", desired="stop", index=30, next_alloc="a-next"),
+                   desired_description="alloc is lost since its node is down")
+    done = alloc(job, "complete", index=31, alloc_id="a-next")
+    store = SqliteStore(path)
+    svc2 = service(store, nomad, clock, ManualExecutor())
+    svc2.on_resync([N1], [lost, done] if lost_first else [done, lost])
+    e = store.get(a)
+    assert e.state is EntryState.COMPLETE and e.attempts == 0, e.reason
 
 
 def test_a_task_killed_by_its_client_after_a_kill_timeout_is_not_mistaken_for_a_cut_off(

@@ -94,5 +94,6 @@ def alloc_update(a: AllocInfo, timeout: str = "", pin_short: str = "", preempted
                           outcome=a.outcome() if a.is_terminal else "", timeout=timeout, pin_short=pin_short,
                           exited_zero=a.stopped_zero,
                           preempted=preempted, cut_off=reason(a) if a.cut_off else "",
-                          ended_cut_off=ended_reason(a) if a.ended_cut_off else "")
+                          ended_cut_off=ended_reason(a) if a.ended_cut_off and not a.next_allocation else "",
+                          replaced_by=a.next_allocation if a.ended_cut_off else "")
 

@@ -83,6 +83,9 @@ class AllocUpdate:
     ended_cut_off: str = ""
     """It ended because its node was cut off, its task gone (a kill by its own client, or the servers' lost
     verdict, read again after a restart): the reason to store; empty otherwise."""
+    replaced_by: str = ""
+    """It ended because its node was cut off, and Nomad placed a replacement in the same job
+    (`NextAllocation`): the attempt goes on in that one; empty otherwise."""
 
 
 @dataclass(frozen=True)

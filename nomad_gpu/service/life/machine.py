@@ -204,6 +204,9 @@ def _alloc(r: Record, e: ev.AllocUpdate) -> Result:
     if e.cut_off:  # its task may run on where Nomad cannot see: queued again, no retry used; capacity kept
         r = _seen(r, e.alloc, False, False)
         return _then(_end(r, EntryState.QUEUED, e.cut_off, refused=True, durable=False), ev.Count("lost"))
+    if e.replaced_by:  # Nomad's replacement in the same job carries the attempt on: this one neither ends the
+        # attempt nor counts toward its completion (a pending allocation of a node marked down, docs/partitions.md)
+        return replace(r, open=r.open - {e.alloc}), ()
     r = _seen(r, e.alloc, e.terminal, e.complete)
     if e.pin_short:
         return _refused(r, e.pin_short, count="refused")

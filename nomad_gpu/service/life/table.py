@@ -51,6 +51,8 @@ EVENTS: dict[str, ev.Event] = {
     "cut-off alloc's bound passed": ev.CutOffExpired("a1"),
     "alloc ended, its node cut off": ev.AllocUpdate("a1", terminal=True, complete=True, outcome="killed",
                                                     ended_cut_off="cut off, ended"),
+    "alloc ended cut off, replaced by Nomad": ev.AllocUpdate("a1", terminal=True, complete=True, outcome="replaced",
+                                                            replaced_by="a2"),
     "allocs gone": ev.AllocsGone(),
     "evaluation refused": ev.EvalRefused("no driver"),
     "cancel": ev.Cancel(),
