@@ -155,8 +155,10 @@ class AllocInfo:
             return False
         if self.desired_description == ALLOC_LOST:
             return True
-        return (self.killed and self.desired_status == "run" and not self.next_allocation and not self.migrate
-                and not self.max_run_exceeded and not self.preempted_by)
+        # a killed task does not fail its allocation: `failed` with a kill is a sibling's failure instead
+        return (self.client_status is AllocStatus.COMPLETE and self.killed and self.desired_status == "run"
+                and not self.next_allocation and not self.migrate and not self.max_run_exceeded
+                and not self.preempted_by)
 
     @property
     def is_terminal(self) -> bool:

@@ -49,6 +49,8 @@ def _ended(status: str, desired: str, last_event: str, description: str = "") ->
     pytest.param(_ended("complete", "stop", "Killed", "alloc is lost since its node is down"), True, id="lost-verdict"),
     pytest.param(_ended("complete", "stop", "Killed", "alloc not needed due to job update"), False, id="stopped"),
     pytest.param(_ended("complete", "run", "Terminated"), False, id="ran-out"),
+    # a task group's failure kills its siblings (`Sibling Task Failed`, then `Killed`): a failure, not a cut-off
+    pytest.param(_ended("failed", "run", "Killed"), False, id="sibling-killed"),
     pytest.param(_ended("lost", "stop", "Started", "alloc is lost since its node is down"), False, id="lost-live"),
 ])
 def test_an_attempt_ended_by_its_nodes_cut_off_is_told_from_facts_that_outlive_a_restart(
