@@ -144,9 +144,13 @@ class Alloc:
     lost_at: float | None = None
     """When the servers marked it `lost` or `unknown` (its node missed its heartbeats)."""
     late_report: ClientStatus | None = None
-    stopped_by_client: bool = False
-    """Its client stopped it itself, cut off past `stop_on_client_after` (client/heartbeatstop.go): no success."""
     """How its tasks ended on a cut-off node: what the client reports once it reconnects (partitions.py)."""
+    late_detail: str = ""
+    late_exit_code: int | None = None
+    """With `late_report`: a kill's message and the task's exit code, reported with it."""
+    stopped_by_client: bool = False
+    """Its client began killing it itself, cut off past `stop_on_client_after` (client/heartbeatstop.go): no
+    success, even when the task's own exit comes inside the kill window."""
     kill_signals: dict[str, str] = field(default_factory=dict)  # the signal each task received (kills.py)
     kill_exit_signal: int = 0  # the signal in the exit result of a kill (kills.py)
 
@@ -212,10 +216,12 @@ class Alloc:
                         self._task_event(task.name, "Not Restarting",
                                          restart_reason or "Task exceeded restart policy", now)
 
-    def killing(self, index: int, now: float, message: str, kill_timeout: str = "") -> None:
+    def killing(self, index: int | None, now: float, message: str, kill_timeout: str = "") -> None:
         """The client began killing the tasks (kills.py): a `Killing` event each; still running.
-        `kill_timeout` is the capped grace as Go prints it, in `Details` (`TaskEvent.SetKillTimeout`)."""
-        self.modify_index, self.modify_time = index, now
+        `kill_timeout` is the capped grace as Go prints it, in `Details` (`TaskEvent.SetKillTimeout`).
+        `index` None: a cut-off client's own kill, which the servers hear of only on reconnect."""
+        if index is not None:
+            self.modify_index, self.modify_time = index, now
         for task in self.tasks:
             self._task_event(task.name, "Killing", message, now,
                              details={"kill_timeout": kill_timeout} if kill_timeout else None)

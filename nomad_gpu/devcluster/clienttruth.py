@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from .allocs import Alloc, ClientStatus
 
+KILLED = "Task successfully killed"  # kills.py's message for a finished kill
+
 if TYPE_CHECKING:
     from .state import ClusterState
 
@@ -65,15 +67,26 @@ def find(state: ClusterState, alloc_id: str) -> Alloc | None:
 
 
 def exits_unheard(state: ClusterState, alloc_id: str) -> bool:
-    """The task exits by itself (its run time is over); True when partitions.py took it (see `unheard`)."""
+    """The task exits by itself (its run time is over); True when partitions.py took it (see `unheard`, and a
+    kill by its own client, partitions.py `_client_stop`).
+
+    Inside its client's own kill (`stop_on_client_after`, partitions.py) the exit is the kill's exit
+    result: `Terminated` with the task's code, then `Killed`, and `complete` (a killed task does not fail
+    its allocation: `handleKill` took its result, `shouldRestart` emits `Killed`, task_runner.go v2.0.5)."""
     alloc = find(state, alloc_id)
-    if alloc is None or not unheard(state, alloc):
-        return False
-    task_ended(state, alloc, ClientStatus.FAILED if alloc.fails else ClientStatus.COMPLETE)
+    if alloc is None or not (unheard(state, alloc) or alloc.stopped_by_client):
+        return False  # a kill its client began cut off goes on after the reconnect (`destroyImpl` waits)
+    code = 1 if alloc.fails else 0
+    if alloc.stopped_by_client:
+        alloc.kill_exit_signal = 0
+        task_ended(state, alloc, ClientStatus.COMPLETE, KILLED, exit_code=code)
+    else:
+        task_ended(state, alloc, ClientStatus.FAILED if alloc.fails else ClientStatus.COMPLETE)
     return True
 
 
-def task_ended(state: ClusterState, alloc: Alloc, status: ClientStatus, detail: str = "") -> None:
+def task_ended(state: ClusterState, alloc: Alloc, status: ClientStatus, detail: str = "", *,
+               exit_code: int | None = None) -> None:
     """Client truth: the task is gone now. The servers learn it now, or when the node reconnects."""
     if alloc.task_ended_at is not None:
         return
@@ -81,19 +94,20 @@ def task_ended(state: ClusterState, alloc: Alloc, status: ClientStatus, detail: 
     if alloc.id not in state.allocs:
         return  # garbage-collected meanwhile: the servers ignore a report on what they no longer know
     if cut_off(state, alloc.node_id):
-        alloc.late_report = status
+        alloc.late_report, alloc.late_detail, alloc.late_exit_code = status, detail, exit_code
         return
-    report(state, alloc, status, detail)
+    report(state, alloc, status, detail, exit_code=exit_code)
 
 
-def report(state: ClusterState, alloc: Alloc, status: ClientStatus, detail: str = "") -> None:
+def report(state: ClusterState, alloc: Alloc, status: ClientStatus, detail: str = "", *,
+           exit_code: int | None = None) -> None:
     """The client's report of how the task ended reaches the servers."""
-    alloc.late_report = None
+    alloc.late_report, alloc.late_detail, alloc.late_exit_code = None, "", None
     if alloc.live:
-        state._finish([alloc], status, detail)
+        state._finish([alloc], status, detail, exit_code=exit_code)
         state._schedule()
         return
     if alloc.client_status is ClientStatus.LOST:
         index = state._next_index()
-        alloc.move(status, index, state.clock(), detail)
+        alloc.move(status, index, state.clock(), detail, exit_code=exit_code)
         state._emit(index, [alloc.event("AllocationUpdated", index)])

@@ -32,7 +32,7 @@ from .restarts import go_duration
 if TYPE_CHECKING:
     from .state import ClusterState
 
-KILLED = "Task successfully killed"
+KILLED = clienttruth.KILLED
 META_EXIT_ON_SIGNAL = "nomad_gpu_dev_exit_on_signal_after_s"
 FORCED_EXIT_CODE = 137  # 128 + SIGKILL, what docker and the executor report for a forced task
 _SIGKILL = 9

@@ -46,6 +46,7 @@ from starlette.routing import Route
 from . import disconnect, evals, kills, nodeops
 from .allocs import Alloc, ClientStatus
 from .clienttruth import Spell, find, report, task_ended
+from .restarts import go_duration
 
 if TYPE_CHECKING:
     from .state import ClusterState
@@ -147,22 +148,33 @@ def _lost_after(state: ClusterState, alloc_id: str) -> None:
 
 
 def _client_stop(state: ClusterState, alloc_id: str, epoch: int) -> None:
-    """`stop_on_client_after` passed without a good heartbeat: the client stops the allocation itself."""
+    """`stop_on_client_after` passed without a good heartbeat: the client stops the allocation itself.
+
+    `heartbeatStop.stopAlloc` -> `allocRunner.Destroy` -> `killTasks` (client/heartbeatstop.go,
+    client/allocrunner/alloc_runner.go, v2.0.5 and v1.10.5): a `Killing` event with the capped kill_timeout for
+    each task still running, the kill signal, and the task forced at the end of its grace unless it exits
+    first (kills.py `outcome`; its own end inside the window, clienttruth.py `exits_unheard`). The servers
+    hear none of it until the node reconnects."""
     with state.lock:
         alloc = find(state, alloc_id)
         spell = state.partitions.current.get(alloc.node_id) if alloc is not None else None
         if alloc is None or spell is None or spell.epoch != epoch or alloc.task_ended_at is not None:
             return
         alloc.stopped_by_client = True
-        state.timers.call_at(state.clock() + kills.kill_timeout_s(alloc) / state.speed,
-                             functools.partial(_client_killed, state, alloc_id))
+        ends = kills.outcome(alloc)
+        alloc.kill_signals, alloc.kill_exit_signal = ends.signals, ends.exit_signal
+        now = state.clock()
+        timeout = go_duration(kills.kill_timeout_s(alloc))
+        alloc.killing(None, now, f"Sent interrupt. Waiting {timeout} before force killing", timeout)
+        state.timers.call_at(now + ends.after_s / state.speed,
+                             functools.partial(_client_killed, state, alloc_id, ends.exit_code))
 
 
-def _client_killed(state: ClusterState, alloc_id: str) -> None:
+def _client_killed(state: ClusterState, alloc_id: str, exit_code: int | None = None) -> None:
     with state.lock:
         alloc = find(state, alloc_id)
         if alloc is not None:
-            task_ended(state, alloc, ClientStatus.COMPLETE, kills.KILLED)
+            task_ended(state, alloc, ClientStatus.COMPLETE, kills.KILLED, exit_code=exit_code)
 
 
 # ---- the heal -----------------------------------------------------------------------------------------
@@ -180,7 +192,7 @@ def heal(state: ClusterState, id_or_name: str) -> dict[str, Any]:
         gone = [a for a in state.reaped if a.node_id == node.id and a.started_at and a.task_ended_at is None]
         for alloc in mine:
             if alloc.late_report is not None:
-                report(state, alloc, alloc.late_report)
+                report(state, alloc, alloc.late_report, alloc.late_detail, exit_code=alloc.late_exit_code)
         back = [a for a in mine if a.client_status is ClientStatus.UNKNOWN and a.task_ended_at is None]
         if back:  # reconnecting: the client says it still runs (`categoryReconnecting`)
             index = state._next_index()

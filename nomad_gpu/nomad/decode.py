@@ -72,6 +72,9 @@ class AllocStatus(enum.Enum):
 
 
 MAX_RUN_EXCEEDED = "allocation exceeded max_run_duration"  # nomad/structs/alloc.go v2.0.3
+ALLOC_LOST = "alloc is lost since its node is down"
+"""The servers' `DesiredDescription` for a lost allocation (`StatusAllocLost`, scheduler/structs/const.go
+v2.0.5; `allocLost`, scheduler/generic_sched.go v1.10.5)."""
 
 
 @dataclass(frozen=True)
@@ -131,12 +134,31 @@ class AllocInfo:
     killed: bool = False
     """A task's last event is a kill (`Killing`, `Killed`): stopped, not ended by itself. With desired `run`,
     its own client stopped it cut off from the servers (`stop_on_client_after`, client/heartbeatstop.go)."""
+    desired_description: str = ""
+    """`DesiredDescription`: why the servers want it stopped (in the list stubs too); ALLOC_LOST when they
+    called it lost, kept after its client reports the end (`nestedUpdateAllocFromClient` leaves it)."""
 
     @property
     def cut_off(self) -> bool:
         """`lost` or `unknown`: Nomad's servers cannot hear its node, and its task may still run there until
         the client stops it itself or reconnects (client/heartbeatstop.go, v2.0.5; docs/partitions.md)."""
         return self.client_status in (AllocStatus.LOST, AllocStatus.UNKNOWN)
+
+    @property
+    def ended_cut_off(self) -> bool:
+        """Ended (its client reported it) because its node was cut off from the servers, told from what a
+        restarted service reads again: the servers' lost verdict in `DesiredDescription`, or a kill with
+        desired `run`, which only its own client gives, past `stop_on_client_after` (`heartbeatStop.stopAlloc`
+        -> `allocRunner.Destroy` -> `killTasks`, client/heartbeatstop.go and client/allocrunner/alloc_runner.go,
+        v2.0.5 and v1.10.5). Not `lost` or `unknown` themselves: those are `cut_off`, the task maybe running."""
+        if self.client_status not in (AllocStatus.COMPLETE, AllocStatus.FAILED):
+            return False
+        if self.desired_description == ALLOC_LOST:
+            return True
+        # a killed task does not fail its allocation: `failed` with a kill is a sibling's failure instead
+        return (self.client_status is AllocStatus.COMPLETE and self.killed and self.desired_status == "run"
+                and not self.next_allocation and not self.migrate and not self.max_run_exceeded
+                and not self.preempted_by)
 
     @property
     def is_terminal(self) -> bool:
@@ -356,6 +378,7 @@ def decode_alloc(raw: Mapping[str, Any]) -> AllocInfo:
         ports=_ports(raw.get("AllocatedResources")),
         preempted_by=str(raw.get("PreemptedByAllocation") or ""),
         killed=killed(raw.get("TaskStates")),
+        desired_description=str(raw.get("DesiredDescription") or ""),
     )
 
 
@@ -364,35 +387,3 @@ def _ports(resources: Any) -> tuple[PortMapping, ...]:
     raw = shared.get("Ports") if isinstance(shared, Mapping) else None
     return tuple(PortMapping(str(p.get("Label") or ""), str(p.get("HostIP") or ""), int(p.get("Value") or 0))
                  for p in raw or () if isinstance(p, Mapping) and p.get("Value"))
-
-
-@dataclass(frozen=True)
-class EvalInfo:
-    """An evaluation, as far as it says that Nomad could not place a job (reference section 8)."""
-
-    id: str
-    job_id: str
-    namespace: str
-    status: str
-    triggered_by: str
-    failures: str = ""
-    """Nomad's own reasons, one line per task group; empty when every allocation was placed."""
-
-    @property
-    def refused(self) -> bool:
-        return bool(self.failures) or self.status in ("blocked", "failed")
-
-
-def decode_eval(raw: Mapping[str, Any]) -> EvalInfo:
-    failures: list[str] = []
-    for group, metric in sorted((raw.get("FailedTGAllocs") or {}).items()):
-        metric = metric or {}
-        why = [f"{k} ({v})" for k, v in sorted((metric.get("ConstraintFiltered") or {}).items())]
-        why += [f"{k} exhausted ({v})" for k, v in sorted((metric.get("DimensionExhausted") or {}).items())]
-        evaluated = int(metric.get("NodesEvaluated") or 0)
-        failures.append(f"group {group}: {evaluated} node(s) evaluated" + (f"; {', '.join(why)}" if why else ""))
-    if raw.get("Status") == "failed":  # the scheduler gave up ("maximum attempts reached (N)": scheduler/util.go
-        failures.append(f"evaluation failed: {raw.get('StatusDescription') or 'no reason given'}")  # v2.0.5)
-    return EvalInfo(id=str(raw.get("ID") or ""), job_id=str(raw.get("JobID") or ""),
-                    namespace=str(raw.get("Namespace") or "default"), status=str(raw.get("Status") or ""),
-                    triggered_by=str(raw.get("TriggeredBy") or ""), failures="; ".join(failures))

@@ -38,7 +38,8 @@ from nomad_gpu.domain.errors import InvalidInventory, Unavailable
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.nomad.backoff import Backoff
 from nomad_gpu.nomad.client import NomadClient, NomadError, NomadForbidden
-from nomad_gpu.nomad.decode import AllocInfo, EvalInfo, SharingConfig, decode_alloc, decode_eval, decode_node
+from nomad_gpu.nomad.decode import AllocInfo, SharingConfig, decode_alloc, decode_node
+from nomad_gpu.nomad.evaldecode import EvalInfo, decode_eval
 from nomad_gpu.nomad.fanin import FanIn
 
 logger = logging.getLogger(__name__)

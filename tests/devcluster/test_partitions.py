@@ -234,3 +234,71 @@ def test_a_node_that_died_reports_its_lost_allocations_when_it_returns(make_clus
     requests.post(f"{cluster.url}/_dev/node/{node_id}/up", timeout=5)
     back = _alloc(cluster, "dead")
     assert back["client_status"] == "complete" and back["finished_at"] == died["finished_at"]
+
+
+def _events(cluster: DevCluster, alloc_id: str) -> list[dict]:
+    reply = requests.get(f"{cluster.url}/v1/allocation/{alloc_id}", timeout=5).json()
+    return list(reply["TaskStates"]["work"]["Events"])
+
+
+@VERSIONS
+def test_the_clients_own_stop_kills_the_task_and_says_so_on_reconnect(make_cluster: ClusterFactory,
+                                                                     version: str) -> None:
+    """`heartbeatStop.stopAlloc` destroys the allocation runner (client/heartbeatstop.go, v2.0.5 and v1.10.5):
+    `allocRunner.destroyImpl` -> `killTasks` gives each running task a `Killing` event with its kill_timeout and
+    kills it (`TaskRunner.Kill`, `handleKill`); the exit result is a `Terminated`, then `Killed`
+    (`shouldRestart`, client/allocrunner/taskrunner/task_runner.go). The servers read those events when the
+    node reconnects (`nestedUpdateAllocFromClient` takes the client's `TaskStates`)."""
+    hcl = _with_disconnect(jobspec("job", gpus=1, duration=36000), stop_on_client_after="10s", replace=False)
+    cluster, client, node_id = _start(make_cluster, version, hcl, "job")
+    _partition(cluster, node_id)
+    cut = cluster.audit()["partitions"][-1]["partitioned_at"]
+    wait_until(lambda: _alloc(cluster, "job")["finished_at"] is not None, timeout=5, what="the client's own stop")
+    alloc = _alloc(cluster, "job")
+    assert alloc["finished_at"] - cut >= 15.0 / SPEED - 0.05, "stop_on_client_after, then the kill_timeout"
+    wait_until(lambda: _alloc(cluster, "job")["client_status"] == "unknown", timeout=5, what="the servers' verdict")
+    _partition(cluster, node_id, "heal")
+    wait_until(lambda: _alloc(cluster, "job")["client_status"] == "complete", timeout=5, what="the late report")
+    events = _events(cluster, alloc["alloc_id"])
+    assert [e["Type"] for e in events][-3:] == ["Killing", "Terminated", "Killed"], events
+    assert events[-3]["Details"] == {"kill_timeout": "5s"}
+    assert events[-2]["ExitCode"] == 137, "forced at the end of its kill_timeout"
+    killing_at = events[-3]["Time"] / 1e9
+    assert abs(killing_at - (cut + 10.0 / SPEED)) < 0.25, "the kill begins when stop_on_client_after passes"
+    assert _alloc(cluster, "job")["desired_status"] == "run"
+
+
+def test_a_task_whose_run_ends_inside_its_clients_kill_window_is_killed_all_the_same(
+        make_cluster: ClusterFactory) -> None:
+    """The kill began (`killCtx` cancelled, `restartTracker.SetKilled`): the task's own exit during the kill
+    window is the kill's exit result, `Terminated` with its code and then `Killed` (`handleKill` waits on
+    the task's result channel; `shouldRestart` emits `Killed` for a killed task, task_runner.go v2.0.5)."""
+    hcl = _with_disconnect(jobspec("win", gpus=1, duration=20), stop_on_client_after="10s", replace=False)
+    hcl = hcl.replace('      driver = "docker"', '      driver = "docker"\n      kill_timeout = "25s"', 1)
+    cluster, client, node_id = _start(make_cluster, "2.0.5", hcl, "win")
+    _partition(cluster, node_id)  # the client's kill begins at 10 s; the task's run ends at 20 s, unforced
+    wait_until(lambda: _alloc(cluster, "win")["finished_at"] is not None, timeout=5, what="the task's end")
+    alloc = _alloc(cluster, "win")
+    assert alloc["finished_at"] - alloc["started_at"] < 25.0 / SPEED, "its run ended before the force"
+    assert alloc["stopped_by_client"] is True
+    _partition(cluster, node_id, "heal")
+    wait_until(lambda: _alloc(cluster, "win")["client_status"] == "complete", timeout=5, what="the late report")
+    events = _events(cluster, alloc["alloc_id"])
+    assert [e["Type"] for e in events][-3:] == ["Killing", "Terminated", "Killed"], events
+    assert events[-2]["ExitCode"] == 0
+
+
+def test_a_kill_its_client_began_cut_off_goes_on_after_the_reconnect(make_cluster: ClusterFactory) -> None:
+    """The node reconnects inside its client's kill window: the allocation runner is still being destroyed
+    (`destroyImpl` waits for the tasks), so the task's end is the kill's result all the same (`Killed`)."""
+    hcl = _with_disconnect(jobspec("back", gpus=1, duration=30), stop_on_client_after="10s", replace=False)
+    hcl = hcl.replace('      driver = "docker"', '      driver = "docker"\n      kill_timeout = "28s"', 1)
+    cluster, client, node_id = _start(make_cluster, "2.0.5", hcl, "back")
+    _partition(cluster, node_id)  # the kill begins at 10 s; the servers say unknown at 20 s; the run ends at 30 s
+    wait_until(lambda: _alloc(cluster, "back")["client_status"] == "unknown", timeout=5, what="the servers' verdict")
+    assert _alloc(cluster, "back")["stopped_by_client"] is True
+    _partition(cluster, node_id, "heal")
+    wait_until(lambda: _alloc(cluster, "back")["client_status"] == "complete", timeout=5, what="the task's end")
+    events = _events(cluster, _alloc(cluster, "back")["alloc_id"])
+    assert [e["Type"] for e in events][-3:] == ["Killing", "Terminated", "Killed"], events
+    assert _alloc(cluster, "back")["desired_status"] == "run"

@@ -72,3 +72,37 @@ def test_a_partition_with_jobs_running_loses_nothing_and_double_books_nothing(tm
     completed = {e for e, runs in by_entry.items()
                  if any(a["client_status"] == "complete" and a["job_id"] not in cut_jobs for a in runs)}
     assert len(completed) == 6, "each entry ran to completion once more"
+
+
+def test_a_task_its_client_stopped_while_the_service_was_down_runs_again_without_a_retry(tmp_path: Path) -> None:
+    """The service is down through the whole partition: its task is killed by its own client past
+    `stop_on_client_after` (60 s, the default; `Killing`, `Killed`, client/heartbeatstop.go) and reported
+    `complete`, desired `run`, on reconnect. The restarted service sees only that end state and queues the
+    entry again without using a retry; the audit shows the entry ran to completion once, after the heal."""
+    dc = DevCluster(TWO_NODES, speed=SPEED, heartbeat_s=1.0)
+    dc.start()
+    db = tmp_path / "q.db"
+    runtime = start_service(dc.url, db)
+    try:
+        submit(runtime, spec("cut", duration_s=200.0))
+        wait_for(lambda: [a for a in dc.audit()["allocations"] if a["client_status"] == "running"], 20, "running")
+        (first,) = dc.audit()["allocations"]
+        runtime.stop()
+        dc.partition(first["node_id"])
+        wait_for(lambda: dc.audit()["allocations"][0]["finished_at"] is not None, 10, "the client's own stop")
+        dc.heal(first["node_id"])
+        wait_for(lambda: dc.audit()["allocations"][0]["client_status"] == "complete", 10, "the report on reconnect")
+        runtime = start_service(dc.url, db)
+        wait_for(lambda: all_ended(runtime), 60, "the entry to end")
+        (done,) = entries(runtime)
+    finally:
+        runtime.stop()
+        dc.stop()
+    assert done["state"] == "complete", done["reason"]
+    assert done["attempts"] == 1 and done["refusals"] == 1, "queued again, no retry used"
+    allocs = dc.audit()["allocations"]
+    killed = [a for a in allocs if a["stopped_by_client"]]
+    ran = [a for a in allocs if a["client_status"] == "complete" and a["desired_status"] == "run"
+           and not a["stopped_by_client"]]
+    assert [a["alloc_id"] for a in killed] == [first["alloc_id"]]
+    assert len(ran) == 1 and ran[0]["started_at"] > killed[0]["finished_at"], "ran once more, after the old task"

@@ -394,3 +394,4 @@ def test_an_unhealthy_instance_carries_its_health_description(h100: dict[str, An
     assert health[sick[0]["ID"]] == "XID 79: GPU has fallen off the bus"
     assert health[sick[1]["ID"]] == "unhealthy"
     assert {h for iid, h in health.items() if iid not in {s["ID"] for s in sick}} == {""}
+

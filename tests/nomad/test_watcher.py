@@ -19,7 +19,8 @@ from nomad_gpu.domain.inventory import Node
 from nomad_gpu.nomad.backoff import Backoff
 from nomad_gpu.nomad.client import NomadClient
 from nomad_gpu.nomad.connection import NomadSettings
-from nomad_gpu.nomad.decode import NO_SHARING, AllocInfo, EvalInfo
+from nomad_gpu.nomad.decode import NO_SHARING, AllocInfo
+from nomad_gpu.nomad.evaldecode import EvalInfo
 from nomad_gpu.nomad.watcher import Watcher
 from nomad_gpu.store.sqlite import StoreFull
 

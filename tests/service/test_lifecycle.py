@@ -249,7 +249,7 @@ def test_a_job_of_this_database_that_no_entry_claims_is_stopped(clock: Clock, ex
 
 def test_a_placement_nomad_refuses_is_requeued_away_from_that_node_without_using_a_retry(
         clock: Clock, ex: ManualExecutor) -> None:
-    from nomad_gpu.nomad.decode import EvalInfo
+    from nomad_gpu.nomad.evaldecode import EvalInfo
 
     nomad, store = FakeNomad(), SqliteStore()
     svc = service(store, nomad, clock, ex)

@@ -15,6 +15,7 @@ import pytest
 from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service, spec
 
 from nomad_gpu.domain.errors import InvalidRequest
+from nomad_gpu.nomad.decode import AllocInfo
 from nomad_gpu.service.config.settings import scheduling_from_mapping
 from nomad_gpu.service.life.cutoff import bound_s
 from nomad_gpu.service.loops.scheduler import SchedulerService
@@ -117,6 +118,76 @@ def test_a_task_killed_by_its_own_client_is_no_success(clock: Clock, ex: ManualE
     svc, a, _, job = _running(store, nomad, clock, ex)
     svc.on_alloc(replace(alloc(job, "complete", index=11), killed=True))
     assert store.get(a).state is not EntryState.COMPLETE
+
+
+def _restarted(tmp_path: Path, clock: Clock, ex: ManualExecutor, end: AllocInfo) -> tuple[SchedulerService, str, str]:
+    """A service killed while its attempt ran; its node is cut off and the attempt ends while it is down; the
+    new process reads Nomad's allocations and sees only the end state."""
+    nomad, path = FakeNomad(), str(tmp_path / "q.db")
+    svc, a, b, job = _running(SqliteStore(path), nomad, clock, ex)
+    svc.stop()
+    svc2 = service(SqliteStore(path), nomad, clock, ManualExecutor())
+    svc2.on_resync([N1], [replace(end, job_id=job, id=f"a-{job}")])
+    return svc2, a, b
+
+
+def test_after_a_restart_a_task_its_own_client_stopped_is_queued_again_without_a_retry(
+        tmp_path: Path, clock: Clock, ex: ManualExecutor) -> None:
+    """`complete`, desired `run`, its task `Killed`: only its own client stops a task so, cut off past
+    `stop_on_client_after` (client/heartbeatstop.go, v2.0.5). The same as seeing it `unknown` live: queued
+    again, no retry used; its client reported the task gone, so the GPU is free at once."""
+    end = replace(alloc("j", "complete", index=30), killed=True)
+    svc, a, b = _restarted(tmp_path, clock, ex, end)
+    e = svc.store.get(a)
+    assert e.state is not EntryState.FAILED, e.reason
+    assert e.state is EntryState.QUEUED and e.retries_used == 0
+    assert "cut off from Nomad (its own client stopped its task" in e.reason and "no retry used" in e.reason
+    svc.run_cycle()
+    assert [x for x in (a, b) if svc.store.get(x).state is EntryState.ADMITTED], "the task is gone: the GPU is free"
+
+
+def test_after_a_restart_a_lost_allocation_is_queued_again_without_a_retry(
+        tmp_path: Path, clock: Clock, ex: ManualExecutor) -> None:
+    """The servers called it lost (`DesiredDescription` "alloc is lost since its node is down",
+    scheduler/structs/const.go v2.0.5, scheduler/generic_sched.go v1.10.5), with no replacement; its
+    client later reported it `complete`. Its node was cut off: queued again, no retry used."""
+    end = replace(alloc("j", "complete", desired="stop", index=30),
+                  desired_description="alloc is lost since its node is down")
+    svc, a, _ = _restarted(tmp_path, clock, ex, end)
+    e = svc.store.get(a)
+    assert e.state is not EntryState.FAILED, e.reason
+    assert e.state is EntryState.QUEUED and e.retries_used == 0
+    assert "cut off from Nomad (Nomad called it lost" in e.reason
+
+
+@pytest.mark.parametrize("lost_first", [True, False])
+def test_after_a_restart_nomads_replacement_of_a_lost_allocation_carries_the_attempt_on(
+        lost_first: bool, tmp_path: Path, clock: Clock, ex: ManualExecutor) -> None:
+    """A pending allocation on a node marked down is `lost` and replaced in the same job even with
+    `replace = false` (that keeps only a running one `unknown`: `classificationRules`,
+    scheduler/reconciler/filters.go v2.0.5). Seen after a restart with its replacement, which ran to
+    completion meanwhile, the attempt is that replacement's: it completes, and does not run again."""
+    nomad, path = FakeNomad(), str(tmp_path / "q.db")
+    svc, a, _, job = _running(SqliteStore(path), nomad, clock, ex)
+    svc.stop()
+    lost = replace(alloc(job, "complete", desired="stop", index=30, next_alloc="a-next"),
+                   desired_description="alloc is lost since its node is down")
+    done = alloc(job, "complete", index=31, alloc_id="a-next")
+    store = SqliteStore(path)
+    svc2 = service(store, nomad, clock, ManualExecutor())
+    svc2.on_resync([N1], [lost, done] if lost_first else [done, lost])
+    e = store.get(a)
+    assert e.state is EntryState.COMPLETE and e.attempts == 0, e.reason
+
+
+def test_a_task_killed_by_its_client_after_a_kill_timeout_is_not_mistaken_for_a_cut_off(
+        clock: Clock, ex: ManualExecutor) -> None:
+    """Killed with desired `stop` and no lost verdict: a stop (ours or an operator's), not a partition."""
+    nomad, store = FakeNomad(), SqliteStore()
+    svc, a, _, job = _running(store, nomad, clock, ex)
+    svc.on_alloc(replace(alloc(job, "complete", desired="stop", index=11), killed=True))
+    e = store.get(a)
+    assert e.state is EntryState.FAILED and "cut off" not in e.reason
 
 
 def test_the_setting_is_read_from_the_config_and_rendered() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from fakes import Clock, FakeNomad, ManualExecutor, gpu_node, service, spec
 
-from nomad_gpu.nomad.decode import EvalInfo
+from nomad_gpu.nomad.evaldecode import EvalInfo
 from nomad_gpu.store import EntryState, SqliteStore
 
 

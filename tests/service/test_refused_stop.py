@@ -11,7 +11,8 @@ import pytest
 from fakes import Clock, FakeNomad, ManualExecutor, alloc, gpu_node, service, spec
 
 from nomad_gpu.nomad.client import NomadUnavailable
-from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
+from nomad_gpu.nomad.decode import AllocInfo
+from nomad_gpu.nomad.evaldecode import EvalInfo
 from nomad_gpu.service.loops.scheduler import SchedulerService
 from nomad_gpu.store import EntryState, SqliteStore
 

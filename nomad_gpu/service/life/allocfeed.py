@@ -16,7 +16,7 @@ from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.nomad.decode import AllocInfo, AllocStatus
 from nomad_gpu.service.accounting.metrics import Metrics
 from nomad_gpu.service.life import events as ev
-from nomad_gpu.service.life.cutoff import CutOffWatch, reason
+from nomad_gpu.service.life.cutoff import CutOffWatch, ended_reason, reason
 from nomad_gpu.service.life.foreign import ForeignAllocs
 from nomad_gpu.service.life.pins import pin_mismatch
 from nomad_gpu.service.life.preempted import preempted_reason
@@ -93,5 +93,7 @@ def alloc_update(a: AllocInfo, timeout: str = "", pin_short: str = "", preempted
                           complete=a.client_status is AllocStatus.COMPLETE,
                           outcome=a.outcome() if a.is_terminal else "", timeout=timeout, pin_short=pin_short,
                           exited_zero=a.stopped_zero,
-                          preempted=preempted, cut_off=reason(a) if a.cut_off else "")
+                          preempted=preempted, cut_off=reason(a) if a.cut_off else "",
+                          ended_cut_off=ended_reason(a) if a.ended_cut_off and not a.next_allocation else "",
+                          replaced_by=a.next_allocation if a.ended_cut_off else "")
 

@@ -20,7 +20,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from nomad_gpu.domain.errors import InvalidRequest
-from nomad_gpu.nomad.decode import AllocInfo
+from nomad_gpu.nomad.decode import ALLOC_LOST, AllocInfo
 from nomad_gpu.render.durations import Seconds
 from nomad_gpu.store.entries import parse_job_id
 
@@ -62,6 +62,13 @@ def reason(a: AllocInfo) -> str:
     """What the entry says when an attempt is queued again for it (`status` shows it)."""
     return (f"its node {a.node_id[:8]} was cut off from Nomad (allocation {a.client_status.value}; its task may "
             "still run there): queued again, no retry used, to start once that task is surely stopped")
+
+
+def ended_reason(a: AllocInfo) -> str:
+    """Why an attempt that ended because its node was cut off (`AllocInfo.ended_cut_off`) is queued again."""
+    how = "Nomad called it lost" if a.desired_description == ALLOC_LOST else "its own client stopped its task"
+    return (f"its node {a.node_id[:8]} was cut off from Nomad ({how}; the task has ended): queued again, "
+            "no retry used")
 
 
 class CutOffWatch:

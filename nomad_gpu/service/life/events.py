@@ -80,6 +80,12 @@ class AllocUpdate:
     cut_off: str = ""
     """Nomad's servers lost its node (`lost` or `unknown`) and its task may still run there: the reason to
     store (docs/partitions.md); empty otherwise."""
+    ended_cut_off: str = ""
+    """It ended because its node was cut off, its task gone (a kill by its own client, or the servers' lost
+    verdict, read again after a restart): the reason to store; empty otherwise."""
+    replaced_by: str = ""
+    """It ended because its node was cut off, and Nomad placed a replacement in the same job
+    (`NextAllocation`): the attempt goes on in that one; empty otherwise."""
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,8 @@ from nomad_gpu.domain.ids import EntryId, NodeId, Team
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import JobRequest
-from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
+from nomad_gpu.nomad.decode import AllocInfo
+from nomad_gpu.nomad.evaldecode import EvalInfo
 from nomad_gpu.render import JobSpec
 from nomad_gpu.service.accounting.metrics import Metrics
 from nomad_gpu.service.asks.classes import ClassBook
@@ -38,14 +39,15 @@ from nomad_gpu.service.life.actuator import NomadActuator
 from nomad_gpu.service.life.allocfeed import AllocFeed
 from nomad_gpu.service.life.cutoff import CutOffWatch, bound_s
 from nomad_gpu.service.life.foreign import ForeignAllocs
-from nomad_gpu.service.life.machine import Phase, apply, record_of
+from nomad_gpu.service.life.machine import apply
 from nomad_gpu.service.life.outage import Outage
 from nomad_gpu.service.life.portsinuse import blocked_nodes, port_note, ports_taken, static_ports
+from nomad_gpu.service.life.record import record_of
 from nomad_gpu.service.life.register import Registrar
 from nomad_gpu.service.life.runner import Followed, Runner
 from nomad_gpu.service.life.stops import Stops
 from nomad_gpu.service.life.timers import Timers
-from nomad_gpu.service.life.tracking import LIVE, Draining, DueTimes, Executor, Tracked, compact
+from nomad_gpu.service.life.tracking import LIVE, Draining, DueTimes, Executor, Tracked, compact, stored_drains
 from nomad_gpu.store import EntryState, QueueEntry
 from nomad_gpu.store.contract import Admission, Store
 from nomad_gpu.store.entries import entry_of_job, parse_job_id
@@ -119,21 +121,8 @@ class Lifecycle:
     def load(self) -> None:
         for e in self.store.list([EntryState.QUEUED, *LIVE]):
             self.track(e)
-        self._drain_stored_stops()
-
-    def _drain_stored_stops(self) -> None:
-        """An ended attempt whose stop Nomad has not confirmed drains again after a restart: Nomad may still place
-        it (a refused job's blocked evaluation is unblocked when capacity frees, nomad/blocked_evals.go v2.0.5), so
-        the entry's next attempt waits for the stop and for every allocation of that job to end. Nothing is booked
-        for it here: its allocations, as Nomad lists them, are (allocfeed.py)."""
-        for s in self.store.stops():
-            ref = parse_job_id(s.job_id)
-            t = self.entries.get(ref.entry) if ref is not None and ref.instance in ("", self.instance) else None
-            if ref is None or t is None or t.entry.nomad_job_id == s.job_id or s.job_id in self.draining:
-                continue
-            record = replace(record_of(t.entry), attempt=ref.attempt, phase=Phase.DRAINING,
-                             outcome=t.entry.state, registered=True)
-            self.draining[s.job_id] = Draining(s.job_id, s.namespace, t.entry.id, {}, record)
+        for d in stored_drains(self.store.stops(), self.entries, self.instance, self.draining):
+            self.draining[d.job_id] = d
 
     def track(self, e: QueueEntry, spec: JobSpec | None = None) -> None:
         """Follow a stored entry (`spec`: its spec, validated just now; else the stored one is). A spec that a

@@ -14,79 +14,12 @@ returns the record unchanged and no effect.
 
 from __future__ import annotations
 
-import enum
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 
 from nomad_gpu.service.life import events as ev
 from nomad_gpu.service.life.events import Effect, Event
-from nomad_gpu.store import EntryState, QueueEntry
-
-
-class Phase(enum.Enum):
-    QUEUED = "queued"
-    ADMITTED = "admitted"
-    """Capacity reserved, the job sent (or being sent) to Nomad, not yet seen placed."""
-    RUNNING = "running"
-    PREEMPTING = "preempting"
-    """Its GPUs are taken back: Nomad stops its job with its grace; it holds its capacity until every
-    allocation is terminal, then is queued again (DESIGN 17)."""
-    DRAINING = "draining"
-    """Ended, and still holding its capacity while Nomad stops its job."""
-    ENDED = "ended"
-    """Ended; nothing held."""
-
-    @property
-    def live(self) -> bool:
-        return self in (Phase.ADMITTED, Phase.RUNNING)
-
-
-LIVE_STATES = (EntryState.ADMITTED, EntryState.RUNNING)
-
-
-@dataclass(frozen=True)
-class Record:
-    """One attempt of one entry, as the life cycle keeps it."""
-
-    entry: str
-    attempt: int = 0
-    phase: Phase = Phase.QUEUED
-    outcome: EntryState | None = None
-    """What the entry became when this attempt ended (queued again, or terminal); None while it lasts."""
-    held: bool = False
-    registering: bool = False
-    """A register is in flight: its reply decides, and a stop waits for it."""
-    registered: bool = False
-    """Nomad acknowledged the register: it is never sent again."""
-    booked: bool = False
-    """The ledger holds the attempt's capacity (the runner refreshes it before each event)."""
-    retries_left: int = 0
-    failures: int = 0
-    """Register failures in a row (their backoff)."""
-    groups: int = 1
-    """Allocations that must all end by themselves for the attempt to be complete."""
-    open: frozenset[str] = field(default_factory=frozenset)
-    done: frozenset[str] = field(default_factory=frozenset)
-    clean: bool = True
-    """Every allocation that ended did so `complete`."""
-    exited: bool = True
-    """Preempting: every allocation that ended had its tasks exit 0 (a checkpoint saved in its grace)."""
-    stopped: bool = False
-    """Draining: Nomad confirmed its job stopped."""
-    fenced: bool = False
-    """This replica lost the leader's lease: it acts on the attempt no more (the next leader loads it)."""
-
-    @property
-    def state(self) -> EntryState:
-        """The entry's stored state while this attempt is its current one."""
-        if self.outcome is not None:
-            return self.outcome
-        return {Phase.QUEUED: EntryState.QUEUED, Phase.ADMITTED: EntryState.ADMITTED,
-                Phase.RUNNING: EntryState.RUNNING, Phase.PREEMPTING: EntryState.PREEMPTING}[self.phase]
-
-    @property
-    def holds_capacity(self) -> bool:
-        return self.phase.live or self.phase in (Phase.DRAINING, Phase.PREEMPTING)
-
+from nomad_gpu.service.life.record import LIVE_STATES, Phase, Record
+from nomad_gpu.store import EntryState
 
 Result = tuple[Record, tuple[Effect, ...]]
 
@@ -207,6 +140,9 @@ def _alloc(r: Record, e: ev.AllocUpdate) -> Result:
     if e.cut_off:  # its task may run on where Nomad cannot see: queued again, no retry used; capacity kept
         r = _seen(r, e.alloc, False, False)
         return _then(_end(r, EntryState.QUEUED, e.cut_off, refused=True, durable=False), ev.Count("lost"))
+    if e.replaced_by:  # Nomad's replacement in the same job carries the attempt on: this one neither ends the
+        # attempt nor counts toward its completion (a pending allocation of a node marked down, docs/partitions.md)
+        return replace(r, open=r.open - {e.alloc}), ()
     r = _seen(r, e.alloc, e.terminal, e.complete)
     if e.pin_short:
         return _refused(r, e.pin_short, count="refused")
@@ -222,6 +158,10 @@ def _alloc(r: Record, e: ev.AllocUpdate) -> Result:
         # preemptor's, released at once when the attempt has nothing left running (else drained as any end)
         return _then(_end(r, EntryState.QUEUED, e.preempted, release_now=not r.open, refused=True, durable=False),
                      ev.Count("preempted"))
+    if e.ended_cut_off:  # its node was cut off and the task is gone: queued again as a live `lost` is, no retry
+        # used; the client reported the end, so the GPUs are free at once when nothing else of it runs
+        return _then(_end(r, EntryState.QUEUED, e.ended_cut_off, release_now=not r.open, refused=True,
+                          durable=False), ev.Count("lost"))
     if not e.succeeded:
         return _retry_or_fail(r, f"allocation {e.outcome}", durable=False)
     if len(r.done) >= max(r.groups, 1):
@@ -384,12 +324,3 @@ def _ended(r: Record, e: Event) -> Result:
     if isinstance(e, ev.Requeue) and r.outcome is not None and r.outcome.is_terminal():
         return r, (ev.Reject(f"{r.entry} is {r.outcome.value}: submit it again instead"),)
     return r, ()
-
-
-def record_of(e: QueueEntry) -> Record:
-    """The record of a stored entry's current attempt (at start-up, or for an entry not followed)."""
-    phase = {EntryState.QUEUED: Phase.QUEUED, EntryState.ADMITTED: Phase.ADMITTED,
-             EntryState.RUNNING: Phase.RUNNING, EntryState.PREEMPTING: Phase.PREEMPTING}.get(e.state, Phase.ENDED)
-    return Record(entry=e.id, attempt=e.attempts, phase=phase, outcome=e.state if phase is Phase.ENDED else None,
-                  held=e.held, registered=e.registered_at is not None, retries_left=e.max_retries - e.retries_used,
-                  groups=max(len(e.placements), 1))

@@ -21,8 +21,9 @@ from nomad_gpu.domain.placement import AllocPlacement
 from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.service.accounting.metrics import Metrics
 from nomad_gpu.service.life import events as ev
-from nomad_gpu.service.life.machine import Record, apply, record_of
+from nomad_gpu.service.life.machine import apply
 from nomad_gpu.service.life.outage import Outage
+from nomad_gpu.service.life.record import Record, record_of
 from nomad_gpu.service.life.timers import STOPS_CHECK_S, Timers
 from nomad_gpu.service.life.tracking import Draining, Tracked, backoff_s, compact
 from nomad_gpu.store import EntryState, QueueEntry

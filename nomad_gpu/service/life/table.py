@@ -6,7 +6,8 @@ test keeps the two equal; `python -m nomad_gpu.service.life.table` prints it.
 from __future__ import annotations
 
 from nomad_gpu.service.life import events as ev
-from nomad_gpu.service.life.machine import Phase, Record, apply
+from nomad_gpu.service.life.machine import apply
+from nomad_gpu.service.life.record import Phase, Record
 from nomad_gpu.store import EntryState
 
 _Q = Record("q1", retries_left=1)
@@ -49,6 +50,10 @@ EVENTS: dict[str, ev.Event] = {
     "alloc lost (node cut off)": ev.AllocUpdate("a1", terminal=True, outcome="lost", cut_off="cut off"),
     "alloc unknown (node cut off)": ev.AllocUpdate("a1", cut_off="cut off"),
     "cut-off alloc's bound passed": ev.CutOffExpired("a1"),
+    "alloc ended, its node cut off": ev.AllocUpdate("a1", terminal=True, complete=True, outcome="killed",
+                                                    ended_cut_off="cut off, ended"),
+    "alloc ended cut off, replaced by Nomad": ev.AllocUpdate("a1", terminal=True, complete=True, outcome="replaced",
+                                                            replaced_by="a2"),
     "allocs gone": ev.AllocsGone(),
     "evaluation refused": ev.EvalRefused("no driver"),
     "cancel": ev.Cancel(),

@@ -7,7 +7,7 @@ read views can name these without reaching into the life cycle's workings.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
@@ -15,8 +15,10 @@ from nomad_gpu.domain.ids import EntryId, NodeId
 from nomad_gpu.domain.requests import JobRequest
 from nomad_gpu.nomad.decode import AllocInfo
 from nomad_gpu.render import JobSpec
-from nomad_gpu.service.life.machine import Record, record_of
+from nomad_gpu.service.life.record import Phase, Record, record_of
 from nomad_gpu.store import EntryState, QueueEntry
+from nomad_gpu.store.contract import StopIntent
+from nomad_gpu.store.entries import parse_job_id
 
 LIVE = (EntryState.ADMITTED, EntryState.RUNNING, EntryState.PREEMPTING)
 """States in which an entry holds capacity and has (or will have) a Nomad job."""
@@ -151,3 +153,21 @@ class DueTimes:
         while self._heap and self._heap[0][0] <= now:
             due[heapq.heappop(self._heap)[1]] = None
         return list(due)
+
+
+def stored_drains(stops: Iterable[StopIntent], entries: Mapping[str, Tracked], instance: str,
+                  draining: Container[str]) -> list[Draining]:
+    """An ended attempt whose stop Nomad has not confirmed drains again after a restart: Nomad may still place
+    it (a refused job's blocked evaluation is unblocked when capacity frees, nomad/blocked_evals.go v2.0.5), so
+    the entry's next attempt waits for the stop and for every allocation of that job to end. Nothing is booked
+    for it here: its allocations, as Nomad lists them, are (allocfeed.py)."""
+    drains = []
+    for s in stops:
+        ref = parse_job_id(s.job_id)
+        t = entries.get(ref.entry) if ref is not None and ref.instance in ("", instance) else None
+        if ref is None or t is None or t.entry.nomad_job_id == s.job_id or s.job_id in draining:
+            continue
+        record = replace(record_of(t.entry), attempt=ref.attempt, phase=Phase.DRAINING,
+                         outcome=t.entry.state, registered=True)
+        drains.append(Draining(s.job_id, s.namespace, t.entry.id, {}, record))
+    return drains

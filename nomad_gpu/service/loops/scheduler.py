@@ -22,7 +22,8 @@ from nomad_gpu.domain.ids import EntryId, NodeId
 from nomad_gpu.domain.inventory import Node
 from nomad_gpu.domain.ledger import Ledger
 from nomad_gpu.nomad.client import NomadError
-from nomad_gpu.nomad.decode import AllocInfo, EvalInfo
+from nomad_gpu.nomad.decode import AllocInfo
+from nomad_gpu.nomad.evaldecode import EvalInfo
 from nomad_gpu.render import JobSpec, SweepSpec, parse_spec
 from nomad_gpu.service.accounting.metrics import Metrics
 from nomad_gpu.service.admission.dependencies import DependencyGate

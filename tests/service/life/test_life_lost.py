@@ -9,7 +9,8 @@ allocation's client reports it ended, or until the bound after which its client 
 from __future__ import annotations
 
 from nomad_gpu.service.life import events as ev
-from nomad_gpu.service.life.machine import Phase, Record, apply
+from nomad_gpu.service.life.machine import apply
+from nomad_gpu.service.life.record import Phase, Record
 from nomad_gpu.store import EntryState
 
 RUNNING = Record("q1", phase=Phase.RUNNING, booked=True, registered=True, open=frozenset({"a1"}))

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from nomad_gpu.service.life import events as ev
-from nomad_gpu.service.life.machine import Phase, Record, apply
+from nomad_gpu.service.life.machine import apply
+from nomad_gpu.service.life.record import Phase, Record
 from nomad_gpu.service.life.table import EVENTS, STATES, render, rows
 from nomad_gpu.store import EntryState
 from nomad_gpu.store.entries import TRANSITIONS

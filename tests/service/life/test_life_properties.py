@@ -21,7 +21,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from nomad_gpu.service.life import events as ev
-from nomad_gpu.service.life.machine import Phase, Record, apply
+from nomad_gpu.service.life.machine import apply
+from nomad_gpu.service.life.record import Phase, Record
 from nomad_gpu.store import EntryState
 from nomad_gpu.store.entries import TRANSITIONS
 
