@@ -164,3 +164,34 @@ def test_after_a_restart_a_cut_off_attempts_gpu_whose_stop_was_pending_is_freed_
     ex2.run_all()
     svc2.run_cycle()
     assert svc2.store.get(a.id).state is EntryState.ADMITTED
+
+
+def test_a_refusal_for_a_pinned_gpu_that_turned_unhealthy_keeps_the_nodes_healthy_gpus_candidates(
+        clock: Clock) -> None:
+    """The GPU failed between the admission and Nomad's placement: Nomad refuses ("devices: no devices match
+    request exhausted"), and the node's other GPUs are fine. Avoiding the whole node for `refusal_avoid_s`
+    (300 s) would keep the entry from the node's healthy GPUs (a chaos run with one shared GPU never settled);
+    the ledger no longer offers the sick one anyway."""
+    nomad, ex = FakeNomad(), ManualExecutor()
+    store = SqliteStore()
+    svc = service(store, nomad, clock, ex)
+    svc.on_resync([gpu_node("n1", 2)], [])
+    (a,) = svc.submit(spec("a"))
+    svc.run_cycle()
+    ex.run_all()
+    first = store.get(a.id)
+    pinned = first.placements[0]["instance_ids"][0]
+    (n1,) = [gpu_node("n1", 2)]
+    svc.on_node(replace(n1, gpus=tuple(replace(g, healthy=False, health="XID 79") if g.id == pinned else g
+                                       for g in n1.gpus)))
+    svc.on_eval(EvalInfo("e1", first.nomad_job_id, "default", "complete", "job-register",
+                         "group main: 1 node(s) evaluated; devices: no devices match request exhausted (1)"))
+    e = store.get(a.id)
+    assert e.state is EntryState.QUEUED and e.refusals == 1 and e.retries_used == 0
+    assert svc.life.entries[a.id].avoid == {}, "the node's healthy GPU stays a candidate"
+    ex.run_all()
+    svc.on_alloc(alloc(first.nomad_job_id, "complete", node="n1", devices=(pinned,), desired="stop", index=99))
+    svc.run_cycle()
+    ex.run_all()
+    again = store.get(a.id)
+    assert again.state is EntryState.ADMITTED and again.placements[0]["instance_ids"][0] != pinned

@@ -284,8 +284,10 @@ class Lifecycle:
         t = self.entries.get(ref.entry) if ref is not None and ref.instance in ("", self.instance) else None
         if t is None or t.entry.nomad_job_id != e.job_id or not e.refused:
             return
-        # a failed evaluation is the scheduler giving up, not the node refusing: that node stays a candidate
-        self.runner.run(t.entry, t, t.attempt, ev.EvalRefused(e.failures or e.status, avoid=e.status != "failed"))
+        # a failed evaluation is the scheduler giving up, not the node refusing, and a pinned GPU that turned
+        # unhealthy is refused by itself (the ledger offers it no more): either way the node stays a candidate
+        avoid = e.status != "failed" and self.registrar.sick_pins(t.entry) is None
+        self.runner.run(t.entry, t, t.attempt, ev.EvalRefused(e.failures or e.status, avoid=avoid))
 
     # ---- a user's requests ---------------------------------------------------------------------
     def _request_event(self, entry_id: str, event: ev.Event) -> QueueEntry:

@@ -74,7 +74,7 @@ class Registrar:
                 self.reply(admitted, RegisterDeferred(admitted.attempts))
                 return
             entry, held = t.entry, (None if t.lean else t.spec)
-            if (sick := self._sick_pins(entry)) is not None:
+            if (sick := self.sick_pins(entry)) is not None:
                 self.reply(admitted, EvalRefused(sick, avoid=False))  # the ledger offers no sick device anyway
                 self.reply(admitted, RegisterDeferred(admitted.attempts))  # never sent now: its stop may go
                 return
@@ -97,7 +97,7 @@ class Registrar:
         with self.lock:
             self.reply(entry, event)
 
-    def _sick_pins(self, entry: QueueEntry) -> str | None:
+    def sick_pins(self, entry: QueueEntry) -> str | None:
         """Why the attempt's pins cannot be placed now (a pinned device reported unhealthy), or None."""
         for p in entry.placements:
             free = self.ledger.node_free(NodeId(str(p["node"])))
