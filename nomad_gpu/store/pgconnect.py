@@ -151,11 +151,12 @@ def translated(location: str, space: PgSpace | None = None) -> Iterator[None]:
 Connection = psycopg.Connection[tuple[Any, ...]]
 
 
-def live(db: Connection, idle_s: float) -> bool:
-    """False when ``db`` is closed, broken, or (idle ``idle_s`` or longer) ended by the server while idle."""
+def live(db: Connection, used_at: float) -> bool:
+    """False when ``db`` is closed, broken, or (unused since ``used_at``, `time.monotonic()`, for
+    IDLE_PROBE_S or longer) ended by the server while idle."""
     if db.closed or db.broken:
         return False
-    if idle_s >= IDLE_PROBE_S:
+    if time.monotonic() - used_at >= IDLE_PROBE_S:
         try:
             db.execute("")
         except psycopg.OperationalError:
@@ -193,7 +194,3 @@ def _entered(tx: AbstractContextManager[object]) -> Iterator[None]:
             raise
     else:
         tx.__exit__(None, None, None)
-
-
-def since(moment: float) -> float:
-    return time.monotonic() - moment

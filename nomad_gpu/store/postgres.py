@@ -34,7 +34,7 @@ from nomad_gpu.store import pgcounts, pghistory, pgusage, specdiff
 from nomad_gpu.store.contract import Admission, StaleTransition, StopIntent
 from nomad_gpu.store.counts import SweepCount
 from nomad_gpu.store.entries import TRANSITIONS, EntryState, QueueEntry, dumps, entry_of
-from nomad_gpu.store.pgconnect import PgSpace, begun, checked_dsn, connect, hold_service_lock, live, since, translated
+from nomad_gpu.store.pgconnect import PgSpace, begun, checked_dsn, connect, hold_service_lock, live, translated
 from nomad_gpu.store.pgglob import glob_regex
 from nomad_gpu.store.pgrows import Transfer
 from nomad_gpu.store.pgschema import migrate
@@ -88,7 +88,7 @@ class PostgresStore(Transfer):
 
     def _conn(self) -> psycopg.Connection[tuple[Any, ...]]:
         """The connection, opened again when the last one was lost (StoreUnavailable while it cannot be)."""
-        if not live(self._db, since(self._used)):
+        if not live(self._db, self._used):
             self._db = connect(self.location)
         self._used = time.monotonic()
         return self._db

@@ -55,6 +55,18 @@ def _restart(path: str, nomad: FakeNomad, clock: Clock,
     return svc, ex
 
 
+def _admitted_only_once_the_refused_job_ends(svc: SchedulerService, ex: ManualExecutor, entry: str, job: str,
+                                             node: str) -> None:
+    """Stopped, the refused job's allocation still runs: the next attempt stays queued until it ends."""
+    svc.run_cycle()
+    ex.run_all()
+    assert svc.store.get(entry).state is EntryState.QUEUED
+    svc.on_alloc(alloc(job, "complete", node=node, devices=(f"GPU-{node}-0",), desired="stop", index=99))
+    svc.run_cycle()
+    ex.run_all()
+    assert svc.store.get(entry).state is EntryState.ADMITTED
+
+
 def test_after_a_restart_the_next_attempt_waits_for_the_refused_job_nomad_placed_meanwhile(
         tmp_path: Path, clock: Clock) -> None:
     path = str(tmp_path / "q.db")
@@ -66,13 +78,7 @@ def test_after_a_restart_the_next_attempt_waits_for_the_refused_job_nomad_placed
     assert svc.store.get(entry).state is EntryState.QUEUED  # not beside the refused job's allocation
     ex.run_all()  # the stop lands; its allocation is not terminal yet
     assert nomad.jobs[job].stopped
-    svc.run_cycle()
-    ex.run_all()
-    assert svc.store.get(entry).state is EntryState.QUEUED
-    svc.on_alloc(alloc(job, "complete", node=node, devices=(f"GPU-{node}-0",), desired="stop", index=99))
-    svc.run_cycle()
-    ex.run_all()
-    assert svc.store.get(entry).state is EntryState.ADMITTED
+    _admitted_only_once_the_refused_job_ends(svc, ex, entry, job, node)
     assert [j for j in nomad.registers() if j != job]
 
 
@@ -90,14 +96,8 @@ def test_after_a_restart_the_next_attempt_waits_for_the_refused_jobs_stop(tmp_pa
     svc.run_cycle()
     ex.run_all()
     assert nomad.jobs[job].stopped
-    svc.run_cycle()
-    ex.run_all()
     # the fake lists an allocation of the stopped job, not yet terminal: the next attempt waits for its end
-    assert svc.store.get(entry).state is EntryState.QUEUED
-    svc.on_alloc(alloc(job, "complete", node=node, devices=(f"GPU-{node}-0",), desired="stop", index=99))
-    svc.run_cycle()
-    ex.run_all()
-    assert svc.store.get(entry).state is EntryState.ADMITTED
+    _admitted_only_once_the_refused_job_ends(svc, ex, entry, job, node)
 
 
 def test_a_register_resumed_after_a_restart_is_withheld_when_a_pinned_gpu_turned_unhealthy(

@@ -127,8 +127,8 @@ def _reply(r: Record, e: ev.RegisterOk | ev.RegisterLost | ev.RegisterRefused | 
     if isinstance(e, ev.RegisterOk) or r.open or r.done:
         # an allocation of this attempt was seen, so its job exists: a retry's "never sent" (the entry moved on
         # to running before it went) or its lost reply is no refusal, and no further retry is needed
-        return replace(r, registering=False, registered=True, failures=0), (
-            (ev.MarkRegistered(), ev.WatchDeadline()) if isinstance(e, ev.RegisterOk) else (ev.MarkRegistered(),))
+        watch = (ev.WatchDeadline(),) if isinstance(e, ev.RegisterOk) else ()
+        return replace(r, registering=False, registered=True, failures=0), (ev.MarkRegistered(), *watch)
     r = replace(r, registering=False)
     if isinstance(e, ev.RegisterLost):
         failures = r.failures + 1
